@@ -1,1 +1,3 @@
-//! placeholder
+//! The Weft controller: validation and reporting commands now; compiler, plan and apply next.
+
+pub mod cmd;

@@ -1,0 +1,48 @@
+//! One module per `weft` subcommand. Each returns an [`Outcome`] so the binary maps it to the
+//! documented exit codes: 0 ok, 2 invalid intent, 1 anything else.
+
+pub mod show;
+pub mod validate;
+
+use std::io::Write;
+
+use weft_topology::{Diagnostic, LoadError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+/// What a command achieved, for the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Invalid,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Ok => 0,
+            Outcome::Invalid => 2,
+        }
+    }
+}
+
+/// Prints diagnostics the way compilers do, one block per problem, on stderr.
+pub fn print_diagnostics(diags: &[Diagnostic]) {
+    let mut err = std::io::stderr().lock();
+    for d in diags {
+        let _ = writeln!(err, "{d}");
+    }
+}
+
+/// Splits load errors into diagnostics (exit 2) and real failures (exit 1).
+pub fn load(path: &str) -> anyhow::Result<Result<weft_topology::Topology, Vec<Diagnostic>>> {
+    match weft_topology::load_file(path) {
+        Ok(t) => Ok(Ok(t)),
+        Err(LoadError::Invalid(d)) => Ok(Err(d)),
+        Err(e @ LoadError::Io { .. }) => Err(e.into()),
+    }
+}

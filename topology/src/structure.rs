@@ -1,0 +1,381 @@
+//! Structural check of the marked YAML tree against the intent's JSON Schema (generated from the
+//! model), so unknown fields, wrong types and malformed units are all reported in one pass, each
+//! with its position, before serde sees the text.
+
+use serde_json::Value;
+
+use crate::diag::{Sink, suggest};
+use crate::units::check_format;
+use crate::yaml::{Node, Scalar};
+
+pub struct Checker<'a> {
+    root: &'a Value,
+    file: &'a str,
+}
+
+impl<'a> Checker<'a> {
+    pub fn new(schema: &'a Value, file: &'a str) -> Self {
+        Checker { root: schema, file }
+    }
+
+    pub fn check(&self, node: &Node, sink: &mut Sink) {
+        self.check_at(node, self.root, "", sink);
+    }
+
+    fn resolve(&self, mut s: &'a Value) -> &'a Value {
+        // Bounded: a schema generated from Rust types has no reference cycles without an object
+        // in between, but never trust that blindly.
+        for _ in 0..16 {
+            match s.get("$ref").and_then(Value::as_str) {
+                Some(r) => {
+                    let name = r.rsplit('/').next().unwrap_or_default();
+                    match self.root.get("$defs").and_then(|d| d.get(name)) {
+                        Some(t) => s = t,
+                        None => return s,
+                    }
+                }
+                None => return s,
+            }
+        }
+        s
+    }
+
+    fn errors_for(&self, node: &Node, schema: &'a Value, path: &str) -> Sink {
+        let mut sink = Sink::default();
+        self.check_at(node, schema, path, &mut sink);
+        sink
+    }
+
+    fn check_at(&self, node: &Node, schema: &'a Value, path: &str, sink: &mut Sink) {
+        let schema = self.resolve(schema);
+        let item = if path.is_empty() { "intent" } else { path };
+
+        let branches = schema
+            .get("oneOf")
+            .or_else(|| schema.get("anyOf"))
+            .and_then(Value::as_array);
+        if let Some(branches) = branches {
+            self.check_branches(node, schema, branches, path, sink);
+            return;
+        }
+
+        if let Some(c) = schema.get("const") {
+            if !scalar_equals(node, c) {
+                sink.push(self.file, node.pos(), item, format!("expected {c}"));
+            }
+            return;
+        }
+
+        if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+            if !values.iter().any(|v| scalar_equals(node, v)) {
+                let names: Vec<&str> = values.iter().filter_map(Value::as_str).collect();
+                self.report_choice(node, &names, item, sink);
+            }
+            return;
+        }
+
+        if !type_matches(node, schema) {
+            sink.push(
+                self.file,
+                node.pos(),
+                item,
+                format!("expected {}, found {}", describe(schema), found(node)),
+            );
+            return;
+        }
+
+        match node {
+            Node::Map(entries, _) => {
+                let props = schema.get("properties").and_then(Value::as_object);
+                let additional = schema.get("additionalProperties");
+                for (key, kpos, value) in entries {
+                    let child = join(path, key);
+                    match props.and_then(|p| p.get(key)) {
+                        Some(s) => self.check_at(value, s, &child, sink),
+                        None => match additional {
+                            Some(Value::Bool(false)) => {
+                                let known: Vec<&str> = props
+                                    .map(|p| p.keys().map(String::as_str).collect())
+                                    .unwrap_or_default();
+                                let msg = format!("unknown field `{key}`");
+                                match suggest(key, known.iter().copied()) {
+                                    Some(s) => sink.push_help(
+                                        self.file,
+                                        *kpos,
+                                        &child,
+                                        msg,
+                                        format!("did you mean `{s}`?"),
+                                    ),
+                                    None => sink.push_help(
+                                        self.file,
+                                        *kpos,
+                                        &child,
+                                        msg,
+                                        format!("known fields here: {}", known.join(", ")),
+                                    ),
+                                }
+                            }
+                            Some(s @ Value::Object(_)) => self.check_at(value, s, &child, sink),
+                            _ => {}
+                        },
+                    }
+                }
+                if let Some(req) = schema.get("required").and_then(Value::as_array) {
+                    for r in req.iter().filter_map(Value::as_str) {
+                        if node.get(r).is_none() {
+                            sink.push(self.file, node.pos(), item, format!("missing field `{r}`"));
+                        }
+                    }
+                }
+            }
+            Node::Seq(items, _) => {
+                if let Some(item_schema) = schema.get("items") {
+                    for (i, v) in items.iter().enumerate() {
+                        self.check_at(v, item_schema, &format!("{path}[{i}]"), sink);
+                    }
+                }
+            }
+            Node::Scalar(Scalar::Str(s), pos) => {
+                if let Some(f) = schema.get("format").and_then(Value::as_str)
+                    && let Some(expected) = check_format(f, s)
+                {
+                    sink.push(self.file, *pos, item, format!("{s:?} is not {expected}"));
+                }
+            }
+            Node::Scalar(Scalar::Int(i), pos) => {
+                let min = schema.get("minimum").and_then(Value::as_f64);
+                let max = schema.get("maximum").and_then(Value::as_f64);
+                let v = *i as f64;
+                if min.is_some_and(|m| v < m) || max.is_some_and(|m| v > m) {
+                    sink.push(
+                        self.file,
+                        *pos,
+                        item,
+                        format!(
+                            "{i} is out of range ({}..={})",
+                            min.map_or("-".into(), |m| m.to_string()),
+                            max.map_or("-".into(), |m| m.to_string())
+                        ),
+                    );
+                }
+            }
+            Node::Scalar(..) => {}
+        }
+    }
+
+    fn check_branches(
+        &self,
+        node: &Node,
+        schema: &'a Value,
+        branches: &'a [Value],
+        path: &str,
+        sink: &mut Sink,
+    ) {
+        let item = if path.is_empty() { "intent" } else { path };
+        let resolved: Vec<&Value> = branches.iter().map(|b| self.resolve(b)).collect();
+
+        // Internally tagged enums (generators): pick the branch by its `kind`.
+        let tags: Vec<(&str, &Value)> = resolved
+            .iter()
+            .filter_map(|b| {
+                let k = b.get("properties")?.get("kind")?;
+                let k = self.resolve(k);
+                let tag = k
+                    .get("const")
+                    .and_then(Value::as_str)
+                    .or_else(|| k.get("enum")?.as_array()?.first()?.as_str())?;
+                Some((tag, *b))
+            })
+            .collect();
+        if !tags.is_empty() && matches!(node, Node::Map(..)) {
+            let names: Vec<&str> = tags.iter().map(|t| t.0).collect();
+            match node.get("kind") {
+                Some(Node::Scalar(Scalar::Str(k), kpos)) => {
+                    match tags.iter().find(|t| t.0 == k) {
+                        Some((_, b)) => self.check_at(node, b, path, sink),
+                        None => self.report_unknown(k, *kpos, &names, &join(path, "kind"), sink),
+                    }
+                }
+                _ => sink.push_help(
+                    self.file,
+                    node.pos(),
+                    item,
+                    "missing field `kind`",
+                    format!("one of: {}", names.join(", ")),
+                ),
+            }
+            return;
+        }
+
+        let mut attempts: Vec<Sink> = Vec::new();
+        for b in &resolved {
+            let s = self.errors_for(node, b, path);
+            if s.is_empty() {
+                return;
+            }
+            attempts.push(s);
+        }
+
+        // Enums of documented unit variants come out as a `oneOf` of string constants.
+        let consts: Vec<&str> = resolved
+            .iter()
+            .filter_map(|b| b.get("const").and_then(Value::as_str))
+            .chain(resolved.iter().filter_map(|b| {
+                b.get("enum")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str))
+                    .into_iter()
+                    .flatten()
+                    .next()
+            }))
+            .collect();
+        if consts.len() == resolved.len() {
+            let all: Vec<&str> = resolved
+                .iter()
+                .flat_map(|b| {
+                    b.get("const")
+                        .and_then(Value::as_str)
+                        .into_iter()
+                        .chain(
+                            b.get("enum")
+                                .and_then(Value::as_array)
+                                .into_iter()
+                                .flatten()
+                                .filter_map(Value::as_str),
+                        )
+                })
+                .collect();
+            self.report_choice(node, &all, item, sink);
+            return;
+        }
+
+        // `Option<T>`: the null branch never explains anything; report T's problems.
+        let shaped: Vec<usize> = resolved
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| type_matches(node, b) && !is_null_schema(b))
+            .map(|(i, _)| i)
+            .collect();
+        if shaped.len() == 1
+            && let Some(s) = attempts.get_mut(shaped[0])
+        {
+            sink.items.append(&mut s.items);
+            return;
+        }
+        let expected: Vec<String> = resolved
+            .iter()
+            .filter(|b| !is_null_schema(b))
+            .map(|b| describe(b))
+            .collect();
+        let _ = schema;
+        sink.push(
+            self.file,
+            node.pos(),
+            item,
+            format!("expected {}, found {}", expected.join(" or "), found(node)),
+        );
+    }
+
+    fn report_choice(&self, node: &Node, names: &[&str], item: &str, sink: &mut Sink) {
+        match node {
+            Node::Scalar(Scalar::Str(s), pos) => self.report_unknown(s, *pos, names, item, sink),
+            other => sink.push(
+                self.file,
+                other.pos(),
+                item,
+                format!("expected one of {}, found {}", names.join(", "), found(other)),
+            ),
+        }
+    }
+
+    fn report_unknown(&self, value: &str, pos: crate::yaml::Pos, names: &[&str], item: &str, sink: &mut Sink) {
+        let msg = format!("unknown value {value:?}");
+        match suggest(value, names.iter().copied()) {
+            Some(s) => sink.push_help(self.file, pos, item, msg, format!("did you mean `{s}`?")),
+            None => sink.push_help(self.file, pos, item, msg, format!("one of: {}", names.join(", "))),
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn is_null_schema(s: &Value) -> bool {
+    s.get("type").and_then(Value::as_str) == Some("null")
+}
+
+fn types_of(schema: &Value) -> Vec<&str> {
+    match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn type_matches(node: &Node, schema: &Value) -> bool {
+    let types = types_of(schema);
+    if types.is_empty() {
+        return true;
+    }
+    types.iter().any(|t| match (*t, node) {
+        ("object", Node::Map(..)) => true,
+        ("array", Node::Seq(..)) => true,
+        ("string", Node::Scalar(Scalar::Str(_), _)) => true,
+        ("integer", Node::Scalar(Scalar::Int(_), _)) => true,
+        ("number", Node::Scalar(Scalar::Int(_) | Scalar::Float(_), _)) => true,
+        ("boolean", Node::Scalar(Scalar::Bool(_), _)) => true,
+        ("null", Node::Scalar(Scalar::Null, _)) => true,
+        _ => false,
+    })
+}
+
+fn describe(schema: &Value) -> String {
+    if let Some(d) = schema.get("format").and(schema.get("description")).and_then(Value::as_str) {
+        return d.to_string();
+    }
+    let types = types_of(schema);
+    let words: Vec<&str> = types
+        .iter()
+        .filter(|t| **t != "null")
+        .map(|t| match *t {
+            "object" => "a mapping",
+            "array" => "a list",
+            "string" => "a string",
+            "integer" => "an integer",
+            "number" => "a number",
+            "boolean" => "true or false",
+            _ => "a value",
+        })
+        .collect();
+    if words.is_empty() {
+        "a value".into()
+    } else {
+        words.join(" or ")
+    }
+}
+
+fn found(node: &Node) -> String {
+    match node {
+        Node::Scalar(Scalar::Str(s), _) => format!("string {s:?}"),
+        Node::Scalar(Scalar::Int(i), _) => format!("integer {i}"),
+        Node::Scalar(Scalar::Float(f), _) => format!("number {f}"),
+        Node::Scalar(Scalar::Bool(b), _) => format!("{b}"),
+        Node::Scalar(Scalar::Null, _) => "nothing (null)".into(),
+        other => other.type_name().into(),
+    }
+}
+
+fn scalar_equals(node: &Node, v: &Value) -> bool {
+    match (node, v) {
+        (Node::Scalar(Scalar::Str(s), _), Value::String(t)) => s == t,
+        (Node::Scalar(Scalar::Bool(a), _), Value::Bool(b)) => a == b,
+        (Node::Scalar(Scalar::Int(i), _), Value::Number(n)) => n.as_f64() == Some(*i as f64),
+        (Node::Scalar(Scalar::Null, _), Value::Null) => true,
+        _ => false,
+    }
+}

@@ -1,0 +1,275 @@
+//! The resolved topology: every switch, port, host and link with all defaults applied and all
+//! addresses allocated. This is what the compiler, the testbed and `weft show` work on.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use serde::Serialize;
+
+use crate::model::{MacAddr, Role, RoutingMode, Tuning, WatchdogAction};
+use crate::qos::{self, EcnParams, Headroom};
+use crate::units::{Bytes, Duration, Length, Speed};
+
+pub type SwitchIdx = usize;
+pub type HostIdx = usize;
+pub type LinkIdx = usize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Topology {
+    pub name: String,
+    /// The intent file this came from, for messages.
+    pub file: String,
+    pub mtu: u32,
+    pub switches: Vec<Switch>,
+    pub hosts: Vec<Host>,
+    pub links: Vec<Link>,
+    pub qos: Qos,
+    pub routing: Routing,
+    pub failover: Failover,
+    pub pools: ResolvedPools,
+    #[serde(skip)]
+    pub(crate) switch_by_name: HashMap<String, SwitchIdx>,
+    #[serde(skip)]
+    pub(crate) host_by_name: HashMap<String, HostIdx>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedPools {
+    pub hosts_v4: Ipv4Net,
+    pub hosts_v6: Option<Ipv6Net>,
+    pub loopbacks_v4: Ipv4Net,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Switch {
+    pub name: String,
+    pub role: Role,
+    pub device_id: u64,
+    pub p4rt_address: String,
+    pub db: String,
+    pub router_mac: MacAddr,
+    pub loopback: Ipv4Addr,
+    pub plane: Option<u32>,
+    pub ports: Vec<Port>,
+    /// The subnet all hosts of this leaf were allocated from (aggregatable), if any.
+    pub host_subnet_v4: Option<Ipv4Net>,
+    pub host_subnet_v6: Option<Ipv6Net>,
+    #[serde(skip)]
+    pub origin: String,
+}
+
+impl Switch {
+    pub fn tier(&self) -> u8 {
+        self.role.tier()
+    }
+
+    /// Index of the port named `name`. Generated ports sit at index N/4, so look there first.
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        if let Some(n) = name.strip_prefix("Ethernet").and_then(|n| n.parse::<usize>().ok())
+            && let Some(p) = self.ports.get(n / 4)
+            && p.name == name
+        {
+            return Some(n / 4);
+        }
+        self.ports.iter().position(|p| p.name == name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Peer {
+    None,
+    Switch { link: LinkIdx },
+    Host { host: HostIdx },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Port {
+    pub name: String,
+    pub id: u32,
+    pub speed: Speed,
+    pub cable_length: Length,
+    pub admin_up: bool,
+    pub peer: Peer,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Host {
+    pub name: String,
+    pub switch: SwitchIdx,
+    pub port: usize,
+    pub ipv4: Ipv4Addr,
+    pub ipv6: Option<Ipv6Addr>,
+    pub mac: MacAddr,
+    /// The on-link gateway address the host's default route points at (the leaf answers for it).
+    pub gateway_v4: Ipv4Addr,
+    pub gateway_v6: Option<Ipv6Addr>,
+    pub rail: Option<u32>,
+    pub plane: Option<u32>,
+    pub ooo_tolerant: bool,
+    pub speed: Speed,
+    pub cable_length: Length,
+    #[serde(skip)]
+    pub origin: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct End {
+    pub switch: SwitchIdx,
+    pub port: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Link {
+    pub a: End,
+    pub b: End,
+    pub speed: Speed,
+    pub cable_length: Length,
+    #[serde(skip)]
+    pub origin: String,
+}
+
+impl Link {
+    /// The end on the other side from `sw`.
+    pub fn other(&self, sw: SwitchIdx) -> End {
+        if self.a.switch == sw { self.b } else { self.a }
+    }
+    pub fn end_at(&self, sw: SwitchIdx) -> End {
+        if self.a.switch == sw { self.a } else { self.b }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TrafficClass {
+    pub name: String,
+    pub dscp: Vec<u8>,
+    /// Takes every DSCP value no other class takes.
+    pub is_default: bool,
+    pub traffic_class: u8,
+    pub lossless: bool,
+    pub ecn: EcnOverride,
+    pub routing: RoutingMode,
+    pub flowlet_gap: Duration,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct EcnOverride {
+    pub kmin: Option<Bytes>,
+    pub kmax: Option<Bytes>,
+    pub pmax: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Watchdog {
+    pub enabled: bool,
+    pub detection_time: Duration,
+    pub restoration_time: Duration,
+    pub action: WatchdogAction,
+    pub poll_interval: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Qos {
+    pub classes: Vec<TrafficClass>,
+    pub ecn: EcnOverride,
+    pub tuning: Tuning,
+    pub pfc_enabled: bool,
+    pub xoff: Option<Bytes>,
+    pub xon: Option<Bytes>,
+    pub port_buffer: Option<Bytes>,
+    pub watchdog: Watchdog,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Routing {
+    pub aggregate: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Dampening {
+    pub enabled: bool,
+    pub penalty: u32,
+    pub suppress: u32,
+    pub reuse: u32,
+    pub half_life: Duration,
+    pub max_suppress: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Failover {
+    pub hold_down: Duration,
+    pub dampening: Dampening,
+}
+
+/// ECN and PFC values for one (port, class).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PortQos {
+    pub ecn: EcnParams,
+    pub headroom: Headroom,
+    pub port_buffer: Bytes,
+    pub pause_threshold: Bytes,
+}
+
+impl Qos {
+    /// Resolved ECN/PFC parameters of a port of `speed` and `cable` length for class `tc`.
+    pub fn port_qos(&self, speed: Speed, cable: Length, mtu: u32, class: &TrafficClass) -> PortQos {
+        let d = qos::default_ecn(speed);
+        let pick = |o: &EcnOverride| (o.kmin, o.kmax, o.pmax);
+        let (ck, cx, cp) = pick(&class.ecn);
+        let (gk, gx, gp) = pick(&self.ecn);
+        let ecn = EcnParams {
+            kmin: ck.or(gk).unwrap_or(d.kmin),
+            kmax: cx.or(gx).unwrap_or(d.kmax),
+            pmax: cp.or(gp).unwrap_or(d.pmax),
+        };
+        let mut h = qos::headroom(speed, cable, mtu);
+        if let Some(x) = self.xoff {
+            h.xoff = x;
+        }
+        if let Some(x) = self.xon {
+            h.xon = x;
+        }
+        h.size = Bytes(h.xoff.0 + h.xon.0);
+        let port_buffer = self.port_buffer.unwrap_or_else(|| qos::default_port_buffer(speed));
+        PortQos {
+            ecn,
+            headroom: h,
+            port_buffer,
+            pause_threshold: qos::pause_threshold(port_buffer, h),
+        }
+    }
+}
+
+impl Topology {
+    pub fn switch_index(&self, name: &str) -> Option<SwitchIdx> {
+        self.switch_by_name.get(name).copied()
+    }
+    pub fn host_index(&self, name: &str) -> Option<HostIdx> {
+        self.host_by_name.get(name).copied()
+    }
+    pub fn switch(&self, name: &str) -> Option<&Switch> {
+        self.switch_index(name).map(|i| &self.switches[i])
+    }
+    /// The links at a switch, as (link index, local port index, peer end).
+    pub fn neighbours(&self, sw: SwitchIdx) -> impl Iterator<Item = (LinkIdx, usize, End)> + '_ {
+        self.switches[sw].ports.iter().enumerate().filter_map(move |(pi, p)| match p.peer {
+            Peer::Switch { link } => Some((link, pi, self.links[link].other(sw))),
+            _ => None,
+        })
+    }
+    /// Whether both ends of a link are administratively up.
+    pub fn link_admin_up(&self, l: LinkIdx) -> bool {
+        let l = &self.links[l];
+        self.switches[l.a.switch].ports[l.a.port].admin_up
+            && self.switches[l.b.switch].ports[l.b.port].admin_up
+    }
+    /// `SWITCH:PORT` of a link end.
+    pub fn end_name(&self, e: End) -> String {
+        let s = &self.switches[e.switch];
+        format!("{}:{}", s.name, s.ports[e.port].name)
+    }
+    pub fn class(&self, name: &str) -> Option<&TrafficClass> {
+        self.qos.classes.iter().find(|c| c.name == name)
+    }
+}

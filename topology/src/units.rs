@@ -1,0 +1,405 @@
+//! Quantities with units as operators write them: `400G`, `5m`, `1600KB`, `100us`.
+//!
+//! Each type parses from a string (sizes also from a bare integer of bytes) and prints back in a
+//! canonical form, so a generated or normalised intent reads like a hand-written one.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Why a quantity did not parse; the message names what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} {input:?}: expected {expected}")]
+pub struct UnitError {
+    pub kind: &'static str,
+    pub input: String,
+    pub expected: &'static str,
+}
+
+/// Splits `"1.6MB"` into (1.6, "MB"). The number may have a fraction; no sign.
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let s = s.trim();
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    if end == 0 {
+        return None;
+    }
+    let value: f64 = s[..end].parse().ok()?;
+    if !value.is_finite() {
+        return None;
+    }
+    Some((value, s[end..].trim()))
+}
+
+fn scaled(value: f64, scale: f64) -> Option<u64> {
+    let v = (value * scale).round();
+    (v >= 0.0 && v < u64::MAX as f64).then_some(v as u64)
+}
+
+macro_rules! unit_type {
+    ($name:ident, $kind:literal, $format:literal, $expected:literal, $example:literal) => {
+        impl FromStr for $name {
+            type Err = UnitError;
+            fn from_str(s: &str) -> Result<Self, UnitError> {
+                Self::parse(s).ok_or_else(|| UnitError {
+                    kind: $kind,
+                    input: s.to_string(),
+                    expected: $expected,
+                })
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!({
+                    "type": "string",
+                    "format": $format,
+                    "description": $expected,
+                    "examples": [$example],
+                })
+            }
+        }
+
+        impl $name {
+            /// What the validator says when a value of this kind is malformed.
+            pub const EXPECTED: &'static str = $expected;
+        }
+    };
+}
+
+/// A link or port speed in bits per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Speed(pub u64);
+
+impl Speed {
+    pub const fn gbps(g: u64) -> Self {
+        Speed(g * 1_000_000_000)
+    }
+    pub fn bits_per_sec(self) -> u64 {
+        self.0
+    }
+    pub fn as_gbps(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+    fn parse(s: &str) -> Option<Self> {
+        let (v, unit) = split_number(s)?;
+        let unit = unit.to_ascii_lowercase();
+        let unit = unit.strip_suffix("bps").unwrap_or(&unit);
+        let scale = match unit {
+            "m" => 1e6,
+            "g" => 1e9,
+            "t" => 1e12,
+            _ => return None,
+        };
+        let bits = scaled(v, scale)?;
+        (bits > 0).then_some(Speed(bits))
+    }
+}
+
+impl fmt::Display for Speed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b % 1_000_000_000_000 == 0 {
+            write!(f, "{}T", b / 1_000_000_000_000)
+        } else if b % 1_000_000_000 == 0 {
+            write!(f, "{}G", b / 1_000_000_000)
+        } else if b % 1_000_000 == 0 {
+            write!(f, "{}M", b / 1_000_000)
+        } else {
+            write!(f, "{}G", b as f64 / 1e9)
+        }
+    }
+}
+
+unit_type!(
+    Speed,
+    "speed",
+    "speed",
+    "a speed such as \"100G\", \"400G\" or \"1.6T\" (M, G or T, optionally followed by bps)",
+    "400G"
+);
+
+/// A cable length, kept in millimetres so lengths compare exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Length(pub u64);
+
+impl Length {
+    pub const fn metres(m: u64) -> Self {
+        Length(m * 1000)
+    }
+    pub fn as_metres(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+    fn parse(s: &str) -> Option<Self> {
+        let (v, unit) = split_number(s)?;
+        let scale = match unit.to_ascii_lowercase().as_str() {
+            "mm" => 1.0,
+            "cm" => 10.0,
+            "m" => 1000.0,
+            "km" => 1_000_000.0,
+            _ => return None,
+        };
+        scaled(v, scale).map(Length)
+    }
+}
+
+impl fmt::Display for Length {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 % 1000 == 0 {
+            write!(f, "{}m", self.0 / 1000)
+        } else {
+            write!(f, "{}m", self.as_metres())
+        }
+    }
+}
+
+unit_type!(
+    Length,
+    "length",
+    "length",
+    "a cable length such as \"5m\", \"300m\" or \"2km\" (mm, cm, m or km)",
+    "5m"
+);
+
+/// A buffer size or threshold in bytes. `KB`/`MB` are decimal (1000), `KiB`/`MiB` binary, as
+/// switch vendors and the DCQCN/HPCC papers quote thresholds in decimal kilobytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    fn parse(s: &str) -> Option<Self> {
+        let (v, unit) = split_number(s)?;
+        let scale = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "kb" | "k" => 1e3,
+            "mb" | "m" => 1e6,
+            "kib" => 1024.0,
+            "mib" => 1024.0 * 1024.0,
+            _ => return None,
+        };
+        scaled(v, scale).map(Bytes)
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b >= 1_000_000 && b % 1_000_000 == 0 {
+            write!(f, "{}MB", b / 1_000_000)
+        } else if b >= 1000 && b % 1000 == 0 {
+            write!(f, "{}KB", b / 1000)
+        } else {
+            write!(f, "{b}B")
+        }
+    }
+}
+
+impl FromStr for Bytes {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        Self::parse(s).ok_or_else(|| UnitError {
+            kind: "size",
+            input: s.to_string(),
+            expected: Self::EXPECTED,
+        })
+    }
+}
+
+impl Bytes {
+    pub const EXPECTED: &'static str =
+        "a size such as \"400KB\", \"1.6MB\" or a number of bytes (KB/MB decimal, KiB/MiB binary)";
+}
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for Bytes {
+    fn schema_name() -> Cow<'static, str> {
+        Cow::Borrowed("Bytes")
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["string", "integer"],
+            "format": "size",
+            "minimum": 0,
+            "description": Self::EXPECTED,
+            "examples": ["400KB"],
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Bytes(n)),
+            Raw::Str(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A time interval, kept in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Duration(pub u64);
+
+impl Duration {
+    pub const fn millis(ms: u64) -> Self {
+        Duration(ms * 1_000_000)
+    }
+    pub const fn micros(us: u64) -> Self {
+        Duration(us * 1_000)
+    }
+    pub fn as_nanos(self) -> u64 {
+        self.0
+    }
+    pub fn as_micros(self) -> u64 {
+        self.0 / 1_000
+    }
+    pub fn as_millis(self) -> u64 {
+        self.0 / 1_000_000
+    }
+    pub fn to_std(self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0)
+    }
+    fn parse(s: &str) -> Option<Self> {
+        let (v, unit) = split_number(s)?;
+        let scale = match unit.to_ascii_lowercase().as_str() {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "min" => 60e9,
+            _ => return None,
+        };
+        scaled(v, scale).map(Duration)
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        if n != 0 && n % 1_000_000_000 == 0 {
+            write!(f, "{}s", n / 1_000_000_000)
+        } else if n != 0 && n % 1_000_000 == 0 {
+            write!(f, "{}ms", n / 1_000_000)
+        } else if n % 1_000 == 0 {
+            write!(f, "{}us", n / 1_000)
+        } else {
+            write!(f, "{n}ns")
+        }
+    }
+}
+
+unit_type!(
+    Duration,
+    "duration",
+    "duration",
+    "a duration such as \"50us\", \"100ms\" or \"2s\" (ns, us, ms, s or min)",
+    "100ms"
+);
+
+macro_rules! string_deserialize {
+    ($($name:ident),*) => {$(
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    )*};
+}
+string_deserialize!(Speed, Length, Duration);
+
+/// Checks a string against a unit format named in the JSON Schema (`"format": "speed"`), so the
+/// structural validator can report every malformed quantity in one pass.
+pub fn check_format(format: &str, value: &str) -> Option<&'static str> {
+    let ok = match format {
+        "speed" => Speed::parse(value).is_some(),
+        "length" => Length::parse(value).is_some(),
+        "size" => Bytes::parse(value).is_some(),
+        "duration" => Duration::parse(value).is_some(),
+        "mac" => crate::model::MacAddr::from_str(value).is_ok(),
+        "port-ref" => crate::model::PortRef::from_str(value).is_ok(),
+        "ipv4" => value.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => value.parse::<std::net::Ipv6Addr>().is_ok(),
+        "ipv4-cidr" => value.parse::<ipnet::Ipv4Net>().is_ok(),
+        "ipv6-cidr" => value.parse::<ipnet::Ipv6Net>().is_ok(),
+        _ => return None,
+    };
+    if ok {
+        None
+    } else {
+        Some(match format {
+            "speed" => Speed::EXPECTED,
+            "length" => Length::EXPECTED,
+            "size" => Bytes::EXPECTED,
+            "duration" => Duration::EXPECTED,
+            "mac" => "a MAC address such as \"02:00:00:00:00:01\"",
+            "ipv4" => "an IPv4 address such as \"10.0.0.2\"",
+            "ipv6" => "an IPv6 address such as \"fd00::2\"",
+            "ipv4-cidr" => "an IPv4 prefix such as \"10.0.0.0/16\"",
+            "ipv6-cidr" => "an IPv6 prefix such as \"fd00::/48\"",
+            _ => "a port reference SWITCH:PORT such as \"leaf1:Ethernet0\"",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speeds_parse_in_operator_notation_and_print_canonically() {
+        assert_eq!("400G".parse::<Speed>(), Ok(Speed::gbps(400)));
+        assert_eq!("400Gbps".parse::<Speed>(), Ok(Speed::gbps(400)));
+        assert_eq!("1.6T".parse::<Speed>(), Ok(Speed::gbps(1600)));
+        assert_eq!(Speed::gbps(1600).to_string(), "1600G");
+        assert_eq!(Speed::gbps(25).to_string(), "25G");
+        assert!("400".parse::<Speed>().is_err());
+        assert!("fast".parse::<Speed>().is_err());
+        assert!("0G".parse::<Speed>().is_err());
+    }
+
+    #[test]
+    fn lengths_sizes_and_durations_round_trip() {
+        assert_eq!("5m".parse::<Length>(), Ok(Length::metres(5)));
+        assert_eq!("0.5m".parse::<Length>(), Ok(Length(500)));
+        assert_eq!(Length(500).to_string(), "0.5m");
+        assert_eq!("2km".parse::<Length>(), Ok(Length::metres(2000)));
+        assert!("5".parse::<Length>().is_err());
+        assert_eq!("1.6MB".parse::<Bytes>(), Ok(Bytes(1_600_000)));
+        assert_eq!("400KiB".parse::<Bytes>(), Ok(Bytes(409_600)));
+        assert_eq!(Bytes(400_000).to_string(), "400KB");
+        assert_eq!("100us".parse::<Duration>(), Ok(Duration::micros(100)));
+        assert_eq!(Duration::millis(200).to_string(), "200ms");
+        assert!("100".parse::<Duration>().is_err());
+    }
+
+    #[test]
+    fn format_check_names_the_expected_notation() {
+        assert_eq!(check_format("speed", "100G"), None);
+        assert!(check_format("speed", "100").unwrap_or_default().contains("400G"));
+        assert_eq!(check_format("unknown-format", "x"), None);
+    }
+}
