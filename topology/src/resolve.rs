@@ -10,7 +10,7 @@ use crate::diag::{Sink, suggest};
 use crate::generators::{self, GenContext};
 use crate::model::*;
 use crate::topo::*;
-use crate::units::{Bytes, Duration, Length, Speed};
+use crate::units::{Duration, Length, Speed};
 use crate::yaml::PathIndex;
 
 pub const DEFAULT_SPEED: Speed = Speed::gbps(100);
@@ -220,7 +220,7 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         let mut port_names: HashSet<&str> = HashSet::with_capacity(s.ports.len());
         let mut port_ids: HashSet<u32> = HashSet::with_capacity(s.ports.len());
         for (pi, p) in s.ports.iter().enumerate() {
-            let ppath = if d.generated { d.origin.clone() } else { port_path(&d.origin, intent, &s.name, &p.name).unwrap_or_else(|| format!("{}.ports[{pi}]", d.origin)) };
+            let ppath = if d.generated { d.origin.clone() } else { port_path(&d.origin, intent, &s.name, pi, &p.name).unwrap_or_else(|| d.origin.clone()) };
             let lane = p.name.strip_prefix("Ethernet").and_then(|n| n.parse::<u32>().ok());
             let pitem = format!("port {}:{}", s.name, p.name);
             if lane.is_none() {
@@ -408,11 +408,16 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
     })
 }
 
-fn port_path(origin: &str, intent: &Intent, sw: &str, port: &str) -> Option<String> {
+/// Where port `pi` of an explicit switch was written: at the same index when the switch is purely
+/// explicit, else wherever the overlay names it.
+fn port_path(origin: &str, intent: &Intent, sw: &str, pi: usize, port: &str) -> Option<String> {
     let i: usize = origin.strip_prefix("switches[")?.strip_suffix(']')?.parse().ok()?;
     let s = intent.switches.get(i).filter(|s| s.name == sw)?;
-    let pi = s.ports.iter().position(|p| p.name == port)?;
-    Some(format!("{origin}.ports[{pi}]"))
+    let at = match s.ports.get(pi) {
+        Some(p) if p.name == port => pi,
+        _ => s.ports.iter().position(|p| p.name == port)?,
+    };
+    Some(format!("{origin}.ports[{at}]"))
 }
 
 fn end_name(sw: &[Switch], e: End) -> String {
@@ -439,16 +444,9 @@ fn resolve_end(
     match sw.port_index(&r.port) {
         Some(pi) => Some(End { switch: si, port: pi }),
         None => {
+            // Port names differ only in digits, so a nearest-name guess would mislead; list them.
             let msg = format!("switch {} has no port `{}`", sw.name, r.port);
-            match suggest(&r.port, sw.ports.iter().map(|p| p.name.as_str())) {
-                Some(s) => cx.err_help(path, item, msg, format!("did you mean `{s}`?")),
-                None => cx.err_help(
-                    path,
-                    item,
-                    msg,
-                    format!("it has {} ports: {}", sw.ports.len(), summarize_ports(sw)),
-                ),
-            }
+            cx.err_help(path, item, msg, format!("it has {} ports: {}", sw.ports.len(), summarize_ports(sw)));
             None
         }
     }
@@ -613,6 +611,10 @@ fn check_unique(cx: &mut Ctx, switches: &[Switch], hosts: &[Host]) {
     ) {
         let mut seen: HashMap<K, String> = HashMap::new();
         for (k, name, origin) in items {
+            // Unallocated values (a pool ran out) are reported once, where the pool is.
+            if matches!(k.to_string().as_str(), "0.0.0.0" | "00:00:00:00:00:00") {
+                continue;
+            }
             if let Some(first) = seen.get(&k) {
                 let msg = format!("duplicate {what} {k} (also used by {first})");
                 cx.err(&origin, name, msg);
@@ -818,7 +820,7 @@ fn check_ecn_before_pfc(cx: &mut Ctx, qos: &Qos, switches: &[Switch], mtu: u32) 
                         format!("class {}", c.name),
                         format!(
                             "ECN kmax {} is above the PFC pause threshold {} on {} {} ports (buffer {} − headroom {}): ECN must act before PFC",
-                            pq.ecn.kmax, Bytes(pq.pause_threshold.0), p.speed, p.cable_length, pq.port_buffer, pq.headroom.size
+                            pq.ecn.kmax.human(), pq.pause_threshold.human(), p.speed, p.cable_length, pq.port_buffer.human(), pq.headroom.size.human()
                         ),
                         "lower kmin/kmax or raise qos.pfc.port_buffer",
                     );

@@ -335,7 +335,12 @@ fn type_matches(node: &Node, schema: &Value) -> bool {
 }
 
 fn describe(schema: &Value) -> String {
-    if let Some(d) = schema.get("format").and(schema.get("description")).and_then(Value::as_str) {
+    // Unit types describe their notation; other formats (uint32, ...) are just numbers.
+    let unit_format = schema
+        .get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|f| check_format(f, "").is_some());
+    if unit_format && let Some(d) = schema.get("description").and_then(Value::as_str) {
         return d.to_string();
     }
     let types = types_of(schema);

@@ -207,6 +207,20 @@ impl fmt::Display for Bytes {
     }
 }
 
+impl Bytes {
+    /// For messages: three significant digits, not exact.
+    pub fn human(self) -> String {
+        let b = self.0 as f64;
+        if b >= 1e6 {
+            format!("{:.2}MB", b / 1e6)
+        } else if b >= 1e3 {
+            format!("{:.1}KB", b / 1e3)
+        } else {
+            format!("{}B", self.0)
+        }
+    }
+}
+
 impl FromStr for Bytes {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, UnitError> {
