@@ -57,7 +57,11 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Validate { files, output } => cmd::validate::run(&files, output),
-        Command::Show { file, output, switches } => cmd::show::run(&file, output, switches),
+        Command::Show {
+            file,
+            output,
+            switches,
+        } => cmd::show::run(&file, output, switches),
     };
     match result {
         Ok(outcome) => std::process::exit(outcome.exit_code()),

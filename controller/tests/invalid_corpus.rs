@@ -45,7 +45,11 @@ fn each_invalid_intent_is_rejected_with_its_expected_message_and_exit_status_2()
             .lines()
             .filter_map(|l| l.strip_prefix("# expect: "))
             .collect();
-        assert!(!expects.is_empty(), "{} has no `# expect:` header", f.display());
+        assert!(
+            !expects.is_empty(),
+            "{} has no `# expect:` header",
+            f.display()
+        );
         let path = f.to_string_lossy();
         let (code, _, stderr) = weft(&["validate", &path]);
         if code != 2 {
@@ -61,9 +65,14 @@ fn each_invalid_intent_is_rejected_with_its_expected_message_and_exit_status_2()
             let rest = line.strip_prefix(path.as_ref()).unwrap_or_default();
             let mut parts = rest.splitn(4, ':');
             let (_, l, c) = (parts.next(), parts.next(), parts.next());
-            let num = |s: Option<&str>| s.and_then(|s| s.parse::<usize>().ok()).is_some_and(|n| n > 0);
+            let num = |s: Option<&str>| {
+                s.and_then(|s| s.parse::<usize>().ok())
+                    .is_some_and(|n| n > 0)
+            };
             if !num(l) || !num(c) {
-                failures.push(format!("{path}: diagnostic without file:line:column: {line}"));
+                failures.push(format!(
+                    "{path}: diagnostic without file:line:column: {line}"
+                ));
             }
         }
     }

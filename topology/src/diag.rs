@@ -40,7 +40,13 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub fn push(&mut self, file: &str, pos: Pos, item: impl Into<String>, message: impl Into<String>) {
+    pub fn push(
+        &mut self,
+        file: &str,
+        pos: Pos,
+        item: impl Into<String>,
+        message: impl Into<String>,
+    ) {
         self.items.push(Diagnostic {
             file: file.to_string(),
             line: pos.line,

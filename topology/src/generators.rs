@@ -44,7 +44,14 @@ fn switch(name: String, role: Role, ports: u32, speed: Speed, plane: Option<u32>
     }
 }
 
-fn link(a: &str, ap: u32, b: &str, bp: u32, speed: Option<Speed>, cable: Option<Length>) -> LinkSpec {
+fn link(
+    a: &str,
+    ap: u32,
+    b: &str,
+    bp: u32,
+    speed: Option<Speed>,
+    cable: Option<Length>,
+) -> LinkSpec {
     LinkSpec {
         a: PortRef::new(a, port_name(ap)),
         b: PortRef::new(b, port_name(bp)),
@@ -64,14 +71,19 @@ fn host(name: String, sw: &str, port: u32, ctx: &GenContext) -> HostSpec {
 }
 
 fn even_radix(field: &str, k: u32) -> Result<(), (String, String)> {
-    if k < 2 || k % 2 != 0 {
+    if k < 2 || !k.is_multiple_of(2) {
         return Err((
             field.to_string(),
-            format!("{field} must be an even number of at least 2 (got {k}): half the ports face down, half up"),
+            format!(
+                "{field} must be an even number of at least 2 (got {k}): half the ports face down, half up"
+            ),
         ));
     }
     if k > 1024 {
-        return Err((field.to_string(), format!("{field} {k} is larger than any switch (at most 1024)")));
+        return Err((
+            field.to_string(),
+            format!("{field} {k} is larger than any switch (at most 1024)"),
+        ));
     }
     Ok(())
 }
@@ -137,12 +149,17 @@ fn leaf_spine(
         if u64::from(p) < spine_ports {
             return Err((
                 "ports".into(),
-                format!("each spine needs {spine_ports} ports ({leaves} leaves × {uplinks} uplinks) but switches have {p}"),
+                format!(
+                    "each spine needs {spine_ports} ports ({leaves} leaves × {uplinks} uplinks) but switches have {p}"
+                ),
             ));
         }
     }
     if leaf_ports > 1024 || spine_ports > 1024 {
-        return Err(("leaves".into(), "a switch would need more than 1024 ports".into()));
+        return Err((
+            "leaves".into(),
+            "a switch would need more than 1024 ports".into(),
+        ));
     }
     let mut g = Generated::default();
     let up_speed = (uplink_speed != ctx.speed).then_some(uplink_speed);
@@ -158,13 +175,20 @@ fn leaf_spine(
     }
     for l in 1..=leaves {
         let name = format!("leaf{l}");
-        let mut sw = switch(name.clone(), Role::Leaf, ports.unwrap_or(leaf_ports as u32), uplink_speed, None);
+        let mut sw = switch(
+            name.clone(),
+            Role::Leaf,
+            ports.unwrap_or(leaf_ports as u32),
+            uplink_speed,
+            None,
+        );
         for p in sw.ports.iter_mut().take(hosts_per_leaf as usize) {
             p.speed = Some(ctx.host_speed);
         }
         g.switches.push(sw);
         for h in 0..hosts_per_leaf {
-            g.hosts.push(host(format!("leaf{l}-h{}", h + 1), &name, h, ctx));
+            g.hosts
+                .push(host(format!("leaf{l}-h{}", h + 1), &name, h, ctx));
         }
         for s in 0..spines {
             for u in 0..uplinks {
@@ -182,29 +206,43 @@ fn leaf_spine(
     Ok(g)
 }
 
-fn fat_tree(k: u32, hosts_per_leaf: Option<u32>, ctx: &GenContext) -> Result<Generated, (String, String)> {
+fn fat_tree(
+    k: u32,
+    hosts_per_leaf: Option<u32>,
+    ctx: &GenContext,
+) -> Result<Generated, (String, String)> {
     even_radix("k", k)?;
     let half = k / 2;
     let hpl = hosts_per_leaf.unwrap_or(half);
     if hpl + half > k {
         return Err((
             "hosts_per_leaf".into(),
-            format!("an edge switch of radix {k} has {k} ports: {hpl} hosts + {half} uplinks do not fit"),
+            format!(
+                "an edge switch of radix {k} has {k} ports: {hpl} hosts + {half} uplinks do not fit"
+            ),
         ));
     }
     let mut g = Generated::default();
     let core_name = |a: u32, c: u32| format!("core{}", a * half + c + 1);
     for a in 0..half {
         for c in 0..half {
-            g.switches.push(switch(core_name(a, c), Role::Superspine, k, ctx.speed, None));
+            g.switches.push(switch(
+                core_name(a, c),
+                Role::Superspine,
+                k,
+                ctx.speed,
+                None,
+            ));
         }
     }
     for p in 0..k {
         for a in 0..half {
             let agg = format!("pod{}-spine{}", p + 1, a + 1);
-            g.switches.push(switch(agg.clone(), Role::Spine, k, ctx.speed, None));
+            g.switches
+                .push(switch(agg.clone(), Role::Spine, k, ctx.speed, None));
             for c in 0..half {
-                g.links.push(link(&agg, half + c, &core_name(a, c), p, None, None));
+                g.links
+                    .push(link(&agg, half + c, &core_name(a, c), p, None, None));
             }
         }
         for e in 0..half {
@@ -215,7 +253,8 @@ fn fat_tree(k: u32, hosts_per_leaf: Option<u32>, ctx: &GenContext) -> Result<Gen
             }
             g.switches.push(sw);
             for h in 0..hpl {
-                g.hosts.push(host(format!("{edge}-h{}", h + 1), &edge, h, ctx));
+                g.hosts
+                    .push(host(format!("{edge}-h{}", h + 1), &edge, h, ctx));
             }
             for a in 0..half {
                 let agg = format!("pod{}-spine{}", p + 1, a + 1);
@@ -229,14 +268,23 @@ fn fat_tree(k: u32, hosts_per_leaf: Option<u32>, ctx: &GenContext) -> Result<Gen
 fn multi_plane(planes: u32, radix: u32, ctx: &GenContext) -> Result<Generated, (String, String)> {
     even_radix("radix", radix)?;
     if planes == 0 || planes > 64 {
-        return Err(("planes".into(), format!("planes must be 1..=64 (got {planes})")));
+        return Err((
+            "planes".into(),
+            format!("planes must be 1..=64 (got {planes})"),
+        ));
     }
     let half = radix / 2;
     let servers = radix * half;
     let mut g = Generated::default();
     for q in 0..planes {
         for s in 0..half {
-            g.switches.push(switch(format!("plane{}-spine{}", q + 1, s + 1), Role::Spine, radix, ctx.speed, Some(q)));
+            g.switches.push(switch(
+                format!("plane{}-spine{}", q + 1, s + 1),
+                Role::Spine,
+                radix,
+                ctx.speed,
+                Some(q),
+            ));
         }
         for l in 0..radix {
             let leaf = format!("plane{}-leaf{}", q + 1, l + 1);
@@ -246,12 +294,24 @@ fn multi_plane(planes: u32, radix: u32, ctx: &GenContext) -> Result<Generated, (
             }
             g.switches.push(sw);
             for s in 0..half {
-                g.links.push(link(&leaf, half + s, &format!("plane{}-spine{}", q + 1, s + 1), l, None, None));
+                g.links.push(link(
+                    &leaf,
+                    half + s,
+                    &format!("plane{}-spine{}", q + 1, s + 1),
+                    l,
+                    None,
+                    None,
+                ));
             }
         }
         for srv in 0..servers {
             let leaf = format!("plane{}-leaf{}", q + 1, srv / half + 1);
-            let mut h = host(format!("srv{}-nic{}", srv + 1, q + 1), &leaf, srv % half, ctx);
+            let mut h = host(
+                format!("srv{}-nic{}", srv + 1, q + 1),
+                &leaf,
+                srv % half,
+                ctx,
+            );
             h.plane = Some(q);
             g.hosts.push(h);
         }
@@ -259,13 +319,21 @@ fn multi_plane(planes: u32, radix: u32, ctx: &GenContext) -> Result<Generated, (
     Ok(g)
 }
 
-fn rail_optimized(servers: u32, gpus: u32, radix: u32, ctx: &GenContext) -> Result<Generated, (String, String)> {
+fn rail_optimized(
+    servers: u32,
+    gpus: u32,
+    radix: u32,
+    ctx: &GenContext,
+) -> Result<Generated, (String, String)> {
     even_radix("radix", radix)?;
     if servers == 0 {
         return Err(("servers".into(), "servers must be at least 1".into()));
     }
     if gpus == 0 || gpus > 64 {
-        return Err(("gpus_per_server".into(), format!("gpus_per_server must be 1..=64 (got {gpus})")));
+        return Err((
+            "gpus_per_server".into(),
+            format!("gpus_per_server must be 1..=64 (got {gpus})"),
+        ));
     }
     let half = radix / 2;
     let units = servers.div_ceil(half);
@@ -280,7 +348,13 @@ fn rail_optimized(servers: u32, gpus: u32, radix: u32, ctx: &GenContext) -> Resu
     }
     let mut g = Generated::default();
     for s in 0..half {
-        g.switches.push(switch(format!("spine{}", s + 1), Role::Spine, radix, ctx.speed, None));
+        g.switches.push(switch(
+            format!("spine{}", s + 1),
+            Role::Spine,
+            radix,
+            ctx.speed,
+            None,
+        ));
     }
     let mut leaf_index = 0;
     for u in 0..units {
@@ -292,7 +366,14 @@ fn rail_optimized(servers: u32, gpus: u32, radix: u32, ctx: &GenContext) -> Resu
             }
             g.switches.push(sw);
             for s in 0..half {
-                g.links.push(link(&leaf, half + s, &format!("spine{}", s + 1), leaf_index, None, None));
+                g.links.push(link(
+                    &leaf,
+                    half + s,
+                    &format!("spine{}", s + 1),
+                    leaf_index,
+                    None,
+                    None,
+                ));
             }
             leaf_index += 1;
             for i in 0..half {

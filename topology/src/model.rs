@@ -138,7 +138,9 @@ pub enum Generator {
 }
 
 /// Switch role. Tier numbers count from 1 at the host-facing layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Leaf,
@@ -512,7 +514,9 @@ pub struct MacAddr(pub [u8; 6]);
 
 impl MacAddr {
     pub fn as_u64(self) -> u64 {
-        self.0.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+        self.0
+            .iter()
+            .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
     }
     pub fn from_u64(v: u64) -> Self {
         let b = v.to_be_bytes();

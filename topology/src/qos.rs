@@ -94,7 +94,12 @@ mod tests {
         let h = headroom(Speed::gbps(400), Length::metres(300), 9100);
         assert_eq!(h.xon, Bytes(38_912));
         let err = (h.xoff.0 as f64 - 272_384.0).abs() / 272_384.0;
-        assert!(err < 0.05, "400G/300m xoff {} is {:.1}% off", h.xoff, err * 100.0);
+        assert!(
+            err < 0.05,
+            "400G/300m xoff {} is {:.1}% off",
+            h.xoff,
+            err * 100.0
+        );
     }
 
     #[test]
@@ -114,8 +119,14 @@ mod tests {
         assert_eq!((e.kmin, e.kmax), (Bytes(400_000), Bytes(1_600_000)));
         for g in [25, 50, 100, 200, 400, 800] {
             let s = Speed::gbps(g);
-            let pause = pause_threshold(default_port_buffer(s), headroom(s, Length::metres(300), 9100));
-            assert!(default_ecn(s).kmax < pause, "{g}G: kmax must be under the pause threshold");
+            let pause = pause_threshold(
+                default_port_buffer(s),
+                headroom(s, Length::metres(300), 9100),
+            );
+            assert!(
+                default_ecn(s).kmax < pause,
+                "{g}G: kmax must be under the pause threshold"
+            );
         }
     }
 }

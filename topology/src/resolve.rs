@@ -41,7 +41,13 @@ impl Ctx<'_> {
         let pos = self.idx.locate(path);
         self.sink.push(self.file, pos, item, msg);
     }
-    fn err_help(&mut self, path: &str, item: impl Into<String>, msg: impl Into<String>, help: impl Into<String>) {
+    fn err_help(
+        &mut self,
+        path: &str,
+        item: impl Into<String>,
+        msg: impl Into<String>,
+        help: impl Into<String>,
+    ) {
         let pos = self.idx.locate(path);
         self.sink.push_help(self.file, pos, item, msg, help);
     }
@@ -80,7 +86,11 @@ fn default_classes() -> Vec<TrafficClassSpec> {
 }
 
 /// Resolves a deserialised intent. `idx` locates paths in the original text for messages.
-pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology, Vec<crate::Diagnostic>> {
+pub fn resolve(
+    intent: &Intent,
+    file: &str,
+    idx: &PathIndex,
+) -> Result<Topology, Vec<crate::Diagnostic>> {
     let mut cx = Ctx {
         file,
         idx,
@@ -90,7 +100,11 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
     let speed = d.speed.unwrap_or(DEFAULT_SPEED);
     let mtu = d.mtu.unwrap_or(DEFAULT_MTU);
     if !(1280..=9216).contains(&mtu) {
-        cx.err("fabric.defaults.mtu", "fabric.defaults.mtu", format!("MTU {mtu} is outside 1280..=9216 bytes"));
+        cx.err(
+            "fabric.defaults.mtu",
+            "fabric.defaults.mtu",
+            format!("MTU {mtu} is outside 1280..=9216 bytes"),
+        );
     }
     let cable = d.cable_length.unwrap_or(DEFAULT_CABLE);
     let gen_ctx = GenContext {
@@ -108,11 +122,27 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         let origin = format!("generators[{i}]");
         match generators::generate(g, &gen_ctx) {
             Ok(out) => {
-                switches.extend(out.switches.into_iter().map(|spec| Draft { spec, origin: origin.clone(), generated: true }));
-                hosts.extend(out.hosts.into_iter().map(|spec| Draft { spec, origin: origin.clone(), generated: true }));
-                links.extend(out.links.into_iter().map(|spec| Draft { spec, origin: origin.clone(), generated: true }));
+                switches.extend(out.switches.into_iter().map(|spec| Draft {
+                    spec,
+                    origin: origin.clone(),
+                    generated: true,
+                }));
+                hosts.extend(out.hosts.into_iter().map(|spec| Draft {
+                    spec,
+                    origin: origin.clone(),
+                    generated: true,
+                }));
+                links.extend(out.links.into_iter().map(|spec| Draft {
+                    spec,
+                    origin: origin.clone(),
+                    generated: true,
+                }));
             }
-            Err((field, msg)) => cx.err(&format!("{origin}.{field}"), format!("{origin}.{field}"), msg),
+            Err((field, msg)) => cx.err(
+                &format!("{origin}.{field}"),
+                format!("{origin}.{field}"),
+                msg,
+            ),
         }
     }
     let mut sw_pos: HashMap<String, usize> = HashMap::with_capacity(switches.len());
@@ -129,17 +159,29 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
                 switches[j].origin = origin;
                 switches[j].generated = false;
             }
-            Some(_) => cx.err(&format!("{origin}.name"), format!("switch {}", s.name), "duplicate switch name"),
+            Some(_) => cx.err(
+                &format!("{origin}.name"),
+                format!("switch {}", s.name),
+                "duplicate switch name",
+            ),
             None => {
                 sw_pos.insert(s.name.clone(), switches.len());
-                switches.push(Draft { spec: s.clone(), origin, generated: false });
+                switches.push(Draft {
+                    spec: s.clone(),
+                    origin,
+                    generated: false,
+                });
             }
         }
     }
     let mut host_pos: HashMap<String, usize> = HashMap::with_capacity(hosts.len());
     for (i, h) in hosts.iter().enumerate() {
         if host_pos.insert(h.spec.name.clone(), i).is_some() {
-            cx.err(&h.origin, format!("host {}", h.spec.name), "generators produce the same host name twice");
+            cx.err(
+                &h.origin,
+                format!("host {}", h.spec.name),
+                "generators produce the same host name twice",
+            );
         }
     }
     for (i, h) in intent.hosts.iter().enumerate() {
@@ -150,10 +192,18 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
                 hosts[j].origin = origin;
                 hosts[j].generated = false;
             }
-            Some(_) => cx.err(&format!("{origin}.name"), format!("host {}", h.name), "duplicate host name"),
+            Some(_) => cx.err(
+                &format!("{origin}.name"),
+                format!("host {}", h.name),
+                "duplicate host name",
+            ),
             None => {
                 host_pos.insert(h.name.clone(), hosts.len());
-                hosts.push(Draft { spec: h.clone(), origin, generated: false });
+                hosts.push(Draft {
+                    spec: h.clone(),
+                    origin,
+                    generated: false,
+                });
             }
         }
     }
@@ -161,7 +211,16 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         let (a, b) = (l.a.clone(), l.b.clone());
         if a <= b { (a, b) } else { (b, a) }
     };
-    let mut link_pos: HashMap<(PortRef, PortRef), usize> = links.iter().enumerate().map(|(i, l)| (pair(&l.spec), i)).collect();
+    // Only explicit links need the lookup; skip building it for purely generated fabrics.
+    let mut link_pos: HashMap<(PortRef, PortRef), usize> = if intent.links.is_empty() {
+        HashMap::new()
+    } else {
+        links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (pair(&l.spec), i))
+            .collect()
+    };
     for (i, l) in intent.links.iter().enumerate() {
         let origin = format!("links[{i}]");
         match link_pos.get(&pair(l)) {
@@ -178,14 +237,22 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
             Some(_) => cx.err(&origin, format!("link {} ↔ {}", l.a, l.b), "duplicate link"),
             None => {
                 link_pos.insert(pair(l), links.len());
-                links.push(Draft { spec: l.clone(), origin, generated: false });
+                links.push(Draft {
+                    spec: l.clone(),
+                    origin,
+                    generated: false,
+                });
             }
         }
     }
     for name in sw_pos.keys() {
         if let Some(&h) = host_pos.get(name) {
             let o = hosts[h].origin.clone();
-            cx.err(&o, format!("host {name}"), "a host and a switch share this name");
+            cx.err(
+                &o,
+                format!("host {name}"),
+                "a host and a switch share this name",
+            );
         }
     }
 
@@ -197,19 +264,32 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         let item = format!("switch {}", s.name);
         let role = match (s.role, s.tier) {
             (Some(r), Some(t)) if r.tier() != t => {
-                cx.err(&format!("{}.tier", d.origin), &item, format!("tier {t} contradicts role {r} (tier {})", r.tier()));
+                cx.err(
+                    &format!("{}.tier", d.origin),
+                    &item,
+                    format!("tier {t} contradicts role {r} (tier {})", r.tier()),
+                );
                 r
             }
             (Some(r), _) => r,
             (None, Some(t)) => match Role::from_tier(t) {
                 Some(r) => r,
                 None => {
-                    cx.err(&format!("{}.tier", d.origin), &item, format!("tier {t} is not 1 (leaf), 2 (spine) or 3 (superspine)"));
+                    cx.err(
+                        &format!("{}.tier", d.origin),
+                        &item,
+                        format!("tier {t} is not 1 (leaf), 2 (spine) or 3 (superspine)"),
+                    );
                     Role::Leaf
                 }
             },
             (None, None) => {
-                cx.err_help(&d.origin, &item, "missing role", "add `role: leaf`, `role: spine` or `role: superspine` (or `tier: N`)");
+                cx.err_help(
+                    &d.origin,
+                    &item,
+                    "missing role",
+                    "add `role: leaf`, `role: spine` or `role: superspine` (or `tier: N`)",
+                );
                 Role::Leaf
             }
         };
@@ -220,21 +300,39 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         let mut port_names: HashSet<&str> = HashSet::with_capacity(s.ports.len());
         let mut port_ids: HashSet<u32> = HashSet::with_capacity(s.ports.len());
         for (pi, p) in s.ports.iter().enumerate() {
-            let ppath = if d.generated { d.origin.clone() } else { port_path(&d.origin, intent, &s.name, pi, &p.name).unwrap_or_else(|| d.origin.clone()) };
-            let lane = p.name.strip_prefix("Ethernet").and_then(|n| n.parse::<u32>().ok());
+            let ppath = if d.generated {
+                d.origin.clone()
+            } else {
+                port_path(&d.origin, intent, &s.name, pi, &p.name)
+                    .unwrap_or_else(|| d.origin.clone())
+            };
+            let lane = p
+                .name
+                .strip_prefix("Ethernet")
+                .and_then(|n| n.parse::<u32>().ok());
             let pitem = format!("port {}:{}", s.name, p.name);
             if lane.is_none() {
-                cx.err_help(&format!("{ppath}.name"), &pitem, "port names are SONiC names", "write `EthernetN`, e.g. `Ethernet0`, `Ethernet4`");
+                cx.err_help(
+                    &format!("{ppath}.name"),
+                    &pitem,
+                    "port names are SONiC names",
+                    "write `EthernetN`, e.g. `Ethernet0`, `Ethernet4`",
+                );
             }
             if !port_names.insert(&p.name) {
                 cx.err(&format!("{ppath}.name"), &pitem, "duplicate port name");
             }
-            let id = p.id.unwrap_or_else(|| lane.map_or(pi as u32 + 1, |l| l / 4 + 1));
+            let id =
+                p.id.unwrap_or_else(|| lane.map_or(pi as u32 + 1, |l| l / 4 + 1));
             if id == 0 || id >= 511 {
                 cx.err(&format!("{ppath}.id"), &pitem, format!("P4Runtime port id {id} is outside 1..=510 (BMv2 port numbers; 511 is the drop port)"));
             }
             if !port_ids.insert(id) {
-                cx.err(&format!("{ppath}.id"), &pitem, format!("P4Runtime port id {id} is used by another port of this switch"));
+                cx.err(
+                    &format!("{ppath}.id"),
+                    &pitem,
+                    format!("P4Runtime port id {id} is used by another port of this switch"),
+                );
             }
             ports.push(Port {
                 name: p.name.clone(),
@@ -267,9 +365,25 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
     for d in &links {
         let l = &d.spec;
         let item = format!("link {} ↔ {}", l.a, l.b);
-        let ea = resolve_end(&mut cx, &out_switches, &switch_by_name, &l.a, &format!("{}.a", d.origin), &item);
-        let eb = resolve_end(&mut cx, &out_switches, &switch_by_name, &l.b, &format!("{}.b", d.origin), &item);
-        let (Some(ea), Some(eb)) = (ea, eb) else { continue };
+        let ea = resolve_end(
+            &mut cx,
+            &out_switches,
+            &switch_by_name,
+            &l.a,
+            &format!("{}.a", d.origin),
+            &item,
+        );
+        let eb = resolve_end(
+            &mut cx,
+            &out_switches,
+            &switch_by_name,
+            &l.b,
+            &format!("{}.b", d.origin),
+            &item,
+        );
+        let (Some(ea), Some(eb)) = (ea, eb) else {
+            continue;
+        };
         if ea.switch == eb.switch {
             cx.err(&d.origin, &item, "a link must join two different switches");
             continue;
@@ -303,7 +417,14 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         let pb = &out_switches[eb.switch].ports[eb.port];
         let link_speed = match l.speed {
             Some(s) if s > pa.speed || s > pb.speed => {
-                cx.err(&format!("{}.speed", d.origin), &item, format!("link speed {s} is faster than its ports ({} and {})", pa.speed, pb.speed));
+                cx.err(
+                    &format!("{}.speed", d.origin),
+                    &item,
+                    format!(
+                        "link speed {s} is faster than its ports ({} and {})",
+                        pa.speed, pb.speed
+                    ),
+                );
                 s
             }
             Some(s) => s,
@@ -313,8 +434,16 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
             }
             None => pa.speed,
         };
-        let link_cable = l.cable_length.unwrap_or(pa.cable_length.max(pb.cable_length));
-        out_links.push(Link { a: ea, b: eb, speed: link_speed, cable_length: link_cable, origin: d.origin.clone() });
+        let link_cable = l
+            .cable_length
+            .unwrap_or(pa.cable_length.max(pb.cable_length));
+        out_links.push(Link {
+            a: ea,
+            b: eb,
+            speed: link_speed,
+            cable_length: link_cable,
+            origin: d.origin.clone(),
+        });
     }
 
     // 4. Hosts.
@@ -325,27 +454,56 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         let h = &d.spec;
         let item = format!("host {}", h.name);
         let Some(att) = &h.attach else {
-            cx.err_help(&d.origin, &item, "missing field `attach`", "say where the NIC is cabled, e.g. `attach: leaf1:Ethernet0`");
+            cx.err_help(
+                &d.origin,
+                &item,
+                "missing field `attach`",
+                "say where the NIC is cabled, e.g. `attach: leaf1:Ethernet0`",
+            );
             continue;
         };
-        let Some(e) = resolve_end(&mut cx, &out_switches, &switch_by_name, att, &format!("{}.attach", d.origin), &item) else { continue };
+        let Some(e) = resolve_end(
+            &mut cx,
+            &out_switches,
+            &switch_by_name,
+            att,
+            &format!("{}.attach", d.origin),
+            &item,
+        ) else {
+            continue;
+        };
         let hi = out_hosts.len();
         let port = &mut out_switches[e.switch].ports[e.port];
         match port.peer {
             Peer::None => port.peer = Peer::Host { host: hi },
             Peer::Switch { .. } => {
-                cx.err(&format!("{}.attach", d.origin), &item, format!("port {att} is already used by a link to another switch"));
+                cx.err(
+                    &format!("{}.attach", d.origin),
+                    &item,
+                    format!("port {att} is already used by a link to another switch"),
+                );
                 continue;
             }
             Peer::Host { host } => {
-                cx.err(&format!("{}.attach", d.origin), &item, format!("port {att} is already used by host {}", out_hosts[host].name));
+                cx.err(
+                    &format!("{}.attach", d.origin),
+                    &item,
+                    format!(
+                        "port {att} is already used by host {}",
+                        out_hosts[host].name
+                    ),
+                );
                 continue;
             }
         }
         let pspeed = port.speed;
         let host_speed = h.speed.unwrap_or(pspeed);
         if host_speed != pspeed {
-            cx.err(&d.origin, &item, format!("speed mismatch: the NIC is {host_speed} but {att} is {pspeed}"));
+            cx.err(
+                &d.origin,
+                &item,
+                format!("speed mismatch: the NIC is {host_speed} but {att} is {pspeed}"),
+            );
         }
         host_by_name.insert(h.name.clone(), hi);
         out_hosts.push(Host {
@@ -361,22 +519,36 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
             plane: h.plane.or(out_switches[e.switch].plane),
             ooo_tolerant: h.ooo_tolerant.unwrap_or(ooo_default),
             speed: host_speed,
-            cable_length: h.cable_length.unwrap_or(out_switches[e.switch].ports[e.port].cable_length),
+            cable_length: h
+                .cable_length
+                .unwrap_or(out_switches[e.switch].ports[e.port].cable_length),
             origin: d.origin.clone(),
         });
     }
 
     // 5. Pools and allocation.
     let pools = ResolvedPools {
-        hosts_v4: intent.fabric.pools.hosts_v4.unwrap_or_else(default_hosts_v4),
+        hosts_v4: intent
+            .fabric
+            .pools
+            .hosts_v4
+            .unwrap_or_else(default_hosts_v4),
         hosts_v6: intent.fabric.pools.hosts_v6,
-        loopbacks_v4: intent.fabric.pools.loopbacks_v4.unwrap_or_else(default_loopbacks_v4),
+        loopbacks_v4: intent
+            .fabric
+            .pools
+            .loopbacks_v4
+            .unwrap_or_else(default_loopbacks_v4),
     };
-    if pools.hosts_v4.contains(&pools.loopbacks_v4) || pools.loopbacks_v4.contains(&pools.hosts_v4) {
+    if pools.hosts_v4.contains(&pools.loopbacks_v4) || pools.loopbacks_v4.contains(&pools.hosts_v4)
+    {
         cx.err(
             "fabric.pools",
             "fabric.pools",
-            format!("address pools overlap: hosts_v4 {} and loopbacks_v4 {}", pools.hosts_v4, pools.loopbacks_v4),
+            format!(
+                "address pools overlap: hosts_v4 {} and loopbacks_v4 {}",
+                pools.hosts_v4, pools.loopbacks_v4
+            ),
         );
     }
     allocate_switches(&mut cx, &mut out_switches, d, &pools);
@@ -393,14 +565,20 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
         return Err(cx.sink.finish());
     }
     Ok(Topology {
-        name: intent.fabric.name.clone().unwrap_or_else(|| "fabric".into()),
+        name: intent
+            .fabric
+            .name
+            .clone()
+            .unwrap_or_else(|| "fabric".into()),
         file: file.to_string(),
         mtu,
         switches: out_switches,
         hosts: out_hosts,
         links: out_links,
         qos,
-        routing: Routing { aggregate: intent.routing.aggregate.unwrap_or(true) },
+        routing: Routing {
+            aggregate: intent.routing.aggregate.unwrap_or(true),
+        },
         failover,
         pools,
         switch_by_name,
@@ -411,7 +589,11 @@ pub fn resolve(intent: &Intent, file: &str, idx: &PathIndex) -> Result<Topology,
 /// Where port `pi` of an explicit switch was written: at the same index when the switch is purely
 /// explicit, else wherever the overlay names it.
 fn port_path(origin: &str, intent: &Intent, sw: &str, pi: usize, port: &str) -> Option<String> {
-    let i: usize = origin.strip_prefix("switches[")?.strip_suffix(']')?.parse().ok()?;
+    let i: usize = origin
+        .strip_prefix("switches[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()?;
     let s = intent.switches.get(i).filter(|s| s.name == sw)?;
     let at = match s.ports.get(pi) {
         Some(p) if p.name == port => pi,
@@ -442,11 +624,19 @@ fn resolve_end(
     };
     let sw = &switches[si];
     match sw.port_index(&r.port) {
-        Some(pi) => Some(End { switch: si, port: pi }),
+        Some(pi) => Some(End {
+            switch: si,
+            port: pi,
+        }),
         None => {
             // Port names differ only in digits, so a nearest-name guess would mislead; list them.
             let msg = format!("switch {} has no port `{}`", sw.name, r.port);
-            cx.err_help(path, item, msg, format!("it has {} ports: {}", sw.ports.len(), summarize_ports(sw)));
+            cx.err_help(
+                path,
+                item,
+                msg,
+                format!("it has {} ports: {}", sw.ports.len(), summarize_ports(sw)),
+            );
             None
         }
     }
@@ -455,7 +645,12 @@ fn resolve_end(
 fn summarize_ports(sw: &Switch) -> String {
     match (sw.ports.first(), sw.ports.last()) {
         (Some(a), Some(b)) if sw.ports.len() > 2 => format!("{} … {}", a.name, b.name),
-        _ => sw.ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
+        _ => sw
+            .ports
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 
@@ -463,7 +658,16 @@ fn overlay_switch(base: &mut SwitchSpec, o: &SwitchSpec) {
     macro_rules! take {
         ($($f:ident),*) => {$( if o.$f.is_some() { base.$f = o.$f.clone(); } )*};
     }
-    take!(role, tier, device_id, p4rt_address, db, router_mac, loopback, plane);
+    take!(
+        role,
+        tier,
+        device_id,
+        p4rt_address,
+        db,
+        router_mac,
+        loopback,
+        plane
+    );
     for p in &o.ports {
         match base.ports.iter_mut().find(|b| b.name == p.name) {
             Some(b) => {
@@ -489,24 +693,60 @@ fn overlay_host(base: &mut HostSpec, o: &HostSpec) {
     macro_rules! take {
         ($($f:ident),*) => {$( if o.$f.is_some() { base.$f = o.$f.clone(); } )*};
     }
-    take!(attach, ipv4, ipv6, mac, rail, plane, ooo_tolerant, speed, cable_length);
+    take!(
+        attach,
+        ipv4,
+        ipv6,
+        mac,
+        rail,
+        plane,
+        ooo_tolerant,
+        speed,
+        cable_length
+    );
 }
 
 fn allocate_switches(cx: &mut Ctx, switches: &mut [Switch], d: &Defaults, pools: &ResolvedPools) {
-    let used: HashSet<u64> = switches.iter().map(|s| s.device_id).filter(|&id| id != 0).collect();
+    let used: HashSet<u64> = switches
+        .iter()
+        .map(|s| s.device_id)
+        .filter(|&id| id != 0)
+        .collect();
     let base_addr = d.p4rt_address.as_deref().unwrap_or(DEFAULT_P4RT_ADDRESS);
-    let (base_host, base_port) = match base_addr.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse::<u32>().ok()?))) {
+    let (base_host, base_port) = match base_addr
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h, p.parse::<u32>().ok()?)))
+    {
         Some(x) => x,
         None => {
-            cx.err("fabric.defaults.p4rt_address", "fabric.defaults.p4rt_address", format!("{base_addr:?} is not HOST:PORT"));
+            cx.err(
+                "fabric.defaults.p4rt_address",
+                "fabric.defaults.p4rt_address",
+                format!("{base_addr:?} is not HOST:PORT"),
+            );
             ("127.0.0.1", 9559)
         }
     };
-    let sock_dir = d.db_socket_dir.as_deref().unwrap_or(DEFAULT_DB_SOCKET_DIR).trim_end_matches('/');
+    let sock_dir = d
+        .db_socket_dir
+        .as_deref()
+        .unwrap_or(DEFAULT_DB_SOCKET_DIR)
+        .trim_end_matches('/');
     let lo_hosts = pools.loopbacks_v4.hosts();
-    let lo_capacity = u64::from(u32::from(pools.loopbacks_v4.broadcast()) - u32::from(pools.loopbacks_v4.network()));
+    let lo_capacity = u64::from(
+        u32::from(pools.loopbacks_v4.broadcast()) - u32::from(pools.loopbacks_v4.network()),
+    );
     if (switches.len() as u64) >= lo_capacity {
-        cx.err("fabric.pools.loopbacks_v4", "fabric.pools.loopbacks_v4", format!("{} has room for {} loopbacks but the fabric has {} switches", pools.loopbacks_v4, lo_capacity.saturating_sub(1), switches.len()));
+        cx.err(
+            "fabric.pools.loopbacks_v4",
+            "fabric.pools.loopbacks_v4",
+            format!(
+                "{} has room for {} loopbacks but the fabric has {} switches",
+                pools.loopbacks_v4,
+                lo_capacity.saturating_sub(1),
+                switches.len()
+            ),
+        );
     }
     let mut lo_iter = lo_hosts;
     let mut next_id = 1u64;
@@ -537,7 +777,12 @@ fn allocate_switches(cx: &mut Ctx, switches: &mut [Switch], d: &Defaults, pools:
     }
 }
 
-fn allocate_hosts(cx: &mut Ctx, switches: &mut [Switch], hosts: &mut [Host], pools: &ResolvedPools) {
+fn allocate_hosts(
+    cx: &mut Ctx,
+    switches: &mut [Switch],
+    hosts: &mut [Host],
+    pools: &ResolvedPools,
+) {
     // One subnet per leaf (network, gateway, hosts, broadcast), sized for the busiest leaf, so every leaf's hosts aggregate into one
     // prefix and pods into a contiguous range.
     let mut per_switch: Vec<Vec<HostIdx>> = vec![Vec::new(); switches.len()];
@@ -548,7 +793,10 @@ fn allocate_hosts(cx: &mut Ctx, switches: &mut [Switch], hosts: &mut [Host], poo
     if max_hosts == 0 {
         return;
     }
-    let bits = (max_hosts as u64 + 3).next_power_of_two().trailing_zeros().max(2) as u8;
+    let bits = (max_hosts as u64 + 3)
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(2) as u8;
     let v4_len = 32 - bits;
     let leaves_with_hosts = per_switch.iter().filter(|v| !v.is_empty()).count() as u64;
     let pool_len = pools.hosts_v4.prefix_len();
@@ -573,7 +821,8 @@ fn allocate_hosts(cx: &mut Ctx, switches: &mut [Switch], hosts: &mut [Host], poo
         let net_addr = base + (slot << bits);
         slot += 1;
         let subnet = Ipv4Net::new(Ipv4Addr::from(net_addr), v4_len).unwrap_or_default();
-        let v6_subnet = v6_base.and_then(|b| Ipv6Net::new(Ipv6Addr::from(b + (u128::from(slot - 1) << 64)), 64).ok());
+        let v6_subnet = v6_base
+            .and_then(|b| Ipv6Net::new(Ipv6Addr::from(b + (u128::from(slot - 1) << 64)), 64).ok());
         let mut all_inside = true;
         for (k, &hi) in list.iter().enumerate() {
             let h = &mut hosts[hi];
@@ -623,18 +872,50 @@ fn check_unique(cx: &mut Ctx, switches: &[Switch], hosts: &[Host]) {
             }
         }
     }
-    let sw = |f: fn(&Switch) -> String| switches.iter().map(move |s| (f(s), format!("switch {}", s.name), s.origin.clone()));
+    let sw = |f: fn(&Switch) -> String| {
+        switches
+            .iter()
+            .map(move |s| (f(s), format!("switch {}", s.name), s.origin.clone()))
+    };
     dup(cx, "device id", sw(|s| s.device_id.to_string()));
     dup(cx, "P4Runtime address", sw(|s| s.p4rt_address.clone()));
     dup(cx, "SONiC DB endpoint", sw(|s| s.db.clone()));
     dup(cx, "router MAC", sw(|s| s.router_mac.to_string()));
     let addrs = switches
         .iter()
-        .map(|s| (IpAddr::V4(s.loopback), format!("switch {}", s.name), s.origin.clone()))
-        .chain(hosts.iter().map(|h| (IpAddr::V4(h.ipv4), format!("host {}", h.name), h.origin.clone())))
-        .chain(hosts.iter().filter_map(|h| Some((IpAddr::V6(h.ipv6?), format!("host {}", h.name), h.origin.clone()))));
+        .map(|s| {
+            (
+                IpAddr::V4(s.loopback),
+                format!("switch {}", s.name),
+                s.origin.clone(),
+            )
+        })
+        .chain(hosts.iter().map(|h| {
+            (
+                IpAddr::V4(h.ipv4),
+                format!("host {}", h.name),
+                h.origin.clone(),
+            )
+        }))
+        .chain(hosts.iter().filter_map(|h| {
+            Some((
+                IpAddr::V6(h.ipv6?),
+                format!("host {}", h.name),
+                h.origin.clone(),
+            ))
+        }));
     dup(cx, "address", addrs);
-    dup(cx, "MAC", hosts.iter().map(|h| (h.mac.to_string(), format!("host {}", h.name), h.origin.clone())));
+    dup(
+        cx,
+        "MAC",
+        hosts.iter().map(|h| {
+            (
+                h.mac.to_string(),
+                format!("host {}", h.name),
+                h.origin.clone(),
+            )
+        }),
+    );
 }
 
 fn find(parent: &mut [usize], mut x: usize) -> usize {
@@ -648,7 +929,8 @@ fn find(parent: &mut [usize], mut x: usize) -> usize {
 fn check_partition(cx: &mut Ctx, switches: &[Switch], links: &[Link], hosts: &[Host]) {
     let mut parent: Vec<usize> = (0..switches.len()).collect();
     for l in links {
-        let up = switches[l.a.switch].ports[l.a.port].admin_up && switches[l.b.switch].ports[l.b.port].admin_up;
+        let up = switches[l.a.switch].ports[l.a.port].admin_up
+            && switches[l.b.switch].ports[l.b.port].admin_up;
         if up {
             let (a, b) = (find(&mut parent, l.a.switch), find(&mut parent, l.b.switch));
             parent[a] = b;
@@ -666,7 +948,10 @@ fn check_partition(cx: &mut Ctx, switches: &[Switch], links: &[Link], hosts: &[H
             Some(&(first, c)) if c != comp && reported.insert((h.plane, comp)) => {
                 let msg = format!(
                     "host {} cannot reach host {}: the fabric is partitioned (no path of up links between {} and {})",
-                    h.name, hosts[first].name, switches[h.switch].name, switches[hosts[first].switch].name
+                    h.name,
+                    hosts[first].name,
+                    switches[h.switch].name,
+                    switches[hosts[first].switch].name
                 );
                 cx.err(&h.origin, format!("host {}", h.name), msg);
             }
@@ -678,7 +963,13 @@ fn check_partition(cx: &mut Ctx, switches: &[Switch], links: &[Link], hosts: &[H
 fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
     let q = &intent.qos;
     let specs = q.classes.clone().unwrap_or_else(default_classes);
-    let path = |i: usize| if q.classes.is_some() { format!("qos.classes[{i}]") } else { "qos".into() };
+    let path = |i: usize| {
+        if q.classes.is_some() {
+            format!("qos.classes[{i}]")
+        } else {
+            "qos".into()
+        }
+    };
     let mut names = HashSet::new();
     let mut dscp_owner: HashMap<u8, String> = HashMap::new();
     let mut default_class: Option<usize> = None;
@@ -686,31 +977,62 @@ fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
     for (i, c) in specs.iter().enumerate() {
         let item = format!("class {}", c.name);
         if !names.insert(c.name.clone()) {
-            cx.err(&format!("{}.name", path(i)), &item, "duplicate traffic class name");
+            cx.err(
+                &format!("{}.name", path(i)),
+                &item,
+                "duplicate traffic class name",
+            );
         }
         if c.traffic_class > 7 {
-            cx.err(&format!("{}.traffic_class", path(i)), &item, format!("traffic class {} is outside 0..=7", c.traffic_class));
+            cx.err(
+                &format!("{}.traffic_class", path(i)),
+                &item,
+                format!("traffic class {} is outside 0..=7", c.traffic_class),
+            );
         }
         let (dscp, is_default) = match &c.dscp {
             DscpSet::Values(v) => {
                 for &x in v {
                     if x > 63 {
-                        cx.err(&format!("{}.dscp", path(i)), &item, format!("DSCP {x} is outside 0..=63"));
+                        cx.err(
+                            &format!("{}.dscp", path(i)),
+                            &item,
+                            format!("DSCP {x} is outside 0..=63"),
+                        );
                     } else if let Some(o) = dscp_owner.insert(x, c.name.clone()) {
-                        cx.err(&format!("{}.dscp", path(i)), &item, format!("DSCP {x} is already taken by class {o}"));
+                        cx.err(
+                            &format!("{}.dscp", path(i)),
+                            &item,
+                            format!("DSCP {x} is already taken by class {o}"),
+                        );
                     }
                 }
                 (v.clone(), false)
             }
             DscpSet::Keyword(DscpKeyword::Default) => {
                 if default_class.replace(i).is_some() {
-                    cx.err(&format!("{}.dscp", path(i)), &item, "only one class can take `dscp: default`");
+                    cx.err(
+                        &format!("{}.dscp", path(i)),
+                        &item,
+                        "only one class can take `dscp: default`",
+                    );
                 }
                 (Vec::new(), true)
             }
         };
-        let policy = intent.routing.classes.get(&c.name).unwrap_or(&intent.routing.default);
-        let ecn = c.ecn.as_ref().map_or_else(EcnOverride::default, |e| EcnOverride { kmin: e.kmin, kmax: e.kmax, pmax: e.pmax });
+        let policy = intent
+            .routing
+            .classes
+            .get(&c.name)
+            .unwrap_or(&intent.routing.default);
+        let ecn = c
+            .ecn
+            .as_ref()
+            .map_or_else(EcnOverride::default, |e| EcnOverride {
+                kmin: e.kmin,
+                kmax: e.kmax,
+                pmax: e.pmax,
+            });
         classes.push(TrafficClass {
             name: c.name.clone(),
             dscp,
@@ -718,8 +1040,14 @@ fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
             traffic_class: c.traffic_class,
             lossless: c.lossless.unwrap_or(false),
             ecn,
-            routing: policy.mode.or(intent.routing.default.mode).unwrap_or_default(),
-            flowlet_gap: policy.flowlet_gap.or(intent.routing.default.flowlet_gap).unwrap_or(DEFAULT_FLOWLET_GAP),
+            routing: policy
+                .mode
+                .or(intent.routing.default.mode)
+                .unwrap_or_default(),
+            flowlet_gap: policy
+                .flowlet_gap
+                .or(intent.routing.default.flowlet_gap)
+                .unwrap_or(DEFAULT_FLOWLET_GAP),
         });
     }
     if let Some(di) = default_class {
@@ -733,29 +1061,54 @@ fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
             let p = format!("routing.classes.{name}");
             match suggest(name, class_names.iter().copied()) {
                 Some(s) => cx.err_help(&p, &p, msg, format!("did you mean `{s}`?")),
-                None => cx.err_help(&p, &p, msg, format!("classes are: {}", class_names.join(", "))),
+                None => cx.err_help(
+                    &p,
+                    &p,
+                    msg,
+                    format!("classes are: {}", class_names.join(", ")),
+                ),
             }
         }
     }
     let mut lossless_tc = HashSet::new();
     for (i, c) in classes.iter().enumerate() {
         if c.lossless && !lossless_tc.insert(c.traffic_class) {
-            cx.err(&path(i), format!("class {}", c.name), format!("two lossless classes share traffic class {}", c.traffic_class));
+            cx.err(
+                &path(i),
+                format!("class {}", c.name),
+                format!(
+                    "two lossless classes share traffic class {}",
+                    c.traffic_class
+                ),
+            );
         }
     }
     let check_ecn = |cx: &mut Ctx, p: &str, e: &EcnOverride| {
         if let Some(pm) = e.pmax
             && !(pm > 0.0 && pm <= 1.0)
         {
-            cx.err(&format!("{p}.pmax"), format!("{p}.pmax"), format!("pmax {pm} must be in (0, 1]"));
+            cx.err(
+                &format!("{p}.pmax"),
+                format!("{p}.pmax"),
+                format!("pmax {pm} must be in (0, 1]"),
+            );
         }
         if let (Some(a), Some(b)) = (e.kmin, e.kmax)
             && a >= b
         {
-            cx.err_help(&format!("{p}.kmin"), p.to_string(), format!("kmin {a} must be below kmax {b}"), "marking probability rises from kmin to kmax");
+            cx.err_help(
+                &format!("{p}.kmin"),
+                p.to_string(),
+                format!("kmin {a} must be below kmax {b}"),
+                "marking probability rises from kmin to kmax",
+            );
         }
     };
-    let global = EcnOverride { kmin: q.ecn.kmin, kmax: q.ecn.kmax, pmax: q.ecn.pmax };
+    let global = EcnOverride {
+        kmin: q.ecn.kmin,
+        kmax: q.ecn.kmax,
+        pmax: q.ecn.pmax,
+    };
     check_ecn(cx, "qos.ecn", &global);
     for (i, c) in classes.iter().enumerate() {
         check_ecn(cx, &format!("{}.ecn", path(i)), &c.ecn);
@@ -769,17 +1122,27 @@ fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
         poll_interval: wd.poll_interval.unwrap_or(Duration::millis(100)),
     };
     let range = |cx: &mut Ctx, f: &str, v: Duration, lo: u64, hi: u64| {
-        if v.as_millis() < lo || v.as_millis() > hi || v.as_nanos() % 1_000_000 != 0 {
+        if v.as_millis() < lo || v.as_millis() > hi || !v.as_nanos().is_multiple_of(1_000_000) {
             cx.err(&format!("qos.pfc.watchdog.{f}"), format!("qos.pfc.watchdog.{f}"), format!("{f} {v} must be whole milliseconds in {lo}ms..={hi}ms (SONiC's PFC watchdog range)"));
         }
     };
     range(cx, "detection_time", watchdog.detection_time, 100, 5000);
-    range(cx, "restoration_time", watchdog.restoration_time, 100, 60000);
+    range(
+        cx,
+        "restoration_time",
+        watchdog.restoration_time,
+        100,
+        60000,
+    );
     range(cx, "poll_interval", watchdog.poll_interval, 10, 1000);
     if let (Some(xoff), Some(xon)) = (q.pfc.xoff, q.pfc.xon)
         && xon.0 == 0
     {
-        cx.err("qos.pfc.xon", "qos.pfc.xon", format!("xon must be positive (xoff is {xoff})"));
+        cx.err(
+            "qos.pfc.xon",
+            "qos.pfc.xon",
+            format!("xon must be positive (xoff is {xoff})"),
+        );
     }
     Qos {
         classes,
@@ -814,7 +1177,11 @@ fn check_ecn_before_pfc(cx: &mut Ctx, qos: &Qos, switches: &[Switch], mtu: u32) 
                     continue; // reported by the ECN check
                 }
                 if pq.ecn.kmax > pq.pause_threshold {
-                    let at = if c.ecn.kmax.is_some() { format!("qos.classes[{i}].ecn.kmax") } else { "qos.ecn.kmax".into() };
+                    let at = if c.ecn.kmax.is_some() {
+                        format!("qos.classes[{i}].ecn.kmax")
+                    } else {
+                        "qos.ecn.kmax".into()
+                    };
                     cx.err_help(
                         &at,
                         format!("class {}", c.name),
@@ -842,10 +1209,24 @@ fn resolve_failover(cx: &mut Ctx, f: &FailoverSpec) -> Failover {
         max_suppress: d.max_suppress.unwrap_or(Duration::millis(60_000)),
     };
     if damp.reuse >= damp.suppress {
-        cx.err("failover.dampening.reuse", "failover.dampening", format!("reuse {} must be below suppress {}", damp.reuse, damp.suppress));
+        cx.err(
+            "failover.dampening.reuse",
+            "failover.dampening",
+            format!(
+                "reuse {} must be below suppress {}",
+                damp.reuse, damp.suppress
+            ),
+        );
     }
     if damp.half_life.as_nanos() == 0 {
-        cx.err("failover.dampening.half_life", "failover.dampening", "half_life must be positive");
+        cx.err(
+            "failover.dampening.half_life",
+            "failover.dampening",
+            "half_life must be positive",
+        );
     }
-    Failover { hold_down: f.hold_down.unwrap_or(Duration::millis(2000)), dampening: damp }
+    Failover {
+        hold_down: f.hold_down.unwrap_or(Duration::millis(2000)),
+        dampening: damp,
+    }
 }

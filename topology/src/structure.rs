@@ -190,12 +190,10 @@ impl<'a> Checker<'a> {
         if !tags.is_empty() && matches!(node, Node::Map(..)) {
             let names: Vec<&str> = tags.iter().map(|t| t.0).collect();
             match node.get("kind") {
-                Some(Node::Scalar(Scalar::Str(k), kpos)) => {
-                    match tags.iter().find(|t| t.0 == k) {
-                        Some((_, b)) => self.check_at(node, b, path, sink),
-                        None => self.report_unknown(k, *kpos, &names, &join(path, "kind"), sink),
-                    }
-                }
+                Some(Node::Scalar(Scalar::Str(k), kpos)) => match tags.iter().find(|t| t.0 == k) {
+                    Some((_, b)) => self.check_at(node, b, path, sink),
+                    None => self.report_unknown(k, *kpos, &names, &join(path, "kind"), sink),
+                },
                 _ => sink.push_help(
                     self.file,
                     node.pos(),
@@ -233,16 +231,13 @@ impl<'a> Checker<'a> {
             let all: Vec<&str> = resolved
                 .iter()
                 .flat_map(|b| {
-                    b.get("const")
-                        .and_then(Value::as_str)
-                        .into_iter()
-                        .chain(
-                            b.get("enum")
-                                .and_then(Value::as_array)
-                                .into_iter()
-                                .flatten()
-                                .filter_map(Value::as_str),
-                        )
+                    b.get("const").and_then(Value::as_str).into_iter().chain(
+                        b.get("enum")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str),
+                    )
                 })
                 .collect();
             self.report_choice(node, &all, item, sink);
@@ -283,16 +278,33 @@ impl<'a> Checker<'a> {
                 self.file,
                 other.pos(),
                 item,
-                format!("expected one of {}, found {}", names.join(", "), found(other)),
+                format!(
+                    "expected one of {}, found {}",
+                    names.join(", "),
+                    found(other)
+                ),
             ),
         }
     }
 
-    fn report_unknown(&self, value: &str, pos: crate::yaml::Pos, names: &[&str], item: &str, sink: &mut Sink) {
+    fn report_unknown(
+        &self,
+        value: &str,
+        pos: crate::yaml::Pos,
+        names: &[&str],
+        item: &str,
+        sink: &mut Sink,
+    ) {
         let msg = format!("unknown value {value:?}");
         match suggest(value, names.iter().copied()) {
             Some(s) => sink.push_help(self.file, pos, item, msg, format!("did you mean `{s}`?")),
-            None => sink.push_help(self.file, pos, item, msg, format!("one of: {}", names.join(", "))),
+            None => sink.push_help(
+                self.file,
+                pos,
+                item,
+                msg,
+                format!("one of: {}", names.join(", ")),
+            ),
         }
     }
 }
@@ -322,15 +334,17 @@ fn type_matches(node: &Node, schema: &Value) -> bool {
     if types.is_empty() {
         return true;
     }
-    types.iter().any(|t| match (*t, node) {
-        ("object", Node::Map(..)) => true,
-        ("array", Node::Seq(..)) => true,
-        ("string", Node::Scalar(Scalar::Str(_), _)) => true,
-        ("integer", Node::Scalar(Scalar::Int(_), _)) => true,
-        ("number", Node::Scalar(Scalar::Int(_) | Scalar::Float(_), _)) => true,
-        ("boolean", Node::Scalar(Scalar::Bool(_), _)) => true,
-        ("null", Node::Scalar(Scalar::Null, _)) => true,
-        _ => false,
+    types.iter().any(|t| {
+        matches!(
+            (*t, node),
+            ("object", Node::Map(..))
+                | ("array", Node::Seq(..))
+                | ("string", Node::Scalar(Scalar::Str(_), _))
+                | ("integer", Node::Scalar(Scalar::Int(_), _))
+                | ("number", Node::Scalar(Scalar::Int(_) | Scalar::Float(_), _))
+                | ("boolean", Node::Scalar(Scalar::Bool(_), _))
+                | ("null", Node::Scalar(Scalar::Null, _))
+        )
     })
 }
 

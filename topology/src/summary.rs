@@ -156,10 +156,25 @@ fn gbps(bps: u64) -> String {
 /// The operator-facing text. `all_switches` lists every switch's port use (long on big fabrics).
 pub fn render(s: &Summary, all_switches: bool) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "fabric {}: {} switches, {} hosts, {} links{}", s.name, s.switches, s.hosts, s.links,
-        if s.planes > 1 { format!(", {} planes", s.planes) } else { String::new() });
+    let _ = writeln!(
+        o,
+        "fabric {}: {} switches, {} hosts, {} links{}",
+        s.name,
+        s.switches,
+        s.hosts,
+        s.links,
+        if s.planes > 1 {
+            format!(", {} planes", s.planes)
+        } else {
+            String::new()
+        }
+    );
     let _ = writeln!(o);
-    let _ = writeln!(o, "{:<11} {:>4} {:>8} {:>7} {:>12} {:>12} {:>8} {:>12}", "role", "tier", "switches", "hosts", "down", "up", "oversub", "ports used");
+    let _ = writeln!(
+        o,
+        "{:<11} {:>4} {:>8} {:>7} {:>12} {:>12} {:>8} {:>12}",
+        "role", "tier", "switches", "hosts", "down", "up", "oversub", "ports used"
+    );
     for r in &s.roles {
         let _ = writeln!(
             o,
@@ -169,21 +184,45 @@ pub fn render(s: &Summary, all_switches: bool) -> String {
             r.switches,
             r.hosts_attached,
             gbps(r.down_bps),
-            if r.up_bps == 0 { "-".into() } else { gbps(r.up_bps) },
-            r.oversubscription.map_or("-".into(), |x| format!("{x:.2}:1")),
+            if r.up_bps == 0 {
+                "-".into()
+            } else {
+                gbps(r.up_bps)
+            },
+            r.oversubscription
+                .map_or("-".into(), |x| format!("{x:.2}:1")),
             format!("{}/{}", r.ports_used, r.ports_total),
         );
     }
     let _ = writeln!(o);
-    let speeds = |m: &BTreeMap<String, usize>| m.iter().map(|(k, v)| format!("{v} × {k}")).collect::<Vec<_>>().join(", ");
+    let speeds = |m: &BTreeMap<String, usize>| {
+        m.iter()
+            .map(|(k, v)| format!("{v} × {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let _ = writeln!(o, "fabric links: {}", speeds(&s.link_speeds));
     let _ = writeln!(o, "host links:   {}", speeds(&s.host_speeds));
     let _ = writeln!(o, "bisection bandwidth: {}", gbps(s.bisection_bps));
     if all_switches {
         let _ = writeln!(o);
-        let _ = writeln!(o, "{:<24} {:<10} {:>6} {:>10} {:>6} {:>5} {:>5}", "switch", "role", "dev id", "ports", "hosts", "up", "down");
+        let _ = writeln!(
+            o,
+            "{:<24} {:<10} {:>6} {:>10} {:>6} {:>5} {:>5}",
+            "switch", "role", "dev id", "ports", "hosts", "up", "down"
+        );
         for u in &s.per_switch {
-            let _ = writeln!(o, "{:<24} {:<10} {:>6} {:>10} {:>6} {:>5} {:>5}", u.name, u.role.as_str(), u.device_id, format!("{}/{}", u.ports_used, u.ports_total), u.hosts, u.uplinks, u.downlinks);
+            let _ = writeln!(
+                o,
+                "{:<24} {:<10} {:>6} {:>10} {:>6} {:>5} {:>5}",
+                u.name,
+                u.role.as_str(),
+                u.device_id,
+                format!("{}/{}", u.ports_used, u.ports_total),
+                u.hosts,
+                u.uplinks,
+                u.downlinks
+            );
         }
     }
     o

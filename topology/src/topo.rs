@@ -66,7 +66,9 @@ impl Switch {
 
     /// Index of the port named `name`. Generated ports sit at index N/4, so look there first.
     pub fn port_index(&self, name: &str) -> Option<usize> {
-        if let Some(n) = name.strip_prefix("Ethernet").and_then(|n| n.parse::<usize>().ok())
+        if let Some(n) = name
+            .strip_prefix("Ethernet")
+            .and_then(|n| n.parse::<usize>().ok())
             && let Some(p) = self.ports.get(n / 4)
             && p.name == name
         {
@@ -231,7 +233,9 @@ impl Qos {
             h.xon = x;
         }
         h.size = Bytes(h.xoff.0 + h.xon.0);
-        let port_buffer = self.port_buffer.unwrap_or_else(|| qos::default_port_buffer(speed));
+        let port_buffer = self
+            .port_buffer
+            .unwrap_or_else(|| qos::default_port_buffer(speed));
         PortQos {
             ecn,
             headroom: h,
@@ -253,10 +257,14 @@ impl Topology {
     }
     /// The links at a switch, as (link index, local port index, peer end).
     pub fn neighbours(&self, sw: SwitchIdx) -> impl Iterator<Item = (LinkIdx, usize, End)> + '_ {
-        self.switches[sw].ports.iter().enumerate().filter_map(move |(pi, p)| match p.peer {
-            Peer::Switch { link } => Some((link, pi, self.links[link].other(sw))),
-            _ => None,
-        })
+        self.switches[sw]
+            .ports
+            .iter()
+            .enumerate()
+            .filter_map(move |(pi, p)| match p.peer {
+                Peer::Switch { link } => Some((link, pi, self.links[link].other(sw))),
+                _ => None,
+            })
     }
     /// Whether both ends of a link are administratively up.
     pub fn link_admin_up(&self, l: LinkIdx) -> bool {

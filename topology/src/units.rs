@@ -112,11 +112,11 @@ impl Speed {
 impl fmt::Display for Speed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b % 1_000_000_000_000 == 0 {
+        if b.is_multiple_of(1_000_000_000_000) {
             write!(f, "{}T", b / 1_000_000_000_000)
-        } else if b % 1_000_000_000 == 0 {
+        } else if b.is_multiple_of(1_000_000_000) {
             write!(f, "{}G", b / 1_000_000_000)
-        } else if b % 1_000_000 == 0 {
+        } else if b.is_multiple_of(1_000_000) {
             write!(f, "{}M", b / 1_000_000)
         } else {
             write!(f, "{}G", b as f64 / 1e9)
@@ -158,7 +158,7 @@ impl Length {
 
 impl fmt::Display for Length {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 % 1000 == 0 {
+        if self.0.is_multiple_of(1000) {
             write!(f, "{}m", self.0 / 1000)
         } else {
             write!(f, "{}m", self.as_metres())
@@ -197,9 +197,9 @@ impl Bytes {
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= 1_000_000 && b % 1_000_000 == 0 {
+        if b >= 1_000_000 && b.is_multiple_of(1_000_000) {
             write!(f, "{}MB", b / 1_000_000)
-        } else if b >= 1000 && b % 1000 == 0 {
+        } else if b >= 1000 && b.is_multiple_of(1000) {
             write!(f, "{}KB", b / 1000)
         } else {
             write!(f, "{b}B")
@@ -313,11 +313,11 @@ impl Duration {
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
-        if n != 0 && n % 1_000_000_000 == 0 {
+        if n != 0 && n.is_multiple_of(1_000_000_000) {
             write!(f, "{}s", n / 1_000_000_000)
-        } else if n != 0 && n % 1_000_000 == 0 {
+        } else if n != 0 && n.is_multiple_of(1_000_000) {
             write!(f, "{}ms", n / 1_000_000)
-        } else if n % 1_000 == 0 {
+        } else if n.is_multiple_of(1_000) {
             write!(f, "{}us", n / 1_000)
         } else {
             write!(f, "{n}ns")
@@ -413,7 +413,11 @@ mod tests {
     #[test]
     fn format_check_names_the_expected_notation() {
         assert_eq!(check_format("speed", "100G"), None);
-        assert!(check_format("speed", "100").unwrap_or_default().contains("400G"));
+        assert!(
+            check_format("speed", "100")
+                .unwrap_or_default()
+                .contains("400G")
+        );
         assert_eq!(check_format("unknown-format", "x"), None);
     }
 }

@@ -188,7 +188,11 @@ impl MarkedEventReceiver for Builder {
                 self.push_node(Node::Scalar(s, pos), anchor);
             }
             Event::Alias(id) => {
-                let node = self.anchors.get(&id).cloned().unwrap_or(Node::Scalar(Scalar::Null, pos));
+                let node = self
+                    .anchors
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or(Node::Scalar(Scalar::Null, pos));
                 self.push_node(node, 0);
             }
             Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
@@ -245,7 +249,9 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
         });
     }
     Ok(match b.root {
-        None | Some(Node::Scalar(Scalar::Null, _)) => Node::Map(Vec::new(), Pos { line: 1, col: 1 }),
+        None | Some(Node::Scalar(Scalar::Null, _)) => {
+            Node::Map(Vec::new(), Pos { line: 1, col: 1 })
+        }
         Some(n) => n,
     })
 }

@@ -3,7 +3,8 @@
 #[test]
 fn committed_schema_matches_the_model() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/intent.schema.json");
-    let fresh = serde_json::to_string_pretty(weft_topology::schema()).expect("schema serialises") + "\n";
+    let fresh =
+        serde_json::to_string_pretty(weft_topology::schema()).expect("schema serialises") + "\n";
     if std::env::var_os("WEFT_REGEN").is_some() {
         std::fs::write(path, &fresh).expect("write schema");
         return;

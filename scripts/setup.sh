@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what Weft needs on a fresh Debian machine, idempotently:
+#   - Debian packages: redis-server (each switch's SONiC DB), iproute2 (testbed namespaces and
+#     veths), and the Python venv module;
+#   - a Python virtualenv in .venv with the packages in requirements.txt (P4Runtime bindings for
+#     the schema script and the independent read-back, scapy for packet tests).
+# BMv2 (simple_switch_grpc) and p4c are not in any package registry: build them from p4lang's
+# sources into /opt/p4 (see README, "BMv2 and p4c"). Without them the BMv2 tests print SKIPPED.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-benchmark >/dev/null 2>&1 || need_apt+=(redis-tools)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if ((${#need_apt[@]})); then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+# The distribution starts a system redis-server on 6379; Weft's tests start their own on private
+# sockets, so the system one is left alone.
+
+stamp=.venv/.requirements.sha
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [[ ! -x .venv/bin/python || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+  echo "setup: creating .venv from requirements.txt"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  echo "$want" >"$stamp"
+fi
+
+if command -v simple_switch_grpc >/dev/null 2>&1 || [[ -x /opt/p4/bin/simple_switch_grpc ]]; then
+  echo "setup: BMv2 simple_switch_grpc found"
+else
+  echo "setup: NOTE: BMv2 simple_switch_grpc not found (PATH or /opt/p4/bin): BMv2 tests will print SKIPPED."
+  echo "setup:       Build p4lang/PI, behavioral-model (--with-pi --with-thrift) and simple_switch_grpc into /opt/p4 (README)."
+fi
+echo "setup: done"
