@@ -1,1 +1,3 @@
 //! placeholder
+pub mod bmv2;
+pub mod redis;

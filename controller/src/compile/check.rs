@@ -1,0 +1,195 @@
+//! An independent checker of compiled forwarding state: it follows the compiled tables (LPM
+//! routes, nexthops, group members) hop by hop, the way packets would, and compares with
+//! distances it computes itself on the live topology. It shares no routing code with the
+//! compiler.
+//!
+//! For every (source host, destination host) it checks:
+//! - no forwarding loop and no blackhole on any branch of any group;
+//! - the destination is reached exactly when the live fabric connects the two hosts (same plane);
+//! - every branch is a shortest valley-free (up then down) path;
+//! - each group's weights are proportional to the capacity reachable through each member
+//!   (when the fabric uses capacity weights), within integer rounding.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+
+use weft_topology::{HostIdx, LinkIdx, Peer, RoutingMode, SwitchIdx, Topology};
+
+use super::{Desired, LinkState, Target, lookup};
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub pairs_checked: usize,
+    pub problems: Vec<String>,
+}
+
+/// Valley-free shortest distances from `src` (in switch hops), by BFS on (switch, going-down).
+fn valley_free_dist(t: &Topology, up: &dyn Fn(LinkIdx) -> bool, src: SwitchIdx) -> Vec<u32> {
+    let n = t.switches.len();
+    let mut dist = vec![[u32::MAX; 2]; n];
+    let mut q = VecDeque::new();
+    dist[src][0] = 0;
+    q.push_back((src, 0usize));
+    while let Some((s, phase)) = q.pop_front() {
+        let d = dist[s][phase];
+        for p in &t.switches[s].ports {
+            let Peer::Switch { link } = p.peer else { continue };
+            if !up(link) {
+                continue;
+            }
+            let o = t.links[link].other(s).switch;
+            let (ts, to) = (t.switches[s].tier(), t.switches[o].tier());
+            let next_phase = if to > ts && phase == 0 {
+                0
+            } else if to < ts {
+                1
+            } else {
+                continue;
+            };
+            if dist[o][next_phase] == u32::MAX {
+                dist[o][next_phase] = d + 1;
+                q.push_back((o, next_phase));
+            }
+        }
+    }
+    dist.into_iter().map(|[a, b]| a.min(b)).collect()
+}
+
+struct Walker<'a> {
+    t: &'a Topology,
+    d: &'a Desired,
+    dst: HostIdx,
+    memo: HashMap<SwitchIdx, Result<(u32, u32, u64), String>>,
+    in_progress: Vec<bool>,
+    capacity_weights: bool,
+    problems: Vec<String>,
+}
+
+impl Walker<'_> {
+    /// (shortest, longest) hops from switch `s` to the destination host's leaf, and the capacity
+    /// the compiled tables offer from `s` toward it.
+    fn walk(&mut self, s: SwitchIdx) -> Result<(u32, u32, u64), String> {
+        if let Some(r) = self.memo.get(&s) {
+            return r.clone();
+        }
+        if self.in_progress[s] {
+            return Err(format!("forwarding loop through {}", self.t.switches[s].name));
+        }
+        self.in_progress[s] = true;
+        let r = self.step(s);
+        self.in_progress[s] = false;
+        self.memo.insert(s, r.clone());
+        r
+    }
+
+    fn step(&mut self, s: SwitchIdx) -> Result<(u32, u32, u64), String> {
+        let t = self.t;
+        let h = &t.hosts[self.dst];
+        let sw = &self.d.switches[s];
+        let route = lookup(&sw.routes, IpAddr::V4(h.ipv4))
+            .ok_or_else(|| format!("{}: no route to {} ({})", sw.name, h.name, h.ipv4))?;
+        let members: Vec<(u32, u32)> = match route.target {
+            Target::Drop => return Err(format!("{}: route {} drops traffic to {}", sw.name, route.prefix, h.name)),
+            Target::Nexthop(id) => {
+                let nh = sw.nexthops.get(&id).ok_or_else(|| format!("{}: route {} names missing nexthop {id}", sw.name, route.prefix))?;
+                vec![(nh.port_id, 1)]
+            }
+            Target::Group(id) => {
+                let g = sw.groups.get(&id).ok_or_else(|| format!("{}: route {} names missing group {id}", sw.name, route.prefix))?;
+                if g.members.is_empty() {
+                    return Err(format!("{}: group {id} is empty", sw.name));
+                }
+                g.members.iter().map(|m| (m.port_id, m.weight)).collect()
+            }
+        };
+        let mut lo = u32::MAX;
+        let mut hi = 0;
+        let mut caps = Vec::new();
+        for (port_id, w) in &members {
+            let sw_t = &t.switches[s];
+            let p = sw_t.ports.iter().find(|p| p.id == *port_id).ok_or_else(|| format!("{}: no port with id {port_id}", sw.name))?;
+            match p.peer {
+                Peer::Host { host } if host == self.dst => {
+                    lo = lo.min(0);
+                    caps.push((u64::MAX, *w));
+                }
+                Peer::Host { host } => return Err(format!("{}: traffic to {} sent to host {}", sw.name, h.name, t.hosts[host].name)),
+                Peer::None => return Err(format!("{}: traffic to {} sent out unconnected {}", sw.name, h.name, p.name)),
+                Peer::Switch { link } => {
+                    let next = t.links[link].other(s).switch;
+                    let (a, b, c) = self.walk(next)?;
+                    lo = lo.min(a + 1);
+                    hi = hi.max(b + 1);
+                    caps.push((t.links[link].speed.bits_per_sec().min(c), *w));
+                }
+            }
+        }
+        if let Target::Group(id) = route.target
+            && self.capacity_weights
+        {
+            let wsum: u64 = caps.iter().map(|c| u64::from(c.1)).sum();
+            let csum: f64 = caps.iter().map(|c| c.0 as f64).sum();
+            for (c, w) in &caps {
+                let want = *c as f64 / csum;
+                let got = f64::from(*w) / wsum as f64;
+                if (want - got).abs() > 1.0 / wsum as f64 + 1e-9 {
+                    self.problems.push(format!(
+                        "{}: group {id} toward {}: weight share {got:.3} but capacity share {want:.3}",
+                        sw.name, h.name
+                    ));
+                    break;
+                }
+            }
+        }
+        let cap = caps.iter().fold(0u64, |a, c| a.saturating_add(c.0));
+        Ok((lo, hi.max(lo), cap))
+    }
+}
+
+/// Checks all host pairs (or every `stride`-th destination, for large fabrics).
+pub fn check(t: &Topology, links: &LinkState, d: &Desired, stride: usize) -> Report {
+    let up = |l: LinkIdx| t.link_admin_up(l) && !links.is_down(l);
+    let capacity_weights = !t.qos.classes.iter().all(|c| c.routing == RoutingMode::Ecmp);
+    let mut report = Report::default();
+    let mut dist_cache: HashMap<SwitchIdx, Vec<u32>> = HashMap::new();
+    for dst in (0..t.hosts.len()).step_by(stride.max(1)) {
+        let mut w = Walker {
+            t,
+            d,
+            dst,
+            memo: HashMap::new(),
+            in_progress: vec![false; t.switches.len()],
+            capacity_weights,
+            problems: Vec::new(),
+        };
+        for (src, hs) in t.hosts.iter().enumerate() {
+            if src == dst {
+                continue;
+            }
+            let hd = &t.hosts[dst];
+            if hs.plane != hd.plane {
+                continue;
+            }
+            report.pairs_checked += 1;
+            let dist = dist_cache.entry(hs.switch).or_insert_with(|| valley_free_dist(t, &up, hs.switch));
+            let want = dist[hd.switch];
+            match w.walk(hs.switch) {
+                Ok((lo, hi, _)) if want == u32::MAX => report.problems.push(format!(
+                    "{} → {}: delivered (paths of {lo}..{hi} hops) though the live fabric does not connect them",
+                    hs.name, hd.name
+                )),
+                Ok((lo, hi, _)) if lo != want || hi != want => report.problems.push(format!(
+                    "{} → {}: paths of {lo}..{hi} switch hops, shortest valley-free is {want}",
+                    hs.name, hd.name
+                )),
+                Ok(_) => {}
+                Err(e) if want == u32::MAX && !e.contains("loop") => {}
+                Err(e) => report.problems.push(format!("{} → {}: {e}", hs.name, hd.name)),
+            }
+        }
+        report.problems.append(&mut w.problems);
+    }
+    report.problems.sort();
+    report.problems.dedup();
+    report
+}

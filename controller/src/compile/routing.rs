@@ -1,0 +1,210 @@
+//! Valley-free shortest-path multipath routing with capacity weights.
+//!
+//! Every switch forwards on the destination leaf alone (an LPM route per leaf subnet), so a path
+//! must never turn upward after going down: a switch that can reach the destination leaf
+//! downward uses only its downward next hops; one that cannot sends upward, to neighbours that
+//! can reach it. Per destination leaf D:
+//!
+//! ```text
+//!   down[s]  hops from s to D using only downward links      (BFS from D over up-neighbours)
+//!   reach[s] = down[s] if finite, else 1 + min reach[u] over up-neighbours u (highest tier first)
+//!   next hops of s = down-neighbours n with down[n] = down[s]−1   if down[s] finite
+//!                    up-neighbours   u with reach[u] = reach[s]−1  otherwise
+//!   cap[s]   = Σ over next hops n of min(speed(s→n), cap[n]);  cap[D] = ∞
+//!   weight of n at s ∝ min(speed(s→n), cap[n])
+//! ```
+//! Such paths are loop-free (reach strictly decreases), shortest among valley-free paths, and a
+//! next hop that lost its way to D (cap 0, or no path) is never chosen. Links between switches
+//! of the same tier carry no routes.
+
+use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
+
+pub const UNREACHABLE: u32 = u32::MAX;
+
+/// Live fabric links, as compact adjacency.
+pub struct Graph {
+    /// Per switch: (neighbour, link, capacity bits/s) toward higher tiers.
+    pub up: Vec<Vec<(u32, u32, u64)>>,
+    /// Per switch: (neighbour, link, capacity) toward lower tiers.
+    pub down: Vec<Vec<(u32, u32, u64)>>,
+    pub tier: Vec<u8>,
+    /// Switches ordered by tier, highest first.
+    pub by_tier_desc: Vec<u32>,
+}
+
+impl Graph {
+    pub fn build(t: &Topology, link_up: &dyn Fn(LinkIdx) -> bool) -> Graph {
+        let n = t.switches.len();
+        let mut up = vec![Vec::new(); n];
+        let mut down = vec![Vec::new(); n];
+        let tier: Vec<u8> = t.switches.iter().map(|s| s.tier()).collect();
+        for (si, s) in t.switches.iter().enumerate() {
+            for p in &s.ports {
+                if let Peer::Switch { link } = p.peer {
+                    if !link_up(link) {
+                        continue;
+                    }
+                    let l = &t.links[link];
+                    let o = l.other(si).switch;
+                    let e = (o as u32, link as u32, l.speed.bits_per_sec());
+                    if tier[o] > tier[si] {
+                        up[si].push(e);
+                    } else if tier[o] < tier[si] {
+                        down[si].push(e);
+                    }
+                }
+            }
+        }
+        let mut by_tier_desc: Vec<u32> = (0..n as u32).collect();
+        by_tier_desc.sort_by_key(|&s| std::cmp::Reverse(tier[s as usize]));
+        Graph {
+            up,
+            down,
+            tier,
+            by_tier_desc,
+        }
+    }
+}
+
+/// Scratch space reused across destinations.
+pub struct Scratch {
+    down: Vec<u32>,
+    reach: Vec<u32>,
+    cap: Vec<u64>,
+    queue: Vec<u32>,
+}
+
+impl Scratch {
+    pub fn new(n: usize) -> Self {
+        Scratch {
+            down: vec![UNREACHABLE; n],
+            reach: vec![UNREACHABLE; n],
+            cap: vec![0; n],
+            queue: Vec::with_capacity(n),
+        }
+    }
+}
+
+/// One next hop of a switch toward a destination: the link and its raw capacity weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hop {
+    pub link: u32,
+    pub neighbour: u32,
+    pub capacity: u64,
+}
+
+/// Computes, for destination leaf `dest`, every switch's next hops, calling `emit(s, hops)` for
+/// each switch other than `dest` (hops empty when `dest` is unreachable from `s`).
+pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnMut(usize, &[Hop])) {
+    let n = g.tier.len();
+    sc.down.fill(UNREACHABLE);
+    sc.reach.fill(UNREACHABLE);
+    sc.cap.fill(0);
+    sc.queue.clear();
+
+    // Downward distances: BFS from dest over up-neighbours (the reverse of down links).
+    sc.down[dest] = 0;
+    sc.cap[dest] = u64::MAX;
+    sc.queue.push(dest as u32);
+    let mut head = 0;
+    let mut hops: Vec<Hop> = Vec::with_capacity(64);
+    while head < sc.queue.len() {
+        let s = sc.queue[head] as usize;
+        head += 1;
+        for &(u, _, _) in &g.up[s] {
+            let u = u as usize;
+            if sc.down[u] == UNREACHABLE {
+                sc.down[u] = sc.down[s] + 1;
+                sc.queue.push(u as u32);
+            }
+        }
+    }
+    // BFS order is increasing distance, so a switch's down-neighbours are final before it.
+    for qi in 1..sc.queue.len() {
+        let s = sc.queue[qi] as usize;
+        let want = sc.down[s] - 1;
+        hops.clear();
+        let mut cap = 0u64;
+        for &(m, link, speed) in &g.down[s] {
+            let m = m as usize;
+            if sc.down[m] == want && sc.cap[m] > 0 {
+                let c = speed.min(sc.cap[m]);
+                cap = cap.saturating_add(c);
+                hops.push(Hop { link, neighbour: m as u32, capacity: c });
+            }
+        }
+        sc.cap[s] = cap;
+        sc.reach[s] = sc.down[s];
+        emit(s, &hops);
+    }
+    sc.reach[dest] = 0;
+
+    // Everyone else goes up: highest tier first, so up-neighbours are final before.
+    for &s in &g.by_tier_desc {
+        let s = s as usize;
+        if sc.down[s] != UNREACHABLE {
+            continue;
+        }
+        let best = g.up[s]
+            .iter()
+            .filter(|(u, _, _)| sc.cap[*u as usize] > 0)
+            .map(|(u, _, _)| sc.reach[*u as usize])
+            .min()
+            .unwrap_or(UNREACHABLE);
+        hops.clear();
+        let mut cap = 0u64;
+        if best != UNREACHABLE {
+            for &(u, link, speed) in &g.up[s] {
+                let u = u as usize;
+                if sc.reach[u] == best && sc.cap[u] > 0 {
+                    let c = speed.min(sc.cap[u]);
+                    cap = cap.saturating_add(c);
+                    hops.push(Hop { link, neighbour: u as u32, capacity: c });
+                }
+            }
+            sc.reach[s] = best + 1;
+        }
+        sc.cap[s] = cap;
+        emit(s, &hops);
+    }
+    debug_assert!(n == sc.down.len());
+}
+
+/// Reduces raw capacities to small integer weights whose sum fits a group (`max_sum`), keeping
+/// their ratios as closely as integers allow.
+pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
+    if caps.is_empty() {
+        return Vec::new();
+    }
+    let g = caps.iter().copied().fold(0u64, gcd).max(1);
+    let mut w: Vec<u64> = caps.iter().map(|c| c / g).collect();
+    let sum: u64 = w.iter().sum();
+    let limit = u64::from(max_sum.max(caps.len() as u32));
+    if sum > limit {
+        let scale = limit as f64 / sum as f64;
+        w = w
+            .iter()
+            .map(|&x| ((x as f64 * scale).floor() as u64).max(1))
+            .collect();
+    }
+    w.into_iter().map(|x| x as u32).collect()
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_keep_ratios_and_fit_the_group() {
+        assert_eq!(weights(&[100, 100, 100], 256), vec![1, 1, 1]);
+        assert_eq!(weights(&[400, 200], 256), vec![2, 1]);
+        assert_eq!(weights(&[31, 32], 256), vec![31, 32]);
+        let w = weights(&[1_000_003, 1_000_000, 7], 16);
+        assert!(w.iter().sum::<u32>() <= 16, "{w:?}");
+        assert!(w.iter().all(|&x| x >= 1));
+    }
+}

@@ -1,0 +1,127 @@
+//! Error types of the SONiC DB layer.
+
+use std::time::Duration;
+
+/// Everything that can go wrong talking to a switch's SONiC Redis.
+#[derive(Debug, thiserror::Error)]
+pub enum SonicDbError {
+    #[error("invalid Redis endpoint {endpoint:?}: {reason}")]
+    InvalidEndpoint { endpoint: String, reason: String },
+
+    #[error("cannot connect to Redis at {endpoint} ({db}): {source}")]
+    Connect {
+        endpoint: String,
+        db: &'static str,
+        #[source]
+        source: redis::RedisError,
+    },
+
+    #[error("connecting to Redis at {endpoint} ({db}) timed out after {timeout:?}")]
+    ConnectTimeout {
+        endpoint: String,
+        db: &'static str,
+        timeout: Duration,
+    },
+
+    #[error("Redis command failed ({context}): {source}")]
+    Redis {
+        context: String,
+        #[source]
+        source: redis::RedisError,
+    },
+
+    #[error("unexpected reply from Redis ({context}): {detail}")]
+    UnexpectedReply { context: String, detail: String },
+
+    #[error("subscription to {channel} ended: the Redis connection was lost")]
+    SubscriptionClosed { channel: String },
+
+    #[error(
+        "keyspace notifications are not enabled on this Redis (notify-keyspace-events={current:?}, \
+         need K and the g and h classes or A) and could not be enabled: {reason}"
+    )]
+    KeyspaceNotificationsDisabled { current: String, reason: String },
+
+    #[error("invalid table name {name:?}: {reason}")]
+    InvalidTableName { name: String, reason: String },
+
+    #[error("invalid key {key:?} for table {table}: {reason}")]
+    InvalidKey {
+        table: String,
+        key: String,
+        reason: String,
+    },
+
+    #[error(transparent)]
+    P4rt(#[from] P4rtError),
+}
+
+impl SonicDbError {
+    /// True when the error means the Redis connection is gone (server down, restarted or unreachable):
+    /// the caller should reconnect, resubscribe and resync rather than retry the same handle.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            SonicDbError::Connect { .. }
+            | SonicDbError::ConnectTimeout { .. }
+            | SonicDbError::SubscriptionClosed { .. } => true,
+            SonicDbError::Redis { source, .. } => {
+                source.is_io_error()
+                    || source.is_connection_dropped()
+                    || source.is_connection_refusal()
+                    || source.is_timeout()
+                    || source.is_unrecoverable_error()
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn redis(context: impl Into<String>, source: redis::RedisError) -> Self {
+        SonicDbError::Redis {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// A P4RT_TABLE key or entry that does not follow the SONiC P4RT app format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum P4rtError {
+    #[error("P4RT key {key:?} has no ':' between the table name and the match JSON")]
+    MissingSeparator { key: String },
+
+    #[error("P4RT key {key:?} does not start with {prefix:?}")]
+    WrongPrefix { key: String, prefix: &'static str },
+
+    #[error("invalid P4RT table name {name:?}: {reason}")]
+    InvalidTableName { name: String, reason: &'static str },
+
+    #[error("P4RT key {key:?}: match JSON does not parse: {reason}")]
+    KeyJson { key: String, reason: String },
+
+    #[error("P4RT key {key:?}: {reason}")]
+    KeyContent { key: String, reason: String },
+
+    #[error("P4RT key {key:?} is not in canonical form (expected {canonical:?})")]
+    NonCanonicalKey { key: String, canonical: String },
+
+    #[error("P4RT entry {key}: {reason}")]
+    Field { key: String, reason: String },
+
+    #[error("P4RT entry {key}: field {field:?} is not part of the P4RT format")]
+    UnknownField { key: String, field: String },
+
+    #[error("P4RT entry {key}: field 'actions' is not a valid action set: {reason}")]
+    ActionSet { key: String, reason: String },
+
+    #[error(
+        "P4 table {p4_name:?} maps to the SONiC name {sonic_name:?}, which {other:?} maps to as well"
+    )]
+    NameCollision {
+        p4_name: String,
+        other: String,
+        sonic_name: String,
+    },
+
+    #[error("unknown P4RT table {name:?} (known: {known})")]
+    UnknownTable { name: String, known: String },
+}

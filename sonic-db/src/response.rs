@@ -1,0 +1,479 @@
+//! The response path of SONiC's P4RT design (Redis variant): the consumer answers every key it took on
+//! `APPL_DB_<TABLE>_RESPONSE_CHANNEL` and copies what it applied into APPL_STATE_DB.
+//!
+//! ```text
+//!  controller                         Redis                               plugin (p4orch role)
+//!  ResponseWaiter::subscribe ──SUBSCRIBE APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL
+//!  ProducerStateTable::apply ──► P4RT_TABLE_KEY_SET, _P4RT_TABLE:K ──► ConsumerStateTable::next_batch
+//!                                                                     program the switch
+//!                                APPL_STATE_DB P4RT_TABLE:K  ◄──────── ResponsePublisher::publish_batch
+//!  ResponseWaiter::wait ◄─PUBLISH ["SWSS_RC_SUCCESS","K","err_str","",f,v,...]
+//! ```
+//!
+//! The message is swss-common's NotificationProducer format: a JSON array `[op, data, field, value, ...]`
+//! with op = status code string, data = key, first pair `("err_str", message)`, then the entry's fields
+//! (sonic-swss `orchagent/response_publisher.cpp`). The waiter subscribes before anything is written,
+//! because Redis pub/sub does not keep messages for late subscribers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::db::{DbConnection, SonicDb, SonicDbId};
+use crate::error::SonicDbError;
+use crate::types::{FieldValues, Op, check_table_name};
+
+/// swss-common's `StatusCode` (`common/status_code_util.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StatusCode {
+    Success,
+    InvalidParam,
+    DeadlineExceeded,
+    Unavail,
+    NotFound,
+    NoMemory,
+    Exists,
+    PermissionDenied,
+    Full,
+    InUse,
+    Internal,
+    Unimplemented,
+    NotExecuted,
+    FailedPrecondition,
+    Unknown,
+}
+
+impl StatusCode {
+    pub const ALL: [StatusCode; 15] = [
+        StatusCode::Success,
+        StatusCode::InvalidParam,
+        StatusCode::DeadlineExceeded,
+        StatusCode::Unavail,
+        StatusCode::NotFound,
+        StatusCode::NoMemory,
+        StatusCode::Exists,
+        StatusCode::PermissionDenied,
+        StatusCode::Full,
+        StatusCode::InUse,
+        StatusCode::Internal,
+        StatusCode::Unimplemented,
+        StatusCode::NotExecuted,
+        StatusCode::FailedPrecondition,
+        StatusCode::Unknown,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StatusCode::Success => "SWSS_RC_SUCCESS",
+            StatusCode::InvalidParam => "SWSS_RC_INVALID_PARAM",
+            StatusCode::DeadlineExceeded => "SWSS_RC_DEADLINE_EXCEEDED",
+            StatusCode::Unavail => "SWSS_RC_UNAVAIL",
+            StatusCode::NotFound => "SWSS_RC_NOT_FOUND",
+            StatusCode::NoMemory => "SWSS_RC_NO_MEMORY",
+            StatusCode::Exists => "SWSS_RC_EXISTS",
+            StatusCode::PermissionDenied => "SWSS_RC_PERMISSION_DENIED",
+            StatusCode::Full => "SWSS_RC_FULL",
+            StatusCode::InUse => "SWSS_RC_IN_USE",
+            StatusCode::Internal => "SWSS_RC_INTERNAL",
+            StatusCode::Unimplemented => "SWSS_RC_UNIMPLEMENTED",
+            StatusCode::NotExecuted => "SWSS_RC_NOT_EXECUTED",
+            StatusCode::FailedPrecondition => "SWSS_RC_FAILED_PRECONDITION",
+            StatusCode::Unknown => "SWSS_RC_UNKNOWN",
+        }
+    }
+
+    /// Like swss-common's `strToStatusCode`: anything unrecognised is `Unknown`.
+    pub fn from_swss(s: &str) -> StatusCode {
+        StatusCode::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .unwrap_or(StatusCode::Unknown)
+    }
+
+    pub fn is_ok(self) -> bool {
+        self == StatusCode::Success
+    }
+}
+
+impl fmt::Display for StatusCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for StatusCode {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(StatusCode::from_swss(s))
+    }
+}
+
+/// The response channel of a table: `APPL_DB_<TABLE>_RESPONSE_CHANNEL`.
+pub fn response_channel(table: &str) -> String {
+    format!("APPL_DB_{table}_RESPONSE_CHANNEL")
+}
+
+/// What the consumer reports for one key it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryResult {
+    /// The key within the table (for P4RT_TABLE: `<TABLE>:<JSON>`).
+    pub key: String,
+    /// The operation that was requested.
+    pub op: Op,
+    pub status: StatusCode,
+    /// Why it failed; empty on success.
+    pub message: String,
+    /// The requested fields (empty for a delete). Echoed in the response and, on success, copied to
+    /// APPL_STATE_DB.
+    pub fields: FieldValues,
+}
+
+impl EntryResult {
+    pub fn ok(key: impl Into<String>, op: Op, fields: FieldValues) -> Self {
+        EntryResult {
+            key: key.into(),
+            op,
+            status: StatusCode::Success,
+            message: String::new(),
+            fields,
+        }
+    }
+
+    pub fn err(
+        key: impl Into<String>,
+        op: Op,
+        status: StatusCode,
+        message: impl Into<String>,
+        fields: FieldValues,
+    ) -> Self {
+        EntryResult {
+            key: key.into(),
+            op,
+            status,
+            message: message.into(),
+            fields,
+        }
+    }
+}
+
+/// The notification payload: `[status, key, "err_str", message, field, value, ...]`.
+pub fn response_message(status: &str, key: &str, message: &str, fields: &FieldValues) -> String {
+    let mut items: Vec<&str> = Vec::with_capacity(4 + 2 * fields.len());
+    items.extend([status, key, "err_str", message]);
+    for (f, v) in fields {
+        items.push(f);
+        items.push(v);
+    }
+    serde_json::to_string(&items).unwrap_or_else(|_| "[]".to_string())
+}
+
+/// Publishes responses and keeps APPL_STATE_DB in step (the plugin's side).
+pub struct ResponsePublisher {
+    appl: DbConnection,
+    appl_state: DbConnection,
+    table: String,
+    channel: String,
+    /// `<TABLE>:` in APPL_STATE_DB.
+    state_prefix: String,
+}
+
+impl ResponsePublisher {
+    pub async fn new(sonic: &SonicDb, table: &str) -> Result<Self, SonicDbError> {
+        check_table_name(table, SonicDbId::ApplStateDb.separator())?;
+        Ok(ResponsePublisher {
+            appl: sonic.connect(SonicDbId::ApplDb).await?,
+            appl_state: sonic.connect(SonicDbId::ApplStateDb).await?,
+            table: table.to_string(),
+            channel: response_channel(table),
+            state_prefix: format!("{table}{}", SonicDbId::ApplStateDb.separator()),
+        })
+    }
+
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    pub async fn publish(&mut self, result: &EntryResult) -> Result<(), SonicDbError> {
+        self.publish_batch(std::slice::from_ref(result)).await
+    }
+
+    /// Writes APPL_STATE_DB for the successful results (one MULTI/EXEC), then publishes every response.
+    /// State first, so a controller that hears SUCCESS and reads APPL_STATE_DB finds the entry.
+    pub async fn publish_batch(&mut self, results: &[EntryResult]) -> Result<(), SonicDbError> {
+        if results.is_empty() {
+            return Ok(());
+        }
+        let mut state = redis::pipe();
+        state.atomic();
+        let mut state_writes = 0usize;
+        for r in results.iter().filter(|r| r.status.is_ok()) {
+            let rkey = format!("{}{}", self.state_prefix, r.key);
+            match r.op {
+                Op::Del => {
+                    state.del(&rkey).ignore();
+                }
+                Op::Set => {
+                    // Replace rather than merge: APPL_STATE_DB must hold exactly what is installed.
+                    state.del(&rkey).ignore();
+                    let mut hset = redis::cmd("HSET");
+                    hset.arg(&rkey);
+                    if r.fields.is_empty() {
+                        // swss-common's placeholder for an entry without attributes.
+                        hset.arg("NULL").arg("NULL");
+                    }
+                    for (f, v) in &r.fields {
+                        hset.arg(f).arg(v);
+                    }
+                    state.add_command(hset).ignore();
+                }
+            }
+            state_writes += 1;
+        }
+        if state_writes > 0 {
+            state
+                .query_async::<()>(self.appl_state.raw())
+                .await
+                .map_err(|e| {
+                    SonicDbError::redis(format!("APPL_STATE_DB update for {}", self.table), e)
+                })?;
+        }
+        let mut publish = redis::pipe();
+        for r in results {
+            let msg = response_message(r.status.as_str(), &r.key, &r.message, &r.fields);
+            publish.cmd("PUBLISH").arg(&self.channel).arg(msg).ignore();
+        }
+        publish
+            .query_async::<()>(self.appl.raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("PUBLISH {}", self.channel), e))
+    }
+}
+
+/// A response as the controller receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub key: String,
+    pub status: StatusCode,
+    /// The status string as sent (differs from `status.as_str()` only for unknown codes).
+    pub status_str: String,
+    /// `err_str`: empty on success.
+    pub message: String,
+    /// The fields after `err_str`.
+    pub fields: FieldValues,
+}
+
+impl Response {
+    /// Parses a notification payload. Errors say what is wrong with it.
+    pub fn parse(payload: &str) -> Result<Response, String> {
+        let items: Vec<String> = serde_json::from_str(payload)
+            .map_err(|e| format!("not a JSON array of strings: {e}"))?;
+        if items.len() < 4 || !items.len().is_multiple_of(2) {
+            return Err(format!(
+                "expected [status, key, \"err_str\", message, field, value, ...], got {} items",
+                items.len()
+            ));
+        }
+        let mut it = items.into_iter();
+        let (Some(status_str), Some(key), Some(first), Some(message)) =
+            (it.next(), it.next(), it.next(), it.next())
+        else {
+            return Err("too short".into());
+        };
+        if first != "err_str" {
+            return Err(format!("first field is {first:?}, expected \"err_str\""));
+        }
+        let rest: Vec<String> = it.collect();
+        Ok(Response {
+            key,
+            status: StatusCode::from_swss(&status_str),
+            status_str,
+            message,
+            fields: crate::types::pairs(rest),
+        })
+    }
+}
+
+/// What [`ResponseWaiter::wait`] found.
+#[derive(Debug, Clone, Default)]
+pub struct WaitOutcome {
+    /// The first response for each awaited key.
+    pub responses: BTreeMap<String, Response>,
+    /// Awaited keys without a response before the deadline.
+    pub missing: BTreeSet<String>,
+}
+
+impl WaitOutcome {
+    pub fn all_ok(&self) -> bool {
+        self.missing.is_empty() && self.responses.values().all(|r| r.status.is_ok())
+    }
+
+    /// Responses with a status other than success.
+    pub fn failures(&self) -> impl Iterator<Item = &Response> {
+        self.responses.values().filter(|r| !r.status.is_ok())
+    }
+}
+
+/// Collects responses for the controller. Create it (which subscribes) before writing the keys.
+pub struct ResponseWaiter {
+    pubsub: redis::aio::PubSub,
+    channel: String,
+    /// Responses that arrived for keys nobody awaited yet (a later `wait` may want them).
+    early: HashMap<String, Response>,
+    malformed: u64,
+}
+
+/// Bound on responses kept for keys no `wait` asked for, so a foreign writer cannot grow memory forever.
+const MAX_EARLY: usize = 1_000_000;
+
+impl ResponseWaiter {
+    pub async fn subscribe(sonic: &SonicDb, table: &str) -> Result<Self, SonicDbError> {
+        check_table_name(table, ':')?;
+        let channel = response_channel(table);
+        let mut pubsub = sonic.pubsub().await?;
+        pubsub
+            .subscribe(&channel)
+            .await
+            .map_err(|e| SonicDbError::redis(format!("SUBSCRIBE {channel}"), e))?;
+        Ok(ResponseWaiter {
+            pubsub,
+            channel,
+            early: HashMap::new(),
+            malformed: 0,
+        })
+    }
+
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// How many messages on the channel could not be parsed so far.
+    pub fn malformed_count(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Waits until every key in `keys` has a response or `timeout` passes. Keys without a response are
+    /// listed in `missing`; only a lost connection is an error.
+    pub async fn wait<I, K>(
+        &mut self,
+        keys: I,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, SonicDbError>
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        let mut missing: BTreeSet<String> = keys.into_iter().map(Into::into).collect();
+        let mut out = WaitOutcome::default();
+        missing.retain(|k| match self.early.remove(k) {
+            Some(r) => {
+                out.responses.insert(k.clone(), r);
+                false
+            }
+            None => true,
+        });
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !missing.is_empty() {
+            let msg = match tokio::time::timeout_at(deadline, self.pubsub.on_message().next()).await
+            {
+                Err(_) => break,
+                Ok(None) => {
+                    return Err(SonicDbError::SubscriptionClosed {
+                        channel: self.channel.clone(),
+                    });
+                }
+                Ok(Some(msg)) => msg,
+            };
+            let payload: String = match msg.get_payload() {
+                Ok(p) => p,
+                Err(e) => {
+                    self.malformed += 1;
+                    tracing::warn!(channel = %self.channel, error = %e, "response payload is not a string");
+                    continue;
+                }
+            };
+            let response = match Response::parse(&payload) {
+                Ok(r) => r,
+                Err(reason) => {
+                    self.malformed += 1;
+                    tracing::warn!(channel = %self.channel, %reason, %payload, "malformed response");
+                    continue;
+                }
+            };
+            if missing.remove(&response.key) {
+                out.responses.insert(response.key.clone(), response);
+            } else if !out.responses.contains_key(&response.key) && self.early.len() < MAX_EARLY {
+                self.early.insert(response.key.clone(), response);
+            }
+        }
+        out.missing = missing;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_round_trip_their_swss_names() {
+        for c in StatusCode::ALL {
+            assert_eq!(StatusCode::from_swss(c.as_str()), c);
+        }
+        assert_eq!(
+            StatusCode::from_swss("SWSS_RC_WHATEVER"),
+            StatusCode::Unknown
+        );
+        assert_eq!(
+            StatusCode::InvalidParam.to_string(),
+            "SWSS_RC_INVALID_PARAM"
+        );
+        assert!(StatusCode::Success.is_ok());
+        assert!(!StatusCode::NotExecuted.is_ok());
+    }
+
+    #[test]
+    fn response_channel_follows_appl_db_naming() {
+        assert_eq!(
+            response_channel("P4RT_TABLE"),
+            "APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL"
+        );
+    }
+
+    #[test]
+    fn response_message_is_notification_producer_json() {
+        let fields = vec![("action".to_string(), "drop".to_string())];
+        let msg = response_message(
+            "SWSS_RC_INVALID_PARAM",
+            r#"FIXED_T:{"match/a":"1"}"#,
+            "[Weft] unknown action \"x\"",
+            &fields,
+        );
+        assert_eq!(
+            msg,
+            r#"["SWSS_RC_INVALID_PARAM","FIXED_T:{\"match/a\":\"1\"}","err_str","[Weft] unknown action \"x\"","action","drop"]"#
+        );
+        let r = Response::parse(&msg).expect("parse");
+        assert_eq!(r.status, StatusCode::InvalidParam);
+        assert_eq!(r.key, r#"FIXED_T:{"match/a":"1"}"#);
+        assert_eq!(r.message, "[Weft] unknown action \"x\"");
+        assert_eq!(r.fields, fields);
+    }
+
+    #[test]
+    fn malformed_response_payloads_are_rejected() {
+        for bad in [
+            "",
+            "{}",
+            r#"["SWSS_RC_SUCCESS","k"]"#,
+            r#"["SWSS_RC_SUCCESS","k","msg","x"]"#,
+            r#"["SWSS_RC_SUCCESS","k","err_str","","f"]"#,
+            r#"["SWSS_RC_SUCCESS","k","err_str",1]"#,
+        ] {
+            assert!(Response::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! swss-common's plain `Table`: hashes named `<TABLE><sep><key>` written directly (CONFIG_DB, STATE_DB,
+//! APPL_STATE_DB, COUNTERS_DB; also reading the live side of an APPL_DB producer/consumer table).
+
+use std::collections::BTreeMap;
+
+use crate::db::{DbConnection, SonicDbId};
+use crate::error::SonicDbError;
+use crate::types::{FieldValues, check_table_name, glob_escape, pairs};
+
+/// SCAN page size; big enough that a 100k-entry table is a few hundred round trips.
+const SCAN_COUNT: usize = 1000;
+/// HGETALLs pipelined per round trip when dumping a table.
+const DUMP_CHUNK: usize = 1000;
+
+#[derive(Debug, Clone)]
+pub struct Table {
+    conn: DbConnection,
+    name: String,
+    /// `<name><sep>`: prefix of every key of this table.
+    prefix: String,
+}
+
+impl Table {
+    pub fn new(conn: DbConnection, name: &str) -> Result<Self, SonicDbError> {
+        let sep = conn.db().separator();
+        check_table_name(name, sep)?;
+        Ok(Table {
+            prefix: format!("{name}{sep}"),
+            name: name.to_string(),
+            conn,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn db(&self) -> SonicDbId {
+        self.conn.db()
+    }
+
+    /// The full Redis key of `key`, e.g. `PORT_TABLE|Ethernet0`.
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// The fields of `key`, or `None` when it does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<FieldValues>, SonicDbError> {
+        let rkey = self.redis_key(key);
+        let flat: Vec<String> = redis::cmd("HGETALL")
+            .arg(&rkey)
+            .query_async(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("HGETALL {rkey}"), e))?;
+        Ok(if flat.is_empty() {
+            None
+        } else {
+            Some(pairs(flat))
+        })
+    }
+
+    /// One field of `key`.
+    pub async fn hget(&self, key: &str, field: &str) -> Result<Option<String>, SonicDbError> {
+        let rkey = self.redis_key(key);
+        redis::cmd("HGET")
+            .arg(&rkey)
+            .arg(field)
+            .query_async(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("HGET {rkey} {field}"), e))
+    }
+
+    pub async fn exists(&self, key: &str) -> Result<bool, SonicDbError> {
+        let rkey = self.redis_key(key);
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(&rkey)
+            .query_async(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("EXISTS {rkey}"), e))?;
+        Ok(n > 0)
+    }
+
+    /// HSET of the given fields (other fields of the hash stay, as in swss-common's `Table::set`).
+    pub async fn set<F: AsRef<str>, V: AsRef<str>>(
+        &self,
+        key: &str,
+        fields: &[(F, V)],
+    ) -> Result<(), SonicDbError> {
+        if fields.is_empty() {
+            return Ok(());
+        }
+        let rkey = self.redis_key(key);
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(&rkey);
+        for (f, v) in fields {
+            cmd.arg(f.as_ref()).arg(v.as_ref());
+        }
+        cmd.query_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("HSET {rkey}"), e))
+    }
+
+    /// Replaces the hash atomically: afterwards it holds exactly `fields`.
+    pub async fn replace<F: AsRef<str>, V: AsRef<str>>(
+        &self,
+        key: &str,
+        fields: &[(F, V)],
+    ) -> Result<(), SonicDbError> {
+        let rkey = self.redis_key(key);
+        let mut pipe = redis::pipe();
+        pipe.atomic().del(&rkey).ignore();
+        if !fields.is_empty() {
+            let mut hset = redis::cmd("HSET");
+            hset.arg(&rkey);
+            for (f, v) in fields {
+                hset.arg(f.as_ref()).arg(v.as_ref());
+            }
+            pipe.add_command(hset).ignore();
+        }
+        pipe.query_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("replace {rkey}"), e))
+    }
+
+    pub async fn hdel(&self, key: &str, fields: &[&str]) -> Result<(), SonicDbError> {
+        if fields.is_empty() {
+            return Ok(());
+        }
+        let rkey = self.redis_key(key);
+        redis::cmd("HDEL")
+            .arg(&rkey)
+            .arg(fields)
+            .query_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("HDEL {rkey}"), e))
+    }
+
+    pub async fn del(&self, key: &str) -> Result<(), SonicDbError> {
+        let rkey = self.redis_key(key);
+        redis::cmd("DEL")
+            .arg(&rkey)
+            .query_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("DEL {rkey}"), e))
+    }
+
+    /// All keys of the table (without the table prefix), sorted. Uses SCAN, so it does not block Redis
+    /// the way `KEYS` would on a big database.
+    pub async fn keys(&self) -> Result<Vec<String>, SonicDbError> {
+        let pattern = format!("{}*", glob_escape(&self.prefix));
+        let mut conn = self.conn.clone();
+        let mut cursor: u64 = 0;
+        let mut out = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .query_async(conn.raw())
+                .await
+                .map_err(|e| SonicDbError::redis(format!("SCAN MATCH {pattern}"), e))?;
+            out.extend(
+                batch
+                    .into_iter()
+                    .filter_map(|k| k.strip_prefix(&self.prefix).map(str::to_string)),
+            );
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The whole table: key → fields. Keys that vanish between SCAN and HGETALL are left out.
+    pub async fn dump(&self) -> Result<BTreeMap<String, FieldValues>, SonicDbError> {
+        let keys = self.keys().await?;
+        let mut out = BTreeMap::new();
+        let mut conn = self.conn.clone();
+        for chunk in keys.chunks(DUMP_CHUNK) {
+            let mut pipe = redis::pipe();
+            for k in chunk {
+                pipe.cmd("HGETALL").arg(self.redis_key(k));
+            }
+            let replies: Vec<Vec<String>> = pipe
+                .query_async(conn.raw())
+                .await
+                .map_err(|e| SonicDbError::redis(format!("dump {}", self.name), e))?;
+            for (k, flat) in chunk.iter().zip(replies) {
+                if !flat.is_empty() {
+                    out.insert(k.clone(), pairs(flat));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A P4RT_TABLE read back from Redis (APPL_STATE_DB for what is installed, APPL_DB for the live side).
+#[derive(Debug, Clone, Default)]
+pub struct P4rtSnapshot {
+    pub entries: BTreeMap<crate::p4rt::P4rtKey, crate::p4rt::P4rtEntry>,
+    /// Keys that are not in the P4RT format, with the reason; a diff should treat them as strays.
+    pub malformed: Vec<(String, crate::error::P4rtError)>,
+}
+
+impl Table {
+    /// Reads and parses every entry of a P4RT_TABLE (`Table::new(conn, P4RT_TABLE)`).
+    pub async fn read_p4rt(&self) -> Result<P4rtSnapshot, SonicDbError> {
+        let mut out = P4rtSnapshot::default();
+        for (key, fields) in self.dump().await? {
+            let parsed = crate::p4rt::P4rtKey::parse_table_key(&key)
+                .and_then(|k| crate::p4rt::P4rtEntry::from_fields(k, &fields));
+            match parsed {
+                Ok(entry) => {
+                    out.entries.insert(entry.key.clone(), entry);
+                }
+                Err(e) => out.malformed.push((key, e)),
+            }
+        }
+        Ok(out)
+    }
+}

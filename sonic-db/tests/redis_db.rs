@@ -1,0 +1,841 @@
+//! Integration tests against a real redis-server (Debian package) on a private unix socket.
+
+#[path = "../../tests/src/redis.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis_server::{RedisServer, RedisServerOptions};
+use weft_sonic_db::{
+    ConsumerStateTable, EntryResult, KeyOpFieldValues, Op, P4rtAction, P4rtEntry, P4rtKey,
+    ProducerStateTable, ResponsePublisher, ResponseWaiter, SonicDb, SonicDbConfig, SonicDbError,
+    SonicDbId, StatusCode, SubscriberOptions, SubscriberStateTable, Table,
+};
+
+/// Generous: the machine is shared with long builds.
+const DEADLINE: Duration = Duration::from_secs(15);
+
+fn server() -> RedisServer {
+    match RedisServer::start() {
+        Ok(s) => s,
+        Err(e) => panic!("cannot start redis-server for this test: {e}"),
+    }
+}
+
+fn sonic(server: &RedisServer) -> SonicDb {
+    SonicDb::from_endpoint(&server.url()).expect("endpoint")
+}
+
+async fn raw(db: &SonicDb, id: SonicDbId) -> redis::aio::MultiplexedConnection {
+    db.connect(id).await.expect("connect").raw().clone()
+}
+
+async fn smembers(c: &mut redis::aio::MultiplexedConnection, key: &str) -> BTreeSet<String> {
+    redis::cmd("SMEMBERS")
+        .arg(key)
+        .query_async(c)
+        .await
+        .expect("SMEMBERS")
+}
+
+async fn hgetall(c: &mut redis::aio::MultiplexedConnection, key: &str) -> BTreeMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(c)
+        .await
+        .expect("HGETALL")
+}
+
+async fn exists(c: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(c)
+        .await
+        .expect("EXISTS");
+    n == 1
+}
+
+async fn publish(c: &mut redis::aio::MultiplexedConnection, channel: &str, msg: &str) {
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(channel)
+        .arg(msg)
+        .query_async(c)
+        .await
+        .expect("PUBLISH");
+}
+
+async fn next_payload(ps: &mut redis::aio::PubSub) -> String {
+    let msg = tokio::time::timeout(DEADLINE, ps.on_message().next())
+        .await
+        .expect("no message before the deadline")
+        .expect("subscription closed");
+    msg.get_payload().expect("string payload")
+}
+
+fn route_key(i: u32) -> P4rtKey {
+    P4rtKey::new("FIXED_IPV4_TABLE")
+        .with_match("ipv4_dst", format!("10.{}.{}.0/24", i / 256, i % 256))
+        .with_match("vrf_id", "default")
+}
+
+#[tokio::test]
+async fn producer_writes_swss_key_layout_and_publishes_only_when_key_becomes_pending() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut c = raw(&db, SonicDbId::ApplDb).await;
+    let mut ps = db.pubsub().await.expect("pubsub");
+    ps.subscribe("P4RT_TABLE_CHANNEL@0").await.expect("sub");
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let key = route_key(1).to_table_key();
+
+    producer
+        .set(
+            &key,
+            &[("action", "set_nexthop_id"), ("param/nexthop_id", "nh-1")],
+        )
+        .await
+        .expect("set");
+    assert_eq!(
+        smembers(&mut c, "P4RT_TABLE_KEY_SET").await,
+        BTreeSet::from([key.clone()])
+    );
+    assert_eq!(
+        hgetall(&mut c, &format!("_P4RT_TABLE:{key}")).await,
+        BTreeMap::from([
+            ("action".to_string(), "set_nexthop_id".to_string()),
+            ("param/nexthop_id".to_string(), "nh-1".to_string()),
+        ])
+    );
+    assert!(
+        !exists(&mut c, &format!("P4RT_TABLE:{key}")).await,
+        "producer wrote the live hash"
+    );
+    assert!(smembers(&mut c, "P4RT_TABLE_DEL_SET").await.is_empty());
+    assert_eq!(next_payload(&mut ps).await, "G");
+
+    // Key already pending: a second set must not publish. Redis runs commands in order, so if the
+    // producer had published, its "G" would arrive before this marker.
+    producer
+        .set(&key, &[("param/nexthop_id", "nh-2")])
+        .await
+        .expect("set again");
+    publish(&mut c, "P4RT_TABLE_CHANNEL@0", "MARK-1").await;
+    assert_eq!(next_payload(&mut ps).await, "MARK-1");
+    assert_eq!(
+        hgetall(&mut c, &format!("_P4RT_TABLE:{key}")).await["param/nexthop_id"],
+        "nh-2"
+    );
+
+    // Delete while pending: staged hash gone, key in DEL_SET, still no publish.
+    producer.del(&key).await.expect("del");
+    assert!(!exists(&mut c, &format!("_P4RT_TABLE:{key}")).await);
+    assert_eq!(
+        smembers(&mut c, "P4RT_TABLE_DEL_SET").await,
+        BTreeSet::from([key.clone()])
+    );
+    assert_eq!(
+        smembers(&mut c, "P4RT_TABLE_KEY_SET").await,
+        BTreeSet::from([key.clone()])
+    );
+    publish(&mut c, "P4RT_TABLE_CHANNEL@0", "MARK-2").await;
+    assert_eq!(next_payload(&mut ps).await, "MARK-2");
+
+    // A batch with one new key publishes exactly once.
+    let ops: Vec<KeyOpFieldValues> = (2..5)
+        .map(|i| KeyOpFieldValues::set(route_key(i).to_table_key(), [("action", "drop")]))
+        .collect();
+    producer.apply(&ops).await.expect("batch");
+    assert_eq!(next_payload(&mut ps).await, "G");
+    publish(&mut c, "P4RT_TABLE_CHANNEL@0", "MARK-3").await;
+    assert_eq!(next_payload(&mut ps).await, "MARK-3");
+    assert_eq!(producer.pending().await.expect("pending"), 4);
+}
+
+#[tokio::test]
+async fn producer_uses_state_db_separator_and_refuses_ambiguous_writes() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut c = raw(&db, SonicDbId::StateDb).await;
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::StateDb, "SOME_TABLE")
+        .await
+        .expect("producer");
+    producer.set("k1", &[("f", "v")]).await.expect("set");
+    assert!(exists(&mut c, "_SOME_TABLE|k1").await);
+    let no_fields: &[(&str, &str)] = &[];
+    let err = producer
+        .set("k2", no_fields)
+        .await
+        .expect_err("set without fields");
+    assert!(matches!(err, SonicDbError::InvalidKey { .. }), "{err:?}");
+    assert!(
+        producer.set("", &[("f", "v")]).await.is_err(),
+        "empty key accepted"
+    );
+    assert_eq!(producer.names().channel, "SOME_TABLE_CHANNEL@6");
+}
+
+#[tokio::test]
+async fn consumer_pop_moves_staged_fields_into_live_table_and_deletes_live_hash_on_del() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut c = raw(&db, SonicDbId::ApplDb).await;
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    let key = route_key(7).to_table_key();
+    let live = format!("P4RT_TABLE:{key}");
+
+    producer
+        .set(&key, &[("a", "1"), ("b", "2")])
+        .await
+        .expect("set");
+    let got = consumer.pop(128).await.expect("pop");
+    assert_eq!(
+        got,
+        vec![KeyOpFieldValues::set(&key, [("a", "1"), ("b", "2")])]
+    );
+    assert_eq!(hgetall(&mut c, &live).await.len(), 2);
+    assert!(!exists(&mut c, &format!("_P4RT_TABLE:{key}")).await);
+    assert!(consumer.pop(128).await.expect("empty pop").is_empty());
+
+    // A set without a delete merges into the live hash; only the staged fields are reported.
+    producer.set(&key, &[("c", "3")]).await.expect("set c");
+    assert_eq!(
+        consumer.pop(128).await.expect("pop"),
+        vec![KeyOpFieldValues::set(&key, [("c", "3")])]
+    );
+    assert_eq!(hgetall(&mut c, &live).await.len(), 3);
+
+    // Delete then set before the pop: one SET with the new fields, old fields gone.
+    producer.del(&key).await.expect("del");
+    producer.set(&key, &[("d", "4")]).await.expect("set d");
+    assert_eq!(
+        consumer.pop(128).await.expect("pop"),
+        vec![KeyOpFieldValues::set(&key, [("d", "4")])]
+    );
+    assert_eq!(
+        hgetall(&mut c, &live).await,
+        BTreeMap::from([("d".to_string(), "4".to_string())])
+    );
+
+    // The live hash stays until the consumer pops the delete.
+    producer.del(&key).await.expect("del");
+    assert!(
+        exists(&mut c, &live).await,
+        "producer removed the live hash itself"
+    );
+    assert_eq!(
+        consumer.pop(128).await.expect("pop"),
+        vec![KeyOpFieldValues::del(&key)]
+    );
+    assert!(!exists(&mut c, &live).await);
+    assert!(smembers(&mut c, "P4RT_TABLE_DEL_SET").await.is_empty());
+
+    // Set then delete before the pop: a DEL.
+    producer.set(&key, &[("e", "5")]).await.expect("set");
+    producer.del(&key).await.expect("del");
+    assert_eq!(
+        consumer.pop(128).await.expect("pop"),
+        vec![KeyOpFieldValues::del(&key)]
+    );
+}
+
+#[tokio::test]
+async fn consumer_pops_large_batches_completely_in_bounded_scripts() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    let entries: Vec<P4rtEntry> = (0..3000)
+        .map(|i| {
+            P4rtEntry::new(
+                route_key(i),
+                P4rtAction::new("set_nexthop_id").with_param("nexthop_id", format!("nh-{}", i % 7)),
+            )
+        })
+        .collect();
+    let ops: Vec<KeyOpFieldValues> = entries.iter().map(P4rtEntry::to_set_op).collect();
+    producer.apply(&ops).await.expect("apply");
+    assert_eq!(consumer.pending().await.expect("pending"), 3000);
+
+    let first = consumer.pop(2500).await.expect("pop");
+    assert_eq!(first.len(), 2500, "pop across the 1024-key script bound");
+    let rest = consumer.pop(2500).await.expect("pop rest");
+    assert_eq!(rest.len(), 500);
+    let mut got: Vec<P4rtEntry> = first
+        .iter()
+        .chain(&rest)
+        .map(|op| P4rtEntry::from_set_op(op).expect("entry parses"))
+        .collect();
+    got.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut want = entries;
+    want.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn consumer_wakes_on_publish_without_waiting_for_its_poll() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    // Far longer than the deadline: only the wake-up can end the wait in time.
+    consumer.set_poll_interval(Duration::from_secs(3600));
+    let waiter = tokio::spawn(async move {
+        let r = consumer.next_batch(100).await;
+        (consumer, r)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    producer
+        .set("FIXED_T:{}", &[("action", "drop")])
+        .await
+        .expect("set");
+    let (_, got) = tokio::time::timeout(DEADLINE, waiter)
+        .await
+        .expect("consumer did not wake on PUBLISH")
+        .expect("task");
+    assert_eq!(
+        got.expect("batch"),
+        vec![KeyOpFieldValues::set("FIXED_T:{}", [("action", "drop")])]
+    );
+}
+
+#[tokio::test]
+async fn consumer_poll_finds_keys_staged_without_a_publish() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    consumer.set_poll_interval(Duration::from_millis(50));
+    // What a producer leaves when its key was already pending: no PUBLISH.
+    srv.cli(0, &["SADD", "P4RT_TABLE_KEY_SET", "FIXED_T:{}"])
+        .expect("cli");
+    srv.cli(0, &["HSET", "_P4RT_TABLE:FIXED_T:{}", "action", "drop"])
+        .expect("cli");
+    let got = tokio::time::timeout(DEADLINE, consumer.next_batch(10))
+        .await
+        .expect("poll did not find the key")
+        .expect("batch");
+    assert_eq!(
+        got,
+        vec![KeyOpFieldValues::set("FIXED_T:{}", [("action", "drop")])]
+    );
+}
+
+#[tokio::test]
+async fn entry_written_by_hand_like_swss_common_is_consumed() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    consumer.set_poll_interval(Duration::from_secs(3600));
+    let key = r#"FIXED_WCMP_GROUP_TABLE:{"match/wcmp_group_id":"group-1"}"#;
+    let actions = r#"[{"action":"set_nexthop_id","param/nexthop_id":"nh-1","watch_port":"Ethernet1","weight":2},{"action":"set_nexthop_id","param/nexthop_id":"nh-2","weight":1}]"#;
+    // The commands swss-common's producer runs (FACTS.md), issued one by one with redis-cli.
+    srv.cli(0, &["SADD", "P4RT_TABLE_KEY_SET", key])
+        .expect("SADD");
+    srv.cli(
+        0,
+        &[
+            "HSET",
+            &format!("_P4RT_TABLE:{key}"),
+            "actions",
+            actions,
+            "controller_metadata",
+            "sonic",
+        ],
+    )
+    .expect("HSET");
+    srv.cli(0, &["PUBLISH", "P4RT_TABLE_CHANNEL@0", "G"])
+        .expect("PUBLISH");
+
+    let got = tokio::time::timeout(DEADLINE, consumer.next_batch(10))
+        .await
+        .expect("not consumed")
+        .expect("batch");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].op, Op::Set);
+    let entry = P4rtEntry::from_set_op(&got[0]).expect("entry parses");
+    assert_eq!(entry.key.table, "FIXED_WCMP_GROUP_TABLE");
+    assert_eq!(entry.key.match_value("wcmp_group_id"), Some("group-1"));
+    assert_eq!(entry.controller_metadata.as_deref(), Some("sonic"));
+    match &entry.action {
+        weft_sonic_db::P4rtActionSpec::Weighted(members) => {
+            assert_eq!(members.len(), 2);
+            assert_eq!(members[0].weight, 2);
+            assert_eq!(members[0].watch_port.as_deref(), Some("Ethernet1"));
+            assert_eq!(members[1].action.params["nexthop_id"], "nh-2");
+        }
+        other => panic!("expected a weighted entry, got {other:?}"),
+    }
+    // The live entry is where SONiC tools look for it.
+    let live = srv
+        .cli(
+            0,
+            &["HGET", &format!("P4RT_TABLE:{key}"), "controller_metadata"],
+        )
+        .expect("HGET");
+    assert_eq!(live.trim(), "sonic");
+
+    // And a hand-written delete.
+    srv.cli(0, &["SADD", "P4RT_TABLE_KEY_SET", key])
+        .expect("SADD");
+    srv.cli(0, &["SADD", "P4RT_TABLE_DEL_SET", key])
+        .expect("SADD");
+    srv.cli(0, &["DEL", &format!("_P4RT_TABLE:{key}")])
+        .expect("DEL");
+    srv.cli(0, &["PUBLISH", "P4RT_TABLE_CHANNEL@0", "G"])
+        .expect("PUBLISH");
+    let got = tokio::time::timeout(DEADLINE, consumer.next_batch(10))
+        .await
+        .expect("delete not consumed")
+        .expect("batch");
+    assert_eq!(got, vec![KeyOpFieldValues::del(key)]);
+    let n = srv
+        .cli(0, &["EXISTS", &format!("P4RT_TABLE:{key}")])
+        .expect("EXISTS");
+    assert_eq!(n.trim(), "0");
+}
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_script_flush() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    srv.cli(0, &["SCRIPT", "FLUSH"]).expect("flush");
+    producer
+        .set("FIXED_T:{}", &[("action", "drop")])
+        .await
+        .expect("set after flush");
+    srv.cli(0, &["SCRIPT", "FLUSH"]).expect("flush");
+    assert_eq!(consumer.pop(10).await.expect("pop after flush").len(), 1);
+}
+
+#[tokio::test]
+async fn responses_round_trip_and_successes_are_copied_to_appl_state_db() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut waiter = ResponseWaiter::subscribe(&db, "P4RT_TABLE")
+        .await
+        .expect("waiter");
+    let mut raw_sub = db.pubsub().await.expect("pubsub");
+    raw_sub
+        .subscribe("APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL")
+        .await
+        .expect("sub");
+    let mut publisher = ResponsePublisher::new(&db, "P4RT_TABLE")
+        .await
+        .expect("publisher");
+    let state = Table::new(
+        db.connect(SonicDbId::ApplStateDb).await.expect("c"),
+        "P4RT_TABLE",
+    )
+    .expect("table");
+
+    let ok_entry = P4rtEntry::new(
+        route_key(1),
+        P4rtAction::new("set_nexthop_id").with_param("nexthop_id", "nh-1"),
+    );
+    let k_ok = ok_entry.key.to_table_key();
+    let k_bad = route_key(2).to_table_key();
+    let k_del = route_key(3).to_table_key();
+    let k_never = route_key(4).to_table_key();
+    // An entry installed earlier, now deleted successfully.
+    state
+        .set(&k_del, &[("action", "drop")])
+        .await
+        .expect("seed");
+    // A stale field must not survive a successful modify.
+    state.set(&k_ok, &[("param/old", "x")]).await.expect("seed");
+
+    publisher
+        .publish_batch(&[
+            EntryResult::ok(&k_ok, Op::Set, ok_entry.to_fields()),
+            EntryResult::err(
+                &k_bad,
+                Op::Set,
+                StatusCode::InvalidParam,
+                "[Weft] unknown action 'bogus'",
+                vec![("action".into(), "bogus".into())],
+            ),
+            EntryResult::ok(&k_del, Op::Del, vec![]),
+        ])
+        .await
+        .expect("publish");
+
+    let out = waiter
+        .wait([k_ok.clone(), k_bad.clone(), k_del.clone()], DEADLINE)
+        .await
+        .expect("wait");
+    assert!(out.missing.is_empty(), "{out:?}");
+    assert_eq!(out.responses[&k_ok].status, StatusCode::Success);
+    assert_eq!(out.responses[&k_ok].message, "");
+    assert_eq!(out.responses[&k_bad].status, StatusCode::InvalidParam);
+    assert_eq!(
+        out.responses[&k_bad].message,
+        "[Weft] unknown action 'bogus'"
+    );
+    assert_eq!(out.responses[&k_del].status, StatusCode::Success);
+    assert!(!out.all_ok());
+    assert_eq!(out.failures().count(), 1);
+    // A key nobody answers is reported missing after the timeout, not an error.
+    let out = waiter
+        .wait([k_never.clone(), k_ok.clone()], Duration::from_millis(200))
+        .await
+        .expect("wait");
+    assert_eq!(out.missing, BTreeSet::from([k_never.clone(), k_ok.clone()]));
+    assert!(!out.all_ok());
+
+    // Wire format, exactly: [status, key, "err_str", message, fields...].
+    let first = next_payload(&mut raw_sub).await;
+    let want: Vec<String> = vec![
+        "SWSS_RC_SUCCESS".into(),
+        k_ok.clone(),
+        "err_str".into(),
+        "".into(),
+        "action".into(),
+        "set_nexthop_id".into(),
+        "param/nexthop_id".into(),
+        "nh-1".into(),
+    ];
+    assert_eq!(first, serde_json::to_string(&want).expect("json"));
+
+    let stored = state
+        .get(&k_ok)
+        .await
+        .expect("get")
+        .expect("copied to APPL_STATE_DB");
+    assert_eq!(
+        P4rtEntry::from_fields(ok_entry.key.clone(), &stored).expect("parse"),
+        ok_entry
+    );
+    assert_eq!(
+        state.get(&k_bad).await.expect("get"),
+        None,
+        "failed entry copied"
+    );
+    assert_eq!(
+        state.get(&k_del).await.expect("get"),
+        None,
+        "deleted entry kept"
+    );
+    let mut c = raw(&db, SonicDbId::ApplStateDb).await;
+    assert!(exists(&mut c, &format!("P4RT_TABLE:{k_ok}")).await);
+
+    // What the controller diffs against: the installed entries, parsed; foreign keys reported.
+    state
+        .set("not a p4rt key", &[("x", "y")])
+        .await
+        .expect("seed");
+    let snapshot = state.read_p4rt().await.expect("read");
+    assert_eq!(snapshot.entries.len(), 1);
+    assert_eq!(snapshot.entries[&ok_entry.key], ok_entry);
+    assert_eq!(snapshot.malformed.len(), 1);
+    assert_eq!(snapshot.malformed[0].0, "not a p4rt key");
+}
+
+#[tokio::test]
+async fn responses_arriving_before_wait_are_kept_for_it() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut waiter = ResponseWaiter::subscribe(&db, "P4RT_TABLE")
+        .await
+        .expect("waiter");
+    let mut publisher = ResponsePublisher::new(&db, "P4RT_TABLE")
+        .await
+        .expect("publisher");
+    publisher
+        .publish(&EntryResult::ok(
+            "FIXED_T:{\"match/a\":\"1\"}",
+            Op::Del,
+            vec![],
+        ))
+        .await
+        .expect("publish a");
+    publisher
+        .publish(&EntryResult::ok(
+            "FIXED_T:{\"match/a\":\"2\"}",
+            Op::Del,
+            vec![],
+        ))
+        .await
+        .expect("publish b");
+    let out = waiter
+        .wait(["FIXED_T:{\"match/a\":\"2\"}"], DEADLINE)
+        .await
+        .expect("wait b");
+    assert!(out.all_ok());
+    // "a" was read off the channel while waiting for "b" and is still there for a later wait.
+    let out = waiter
+        .wait(["FIXED_T:{\"match/a\":\"1\"}"], Duration::from_millis(10))
+        .await
+        .expect("wait a");
+    assert!(out.all_ok(), "{out:?}");
+}
+
+#[tokio::test]
+async fn subscriber_sees_state_db_port_table_changes_via_keyspace_notifications() {
+    let srv = server();
+    let db = sonic(&srv);
+    let ports = Table::new(
+        db.connect(SonicDbId::StateDb).await.expect("c"),
+        "PORT_TABLE",
+    )
+    .expect("table");
+    ports
+        .set("Ethernet0", &[("oper_status", "up")])
+        .await
+        .expect("seed");
+    assert_eq!(
+        srv.cli(0, &["CONFIG", "GET", "notify-keyspace-events"])
+            .expect("cli")
+            .lines()
+            .nth(1),
+        Some("")
+    );
+
+    let mut sub = SubscriberStateTable::new(
+        &db,
+        SonicDbId::StateDb,
+        "PORT_TABLE",
+        SubscriberOptions::default(),
+    )
+    .await
+    .expect("subscriber");
+    let flags = srv
+        .cli(0, &["CONFIG", "GET", "notify-keyspace-events"])
+        .expect("cli");
+    assert!(
+        flags.contains('K'),
+        "keyspace events not enabled: {flags:?}"
+    );
+    assert_eq!(
+        sub.initial_dump().await.expect("dump"),
+        vec![KeyOpFieldValues::set("Ethernet0", [("oper_status", "up")])]
+    );
+
+    // Another table with a similar name must not leak in.
+    srv.cli(6, &["HSET", "PORT_TABLE_X|Ethernet9", "oper_status", "up"])
+        .expect("cli");
+    ports
+        .set("Ethernet4", &[("oper_status", "down"), ("speed", "100000")])
+        .await
+        .expect("set");
+    let ev = tokio::time::timeout(DEADLINE, sub.next())
+        .await
+        .expect("no event")
+        .expect("event");
+    assert_eq!(
+        ev,
+        KeyOpFieldValues::set("Ethernet4", [("oper_status", "down"), ("speed", "100000")])
+    );
+    ports
+        .set("Ethernet4", &[("oper_status", "up")])
+        .await
+        .expect("set");
+    let ev = tokio::time::timeout(DEADLINE, sub.next())
+        .await
+        .expect("no event")
+        .expect("event");
+    assert_eq!(ev.op, Op::Set);
+    assert_eq!(ev.field("oper_status"), Some("up"));
+    assert_eq!(
+        ev.field("speed"),
+        Some("100000"),
+        "subscriber must report the whole entry"
+    );
+    ports.del("Ethernet0").await.expect("del");
+    let ev = tokio::time::timeout(DEADLINE, sub.next())
+        .await
+        .expect("no event")
+        .expect("event");
+    assert_eq!(ev, KeyOpFieldValues::del("Ethernet0"));
+}
+
+#[tokio::test]
+async fn subscriber_refuses_to_start_without_keyspace_events_when_config_set_is_not_allowed() {
+    let srv = server();
+    let db = sonic(&srv);
+    let err = SubscriberStateTable::new(
+        &db,
+        SonicDbId::StateDb,
+        "PORT_TABLE",
+        SubscriberOptions {
+            allow_config_set: false,
+        },
+    )
+    .await
+    .err()
+    .expect("must fail");
+    assert!(
+        matches!(err, SonicDbError::KeyspaceNotificationsDisabled { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("notify-keyspace-events"), "{err}");
+
+    // With SONiC's own setting it starts without touching the config.
+    let srv = RedisServer::start_with(RedisServerOptions {
+        notify_keyspace_events: Some("AKE".into()),
+        ..Default::default()
+    })
+    .expect("server");
+    let db = sonic(&srv);
+    SubscriberStateTable::new(
+        &db,
+        SonicDbId::StateDb,
+        "PORT_TABLE",
+        SubscriberOptions {
+            allow_config_set: false,
+        },
+    )
+    .await
+    .expect("subscriber with AKE");
+}
+
+#[tokio::test]
+async fn table_uses_the_database_separator_and_lists_only_its_own_keys() {
+    let srv = server();
+    let db = sonic(&srv);
+    let queue = Table::new(db.connect(SonicDbId::ConfigDb).await.expect("c"), "QUEUE").expect("t");
+    queue
+        .set("Ethernet0|3", &[("wred_profile", "AZURE_LOSSLESS")])
+        .await
+        .expect("set");
+    queue
+        .set("Ethernet4|3", &[("wred_profile", "AZURE_LOSSLESS")])
+        .await
+        .expect("set");
+    srv.cli(4, &["HSET", "QUEUE_X|Ethernet0", "a", "b"])
+        .expect("cli");
+    let raw = srv
+        .cli(4, &["HGET", "QUEUE|Ethernet0|3", "wred_profile"])
+        .expect("cli");
+    assert_eq!(raw.trim(), "AZURE_LOSSLESS");
+    assert_eq!(
+        queue.keys().await.expect("keys"),
+        vec!["Ethernet0|3", "Ethernet4|3"]
+    );
+    assert_eq!(queue.dump().await.expect("dump").len(), 2);
+    queue
+        .replace("Ethernet0|3", &[("scheduler", "s1")])
+        .await
+        .expect("replace");
+    assert_eq!(
+        queue.get("Ethernet0|3").await.expect("get"),
+        Some(vec![("scheduler".to_string(), "s1".to_string())])
+    );
+    queue.del("Ethernet0|3").await.expect("del");
+    assert_eq!(queue.get("Ethernet0|3").await.expect("get"), None);
+    assert!(!queue.exists("Ethernet0|3").await.expect("exists"));
+    assert!(Table::new(db.connect(SonicDbId::ConfigDb).await.expect("c"), "A|B").is_err());
+}
+
+#[tokio::test]
+async fn redis_down_gives_clear_errors_not_panics() {
+    // Nothing listens here.
+    let dir = std::env::temp_dir().join(format!("weft-no-redis-{}", std::process::id()));
+    let db =
+        SonicDb::from_endpoint(&format!("unix://{}/redis.sock", dir.display())).expect("endpoint");
+    let err = db.connect(SonicDbId::ApplDb).await.expect_err("no server");
+    assert!(matches!(err, SonicDbError::Connect { .. }), "{err:?}");
+    assert!(err.is_connection_error());
+    assert!(
+        err.to_string().contains("redis.sock"),
+        "error does not name the endpoint: {err}"
+    );
+    assert!(db.ping().await.is_err());
+    let tcp = SonicDb::from_endpoint("redis://127.0.0.1:1").expect("endpoint");
+    assert!(
+        tcp.connect(SonicDbId::ConfigDb)
+            .await
+            .expect_err("no server")
+            .is_connection_error()
+    );
+
+    // A server that dies under live handles.
+    let mut srv = server();
+    let db = sonic(&srv);
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    let mut waiter = ResponseWaiter::subscribe(&db, "P4RT_TABLE")
+        .await
+        .expect("waiter");
+    srv.stop();
+    let err = producer
+        .set("FIXED_T:{}", &[("action", "drop")])
+        .await
+        .expect_err("server gone");
+    assert!(err.is_connection_error(), "{err:?}");
+    let err = tokio::time::timeout(DEADLINE, consumer.next_batch(10))
+        .await
+        .expect("consumer hung on a dead server")
+        .expect_err("server gone");
+    assert!(err.is_connection_error(), "{err:?}");
+    let err = waiter.wait(["k"], DEADLINE).await.expect_err("server gone");
+    assert!(
+        matches!(err, SonicDbError::SubscriptionClosed { .. }),
+        "{err:?}"
+    );
+
+    // After a restart a fresh handle works again (and finds an empty database).
+    srv.restart().expect("restart");
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    assert_eq!(producer.pending().await.expect("pending"), 0);
+}
+
+#[tokio::test]
+async fn password_and_acl_user_authenticate() {
+    let srv = RedisServer::start_with(RedisServerOptions {
+        password: Some("default-secret".into()),
+        acl_user: Some(("weft".into(), "weft-secret".into())),
+        ..Default::default()
+    })
+    .expect("server");
+    let anonymous = sonic(&srv);
+    let err = anonymous.ping().await.expect_err("no credentials");
+    assert!(err.to_string().to_lowercase().contains("auth"), "{err}");
+
+    let base = SonicDbConfig::parse(&srv.url()).expect("cfg");
+    SonicDb::new(base.clone().with_password("default-secret"))
+        .ping()
+        .await
+        .expect("password");
+    SonicDb::new(base.clone().with_user("weft", "weft-secret"))
+        .ping()
+        .await
+        .expect("ACL user");
+    let err = SonicDb::new(base.with_user("weft", "wrong"))
+        .ping()
+        .await
+        .expect_err("bad password");
+    assert!(matches!(err, SonicDbError::Connect { .. }), "{err:?}");
+}

@@ -1,0 +1,319 @@
+//! A real BMv2 `simple_switch_grpc` for tests: found on PATH or in /opt/p4/bin, started without
+//! a program on free loopback ports, killed by PID when the guard drops (also on test failure).
+//!
+//! Depends on `std` only, so crates below `weft-tests` can include this file with `#[path]`
+//! for their own integration tests and benchmarks.
+//!
+//! ```no_run
+//! # use weft_tests::bmv2::*;
+//! let Some(bin) = bmv2_or_skip("my_test") else { return };
+//! let sw = Bmv2::start(&bin, Bmv2Options { cpu_port: Some(255), ..Default::default() })
+//!     .expect("start BMv2");
+//! // connect a P4Runtime client to sw.grpc_addr()
+//! ```
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BMV2_BINARY: &str = "simple_switch_grpc";
+/// Where the project installs BMv2, p4c and PI.
+pub const P4_PREFIX_BIN: &str = "/opt/p4/bin";
+/// How long a starting switch may take to listen on a loaded 2-core machine.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// `simple_switch_grpc` on PATH, else in /opt/p4/bin.
+pub fn find_bmv2() -> Option<PathBuf> {
+    find_tool(BMV2_BINARY)
+}
+
+/// A P4 tool (`simple_switch_grpc`, `p4c`, ...) on PATH, else in /opt/p4/bin.
+pub fn find_tool(name: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| Some(Path::new(P4_PREFIX_BIN).join(name)).filter(|p| p.is_file()))
+}
+
+/// Whether `WEFT_REQUIRE_BMV2=1`: missing BMv2 is then a failure, not a skip.
+pub fn bmv2_required() -> bool {
+    std::env::var("WEFT_REQUIRE_BMV2").is_ok_and(|v| v == "1")
+}
+
+/// The BMv2 binary, or `None` after printing the SKIPPED line (panics instead when
+/// `WEFT_REQUIRE_BMV2=1`).
+pub fn bmv2_or_skip(test: &str) -> Option<PathBuf> {
+    match find_bmv2() {
+        Some(p) => Some(p),
+        None => {
+            let msg = format!(
+                "{test}: BMv2 {BMV2_BINARY} not found (looked on PATH and {P4_PREFIX_BIN})"
+            );
+            if bmv2_required() {
+                panic!("WEFT_REQUIRE_BMV2=1 but {msg}");
+            }
+            println!("SKIPPED: {msg}");
+            eprintln!("SKIPPED: {msg}");
+            None
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released: good enough for tests).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+/// Kills and reaps a child process by PID when dropped.
+#[derive(Debug)]
+pub struct ProcessGuard {
+    child: Option<Child>,
+    name: String,
+}
+
+impl ProcessGuard {
+    pub fn new(name: impl Into<String>, child: Child) -> Self {
+        ProcessGuard {
+            child: Some(child),
+            name: name.into(),
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// SIGKILL and reap now.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for ProcessGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Bmv2Options {
+    /// P4Runtime device id (default 1).
+    pub device_id: Option<u64>,
+    /// Port for P4Runtime packet-in/out (`--cpu-port`).
+    pub cpu_port: Option<u32>,
+    /// Dataplane ports `(port number, interface name)`: `-i N@IF`.
+    pub interfaces: Vec<(u32, String)>,
+    /// Serve `p4.bm.DataplaneInterface` on a free loopback port (then `interfaces` is ignored).
+    pub dataplane_grpc: bool,
+    /// Where BMv2 writes its log (`--log-file`; it appends `.txt`).
+    pub log_file: Option<PathBuf>,
+    /// Extra switch options (before `--`).
+    pub extra_args: Vec<String>,
+    /// Extra target options (after `--`).
+    pub extra_target_args: Vec<String>,
+}
+
+/// A running `simple_switch_grpc` without a program; push one over P4Runtime.
+#[derive(Debug)]
+pub struct Bmv2 {
+    bin: PathBuf,
+    options: Bmv2Options,
+    grpc_port: u16,
+    thrift_port: u16,
+    dataplane_port: Option<u16>,
+    notifications: PathBuf,
+    process: ProcessGuard,
+}
+
+static INSTANCE: AtomicU64 = AtomicU64::new(0);
+
+impl Bmv2 {
+    /// Starts the switch on free ports and waits until P4Runtime listens.
+    pub fn start(bin: &Path, options: Bmv2Options) -> Result<Bmv2, String> {
+        let grpc_port = free_port();
+        let thrift_port = free_port();
+        let dataplane_port = options.dataplane_grpc.then(free_port);
+        let n = INSTANCE.fetch_add(1, Ordering::Relaxed);
+        // BMv2's default notification socket is per device id; tests running in parallel
+        // with the same id would collide.
+        let notifications = std::env::temp_dir().join(format!(
+            "weft-bmv2-{}-{n}-notifications.ipc",
+            std::process::id()
+        ));
+        let process = spawn(
+            bin,
+            &options,
+            grpc_port,
+            thrift_port,
+            dataplane_port,
+            &notifications,
+        )?;
+        let mut sw = Bmv2 {
+            bin: bin.to_path_buf(),
+            options,
+            grpc_port,
+            thrift_port,
+            dataplane_port,
+            notifications,
+            process,
+        };
+        sw.wait_listening()?;
+        Ok(sw)
+    }
+
+    /// `127.0.0.1:PORT` of the P4Runtime server.
+    pub fn grpc_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.grpc_port)
+    }
+
+    pub fn grpc_port(&self) -> u16 {
+        self.grpc_port
+    }
+
+    pub fn thrift_port(&self) -> u16 {
+        self.thrift_port
+    }
+
+    /// `127.0.0.1:PORT` of `p4.bm.DataplaneInterface`, if enabled.
+    pub fn dataplane_addr(&self) -> Option<String> {
+        self.dataplane_port.map(|p| format!("127.0.0.1:{p}"))
+    }
+
+    pub fn device_id(&self) -> u64 {
+        self.options.device_id.unwrap_or(1)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Kills the switch (if running) and starts it again on the same ports, empty.
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.process.kill();
+        let deadline = Instant::now() + START_DEADLINE;
+        // The old listener may linger briefly; retry the spawn until the port is free.
+        loop {
+            self.process = spawn(
+                &self.bin,
+                &self.options,
+                self.grpc_port,
+                self.thrift_port,
+                self.dataplane_port,
+                &self.notifications,
+            )?;
+            match self.wait_listening() {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => {
+                    self.process.kill();
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    fn wait_listening(&mut self) -> Result<(), String> {
+        let addr: SocketAddr = ([127, 0, 0, 1], self.grpc_port).into();
+        let deadline = Instant::now() + START_DEADLINE;
+        loop {
+            if !self.process.is_running() {
+                return Err(format!(
+                    "{} exited before listening on {addr}",
+                    self.bin.display()
+                ));
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{} did not listen on {addr} within {START_DEADLINE:?}",
+                    self.bin.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Bmv2 {
+    fn drop(&mut self) {
+        self.process.kill();
+        let _ = std::fs::remove_file(&self.notifications);
+    }
+}
+
+fn spawn(
+    bin: &Path,
+    o: &Bmv2Options,
+    grpc_port: u16,
+    thrift_port: u16,
+    dataplane_port: Option<u16>,
+    notifications: &Path,
+) -> Result<ProcessGuard, String> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--no-p4")
+        .arg("--device-id")
+        .arg(o.device_id.unwrap_or(1).to_string())
+        .arg("--thrift-port")
+        .arg(thrift_port.to_string())
+        .arg("--notifications-addr")
+        .arg(format!("ipc://{}", notifications.display()));
+    if dataplane_port.is_none() {
+        for (port, iface) in &o.interfaces {
+            cmd.arg("-i").arg(format!("{port}@{iface}"));
+        }
+    }
+    if let Some(log) = &o.log_file {
+        cmd.arg("--log-file").arg(log);
+    }
+    cmd.args(&o.extra_args);
+    cmd.arg("--")
+        .arg("--grpc-server-addr")
+        .arg(format!("127.0.0.1:{grpc_port}"));
+    if let Some(p) = dataplane_port {
+        cmd.arg("--dp-grpc-server-addr")
+            .arg(format!("127.0.0.1:{p}"));
+    }
+    if let Some(cpu) = o.cpu_port {
+        cmd.arg("--cpu-port").arg(cpu.to_string());
+    }
+    cmd.args(&o.extra_target_args);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+    Ok(ProcessGuard::new(BMV2_BINARY, child))
+}
