@@ -14,12 +14,22 @@ fn assert_clean(t: &Topology, ls: &LinkState, stride: usize) {
     let d = compile(t, ls);
     let r = check(t, ls, &d, stride);
     assert!(r.pairs_checked > 0);
-    assert!(r.problems.is_empty(), "{} problems, first: {:#?}", r.problems.len(), &r.problems[..r.problems.len().min(10)]);
+    assert!(
+        r.problems.is_empty(),
+        "{} problems, first: {:#?}",
+        r.problems.len(),
+        &r.problems[..r.problems.len().min(10)]
+    );
 }
 
 #[test]
 fn every_example_compiles_to_loop_free_shortest_full_reachability() {
-    for ex in ["leaf-spine-small.yaml", "fat-tree-k4.yaml", "rail-optimized.yaml", "multi-plane-8.yaml"] {
+    for ex in [
+        "leaf-spine-small.yaml",
+        "fat-tree-k4.yaml",
+        "rail-optimized.yaml",
+        "multi-plane-8.yaml",
+    ] {
         let t = example(ex);
         let stride = if t.hosts.len() > 64 { 17 } else { 1 };
         assert_clean(&t, &LinkState::all_up(&t), stride);
@@ -43,15 +53,25 @@ fn two_failures_make_wcmp_weights_follow_remaining_capacity() {
     // Take down both links of pod1-spine1 toward the cores: pod1's leaves must stop using it
     // for other pods, and the cores above it must stop sending pod1 traffic through it.
     for (i, l) in t.links.iter().enumerate() {
-        if t.end_name(l.a).starts_with("pod1-spine1:") && t.switches[l.b.switch].name.starts_with("core") {
+        if t.end_name(l.a).starts_with("pod1-spine1:")
+            && t.switches[l.b.switch].name.starts_with("core")
+        {
             ls.set_down(i, true);
         }
     }
     assert_eq!(ls.down_links().count(), 2);
     assert_clean(&t, &ls, 1);
     let d = compile(&t, &ls);
-    let leaf = d.switches.iter().find(|s| s.name == "pod1-leaf1").expect("leaf");
-    let remote = t.hosts.iter().find(|h| h.name.starts_with("pod3")).expect("remote host");
+    let leaf = d
+        .switches
+        .iter()
+        .find(|s| s.name == "pod1-leaf1")
+        .expect("leaf");
+    let remote = t
+        .hosts
+        .iter()
+        .find(|h| h.name.starts_with("pod3"))
+        .expect("remote host");
     let r = weft_controller::compile::lookup(&leaf.routes, remote.ipv4.into()).expect("route");
     match r.target {
         Target::Nexthop(id) => assert_eq!(leaf.nexthops[&id].neighbour, "pod1-spine2"),
@@ -63,15 +83,30 @@ fn two_failures_make_wcmp_weights_follow_remaining_capacity() {
 fn leaf_spine_routes_aggregate_and_groups_are_shared() {
     let t = example("leaf-spine-small.yaml");
     let d = compile(&t, &LinkState::all_up(&t));
-    let leaf1 = d.switches.iter().find(|s| s.name == "leaf1").expect("leaf1");
+    let leaf1 = d
+        .switches
+        .iter()
+        .find(|s| s.name == "leaf1")
+        .expect("leaf1");
     // Every remote leaf goes through the same two spines: one group, and the remote /29s merge
     // where their addresses allow.
     assert_eq!(leaf1.groups.len(), 1, "{:#?}", leaf1.groups);
     let g = leaf1.groups.values().next().expect("group");
     assert_eq!(g.members.len(), 2);
-    let remote_v4: Vec<_> = leaf1.routes.iter().filter(|r| r.prefix.prefix_len() < 32 && r.prefix.addr().is_ipv4()).collect();
-    assert!(remote_v4.len() < 3, "3 remote leaf /29s should aggregate: {remote_v4:#?}");
+    let remote_v4: Vec<_> = leaf1
+        .routes
+        .iter()
+        .filter(|r| r.prefix.prefix_len() < 32 && r.prefix.addr().is_ipv4())
+        .collect();
+    assert!(
+        remote_v4.len() < 3,
+        "3 remote leaf /29s should aggregate: {remote_v4:#?}"
+    );
     // Two directly attached hosts, each with a /32 and a /128.
-    let direct = leaf1.routes.iter().filter(|r| matches!(r.target, Target::Nexthop(_)) && r.prefix.prefix_len() >= 32).count();
+    let direct = leaf1
+        .routes
+        .iter()
+        .filter(|r| matches!(r.target, Target::Nexthop(_)) && r.prefix.prefix_len() >= 32)
+        .count();
     assert_eq!(direct, 4);
 }

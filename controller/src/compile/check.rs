@@ -33,7 +33,9 @@ fn valley_free_dist(t: &Topology, up: &dyn Fn(LinkIdx) -> bool, src: SwitchIdx) 
     while let Some((s, phase)) = q.pop_front() {
         let d = dist[s][phase];
         for p in &t.switches[s].ports {
-            let Peer::Switch { link } = p.peer else { continue };
+            let Peer::Switch { link } = p.peer else {
+                continue;
+            };
             if !up(link) {
                 continue;
             }
@@ -73,7 +75,10 @@ impl Walker<'_> {
             return r.clone();
         }
         if self.in_progress[s] {
-            return Err(format!("forwarding loop through {}", self.t.switches[s].name));
+            return Err(format!(
+                "forwarding loop through {}",
+                self.t.switches[s].name
+            ));
         }
         self.in_progress[s] = true;
         let r = self.step(s);
@@ -89,13 +94,28 @@ impl Walker<'_> {
         let route = lookup(&sw.routes, IpAddr::V4(h.ipv4))
             .ok_or_else(|| format!("{}: no route to {} ({})", sw.name, h.name, h.ipv4))?;
         let members: Vec<(u32, u32)> = match route.target {
-            Target::Drop => return Err(format!("{}: route {} drops traffic to {}", sw.name, route.prefix, h.name)),
+            Target::Drop => {
+                return Err(format!(
+                    "{}: route {} drops traffic to {}",
+                    sw.name, route.prefix, h.name
+                ));
+            }
             Target::Nexthop(id) => {
-                let nh = sw.nexthops.get(&id).ok_or_else(|| format!("{}: route {} names missing nexthop {id}", sw.name, route.prefix))?;
+                let nh = sw.nexthops.get(&id).ok_or_else(|| {
+                    format!(
+                        "{}: route {} names missing nexthop {id}",
+                        sw.name, route.prefix
+                    )
+                })?;
                 vec![(nh.port_id, 1)]
             }
             Target::Group(id) => {
-                let g = sw.groups.get(&id).ok_or_else(|| format!("{}: route {} names missing group {id}", sw.name, route.prefix))?;
+                let g = sw.groups.get(&id).ok_or_else(|| {
+                    format!(
+                        "{}: route {} names missing group {id}",
+                        sw.name, route.prefix
+                    )
+                })?;
                 if g.members.is_empty() {
                     return Err(format!("{}: group {id} is empty", sw.name));
                 }
@@ -107,14 +127,28 @@ impl Walker<'_> {
         let mut caps = Vec::new();
         for (port_id, w) in &members {
             let sw_t = &t.switches[s];
-            let p = sw_t.ports.iter().find(|p| p.id == *port_id).ok_or_else(|| format!("{}: no port with id {port_id}", sw.name))?;
+            let p = sw_t
+                .ports
+                .iter()
+                .find(|p| p.id == *port_id)
+                .ok_or_else(|| format!("{}: no port with id {port_id}", sw.name))?;
             match p.peer {
                 Peer::Host { host } if host == self.dst => {
                     lo = lo.min(0);
                     caps.push((u64::MAX, *w));
                 }
-                Peer::Host { host } => return Err(format!("{}: traffic to {} sent to host {}", sw.name, h.name, t.hosts[host].name)),
-                Peer::None => return Err(format!("{}: traffic to {} sent out unconnected {}", sw.name, h.name, p.name)),
+                Peer::Host { host } => {
+                    return Err(format!(
+                        "{}: traffic to {} sent to host {}",
+                        sw.name, h.name, t.hosts[host].name
+                    ));
+                }
+                Peer::None => {
+                    return Err(format!(
+                        "{}: traffic to {} sent out unconnected {}",
+                        sw.name, h.name, p.name
+                    ));
+                }
                 Peer::Switch { link } => {
                     let next = t.links[link].other(s).switch;
                     let (a, b, c) = self.walk(next)?;
@@ -171,7 +205,9 @@ pub fn check(t: &Topology, links: &LinkState, d: &Desired, stride: usize) -> Rep
                 continue;
             }
             report.pairs_checked += 1;
-            let dist = dist_cache.entry(hs.switch).or_insert_with(|| valley_free_dist(t, &up, hs.switch));
+            let dist = dist_cache
+                .entry(hs.switch)
+                .or_insert_with(|| valley_free_dist(t, &up, hs.switch));
             let want = dist[hd.switch];
             match w.walk(hs.switch) {
                 Ok((lo, hi, _)) if want == u32::MAX => report.problems.push(format!(

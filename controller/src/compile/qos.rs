@@ -36,7 +36,10 @@ impl ConfigRow {
         ConfigRow {
             table: table.to_string(),
             key: key.into(),
-            fields: fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            fields: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
         }
     }
 }
@@ -64,20 +67,42 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
             dscp.insert(d.to_string(), c.traffic_class.to_string());
         }
     }
-    rows.push(ConfigRow { table: "DSCP_TO_TC_MAP".into(), key: MAP_NAME.into(), fields: dscp });
-    let identity: BTreeMap<String, String> = (0..8).map(|i| (i.to_string(), i.to_string())).collect();
-    rows.push(ConfigRow { table: "TC_TO_QUEUE_MAP".into(), key: MAP_NAME.into(), fields: identity.clone() });
-    rows.push(ConfigRow { table: "TC_TO_PRIORITY_GROUP_MAP".into(), key: MAP_NAME.into(), fields: identity });
+    rows.push(ConfigRow {
+        table: "DSCP_TO_TC_MAP".into(),
+        key: MAP_NAME.into(),
+        fields: dscp,
+    });
+    let identity: BTreeMap<String, String> =
+        (0..8).map(|i| (i.to_string(), i.to_string())).collect();
+    rows.push(ConfigRow {
+        table: "TC_TO_QUEUE_MAP".into(),
+        key: MAP_NAME.into(),
+        fields: identity.clone(),
+    });
+    rows.push(ConfigRow {
+        table: "TC_TO_PRIORITY_GROUP_MAP".into(),
+        key: MAP_NAME.into(),
+        fields: identity,
+    });
 
-    let lossless: Vec<&weft_topology::TrafficClass> = q.classes.iter().filter(|c| c.lossless).collect();
+    let lossless: Vec<&weft_topology::TrafficClass> =
+        q.classes.iter().filter(|c| c.lossless).collect();
     let pfc_enable = if q.pfc_enabled {
-        lossless.iter().map(|c| c.traffic_class.to_string()).collect::<Vec<_>>().join(",")
+        lossless
+            .iter()
+            .map(|c| c.traffic_class.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     } else {
         String::new()
     };
     let wd = &q.watchdog;
     if wd.enabled && q.pfc_enabled && !lossless.is_empty() {
-        rows.push(ConfigRow::new("PFC_WD", "GLOBAL", &[("POLL_INTERVAL", wd.poll_interval.as_millis().to_string())]));
+        rows.push(ConfigRow::new(
+            "PFC_WD",
+            "GLOBAL",
+            &[("POLL_INTERVAL", wd.poll_interval.as_millis().to_string())],
+        ));
     }
     let mut cable = BTreeMap::new();
     let mut profiles: BTreeMap<String, ConfigRow> = BTreeMap::new();
@@ -96,7 +121,10 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
                 ("id", p.id.to_string()),
                 ("speed", (speed.bits_per_sec() / 1_000_000).to_string()),
                 ("mtu", t.mtu.to_string()),
-                ("admin_status", if p.admin_up { "up" } else { "down" }.to_string()),
+                (
+                    "admin_status",
+                    if p.admin_up { "up" } else { "down" }.to_string(),
+                ),
             ],
         ));
         if !connected {
@@ -125,13 +153,24 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
                         ("wred_green_enable", "true".to_string()),
                         ("green_min_threshold", pq.ecn.kmin.0.to_string()),
                         ("green_max_threshold", pq.ecn.kmax.0.to_string()),
-                        ("green_drop_probability", format!("{}", (pq.ecn.pmax * 100.0).round() as u32)),
+                        (
+                            "green_drop_probability",
+                            format!("{}", (pq.ecn.pmax * 100.0).round() as u32),
+                        ),
                     ],
                 )
             });
-            rows.push(ConfigRow::new("QUEUE", format!("{}|{}", p.name, c.traffic_class), &[("wred_profile", profile)]));
+            rows.push(ConfigRow::new(
+                "QUEUE",
+                format!("{}|{}", p.name, c.traffic_class),
+                &[("wred_profile", profile)],
+            ));
             if c.lossless && q.pfc_enabled {
-                let prof = format!("pg_lossless_{}_{}m_profile", speed.bits_per_sec() / 1_000_000, len.as_metres());
+                let prof = format!(
+                    "pg_lossless_{}_{}m_profile",
+                    speed.bits_per_sec() / 1_000_000,
+                    len.as_metres()
+                );
                 profiles.entry(prof.clone()).or_insert_with(|| {
                     ConfigRow::new(
                         "BUFFER_PROFILE",
@@ -145,7 +184,11 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
                         ],
                     )
                 });
-                rows.push(ConfigRow::new("BUFFER_PG", format!("{}|{}", p.name, c.traffic_class), &[("profile", prof)]));
+                rows.push(ConfigRow::new(
+                    "BUFFER_PG",
+                    format!("{}|{}", p.name, c.traffic_class),
+                    &[("profile", prof)],
+                ));
                 if wd.enabled && c.traffic_class == lossless[0].traffic_class {
                     rows.push(ConfigRow::new(
                         "PFC_WD",
@@ -153,28 +196,49 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
                         &[
                             ("action", wd.action.as_str().to_string()),
                             ("detection_time", wd.detection_time.as_millis().to_string()),
-                            ("restoration_time", wd.restoration_time.as_millis().to_string()),
+                            (
+                                "restoration_time",
+                                wd.restoration_time.as_millis().to_string(),
+                            ),
                         ],
                     ));
                 }
             }
             // The tuner's bounds: never under a quarter of the static values, never past the
             // pause threshold (so ECN still acts before PFC) nor past the port's buffer share.
-            let ceiling = if c.lossless && q.pfc_enabled { pq.pause_threshold.0 } else { pq.port_buffer.0 };
+            let ceiling = if c.lossless && q.pfc_enabled {
+                pq.pause_threshold.0
+            } else {
+                pq.port_buffer.0
+            };
             let kmax_max = ((pq.ecn.kmax.0 as f64 * ENVELOPE_HIGH) as u64).min(ceiling);
-            let kmin_max = ((pq.ecn.kmin.0 as f64 * ENVELOPE_HIGH) as u64).min(kmax_max.saturating_sub(1));
+            let kmin_max =
+                ((pq.ecn.kmin.0 as f64 * ENVELOPE_HIGH) as u64).min(kmax_max.saturating_sub(1));
             rows.push(ConfigRow::new(
                 "WEFT_ECN_ENVELOPE",
                 format!("{}|{}", p.name, c.traffic_class),
                 &[
-                    ("kmin_min", ((pq.ecn.kmin.0 as f64 * ENVELOPE_LOW) as u64).to_string()),
+                    (
+                        "kmin_min",
+                        ((pq.ecn.kmin.0 as f64 * ENVELOPE_LOW) as u64).to_string(),
+                    ),
                     ("kmin_max", kmin_max.to_string()),
-                    ("kmax_min", ((pq.ecn.kmax.0 as f64 * ENVELOPE_LOW) as u64).to_string()),
+                    (
+                        "kmax_min",
+                        ((pq.ecn.kmax.0 as f64 * ENVELOPE_LOW) as u64).to_string(),
+                    ),
                     ("kmax_max", kmax_max.to_string()),
                     ("pmax_min", "0.01".to_string()),
                     ("pmax_max", "1".to_string()),
                     ("pause_threshold", pq.pause_threshold.0.to_string()),
-                    ("tuning", match q.tuning { Tuning::Auto => "auto", Tuning::Off => "off" }.to_string()),
+                    (
+                        "tuning",
+                        match q.tuning {
+                            Tuning::Auto => "auto",
+                            Tuning::Off => "off",
+                        }
+                        .to_string(),
+                    ),
                 ],
             ));
         }
@@ -182,7 +246,11 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
     rows.extend(wred.into_values());
     rows.extend(profiles.into_values());
     if !cable.is_empty() {
-        rows.push(ConfigRow { table: "CABLE_LENGTH".into(), key: "AZURE".into(), fields: cable });
+        rows.push(ConfigRow {
+            table: "CABLE_LENGTH".into(),
+            key: "AZURE".into(),
+            fields: cable,
+        });
     }
     rows.sort_by(|a, b| (&a.table, &a.key).cmp(&(&b.table, &b.key)));
     SwitchQos { rows }

