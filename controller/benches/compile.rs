@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use weft_controller::compile::{LinkState, compile};
+use weft_controller::compile::{Compiler, LinkState, compile};
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -49,5 +49,43 @@ fn main() {
             entries,
             peak_rss_mib()
         );
+        // One link down (and back up), recomputing only what changes.
+        let mut inc = Compiler::new(&t, ls.clone());
+        let picks = [
+            (
+                "leaf-spine link",
+                t.links
+                    .iter()
+                    .position(|l| t.switches[l.a.switch].name.contains("leaf"))
+                    .unwrap_or(0),
+            ),
+            (
+                "spine-core link",
+                t.links
+                    .iter()
+                    .position(|l| t.switches[l.b.switch].name.starts_with("core"))
+                    .unwrap_or(0),
+            ),
+        ];
+        for (what, l) in picks {
+            let mut down_t = Vec::new();
+            let mut up_t = Vec::new();
+            let mut changed = 0;
+            for _ in 0..5 {
+                let t0 = Instant::now();
+                changed = inc.set_link(l, true).len();
+                down_t.push(t0.elapsed().as_secs_f64());
+                let t0 = Instant::now();
+                inc.set_link(l, false);
+                up_t.push(t0.elapsed().as_secs_f64());
+            }
+            let d = median(down_t);
+            println!(
+                "  k={k} one {what} down: {:.2} ms ({changed} switches changed), back up: {:.2} ms; full/incremental = {:.0}x",
+                d * 1e3,
+                median(up_t) * 1e3,
+                full / d
+            );
+        }
     }
 }

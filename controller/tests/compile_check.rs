@@ -110,3 +110,74 @@ fn leaf_spine_routes_aggregate_and_groups_are_shared() {
         .count();
     assert_eq!(direct, 4);
 }
+
+#[test]
+fn checker_catches_blackholes_loops_and_wrong_weights() {
+    let t = example("fat-tree-k4.yaml");
+    let ls = LinkState::all_up(&t);
+    let good = compile(&t, &ls);
+
+    // A blackhole: drop pod1-leaf1's routes toward everything remote.
+    let mut d = good.clone();
+    let leaf = d
+        .switches
+        .iter_mut()
+        .find(|s| s.name == "pod1-leaf1")
+        .expect("leaf");
+    for r in &mut leaf.routes {
+        if r.prefix.prefix_len() < 32 && r.prefix.addr().is_ipv4() {
+            r.target = Target::Drop;
+        }
+    }
+    assert!(
+        check(&t, &ls, &d, 1)
+            .problems
+            .iter()
+            .any(|p| p.contains("drops traffic"))
+    );
+
+    // A loop: a spine sends pod2 traffic back down to a pod1 leaf, which sends it up again.
+    let mut d = good.clone();
+    let dst = t
+        .hosts
+        .iter()
+        .find(|h| h.name.starts_with("pod2-leaf1"))
+        .expect("pod2 host");
+    let spine = d
+        .switches
+        .iter_mut()
+        .find(|s| s.name == "pod1-spine1")
+        .expect("spine");
+    let back = spine
+        .nexthops
+        .values()
+        .find(|n| n.neighbour == "pod1-leaf1")
+        .expect("down nexthop")
+        .id;
+    let r = weft_controller::compile::lookup(&spine.routes, dst.ipv4.into())
+        .expect("route")
+        .prefix;
+    spine.routes.retain(|x| x.prefix != r);
+    spine.routes.push(weft_controller::compile::Route {
+        prefix: r,
+        target: Target::Nexthop(back),
+    });
+    let problems = check(&t, &ls, &d, 1).problems;
+    assert!(problems.iter().any(|p| p.contains("loop")), "{problems:#?}");
+
+    // Wrong weights: skew one group of a wcmp fabric.
+    let mut d = good;
+    let leaf = d
+        .switches
+        .iter_mut()
+        .find(|s| s.name == "pod1-leaf1")
+        .expect("leaf");
+    let g = leaf.groups.values_mut().next().expect("group");
+    g.members[0].weight = 5;
+    assert!(
+        check(&t, &ls, &d, 1)
+            .problems
+            .iter()
+            .any(|p| p.contains("weight share"))
+    );
+}

@@ -134,7 +134,7 @@ impl Walker<'_> {
                 .ok_or_else(|| format!("{}: no port with id {port_id}", sw.name))?;
             match p.peer {
                 Peer::Host { host } if host == self.dst => {
-                    lo = lo.min(0);
+                    lo = 0;
                     caps.push((u64::MAX, *w));
                 }
                 Peer::Host { host } => {

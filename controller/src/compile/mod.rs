@@ -171,153 +171,119 @@ impl SetTable {
 
 const NO_ROUTE: u32 = u32::MAX;
 
-/// Reused buffers for turning hops into an interned (nexthop id, weight) set.
-#[derive(Default)]
-struct InternBuf {
-    members: Vec<(u16, u32)>,
-    caps: Vec<u64>,
-}
-
-impl InternBuf {
-    fn intern(
-        &mut self,
-        t: &Topology,
-        s: SwitchIdx,
-        hops: &[Hop],
-        equal: bool,
-        table: &mut SetTable,
-    ) -> u32 {
-        self.caps.clear();
-        self.caps.extend(hops.iter().map(|h| h.capacity));
-        self.members.clear();
-        let w = if equal {
-            vec![1; hops.len()]
-        } else {
-            routing::weights(&self.caps, MAX_GROUP_WEIGHT)
-        };
-        for (h, w) in hops.iter().zip(w) {
-            let e = t.links[h.link as usize].end_at(s);
-            self.members
-                .push((t.switches[s].ports[e.port].id as u16, w));
-        }
-        self.members.sort_unstable();
-        table.intern(&self.members)
-    }
-}
-
 /// Compiles the whole fabric.
 pub fn compile(t: &Topology, links: &LinkState) -> Desired {
-    let link_up = |l: LinkIdx| t.link_admin_up(l) && !links.is_down(l);
-    let g = Graph::build(t, &link_up);
-    let n = t.switches.len();
-    let dests: Vec<SwitchIdx> = (0..n)
-        .filter(|&s| {
-            t.switches[s]
-                .ports
-                .iter()
-                .any(|p| matches!(p.peer, Peer::Host { .. }))
-        })
-        .collect();
-    let equal_weights = t.qos.classes.iter().all(|c| c.routing == RoutingMode::Ecmp);
+    Compiler::new(t, links.clone()).desired()
+}
 
-    // sets[s]: interned next-hop sets of switch s; route_set[s][d]: set toward dests[d].
-    let mut tables: Vec<SetTable> = (0..n).map(|_| SetTable::default()).collect();
-    let mut route_set: Vec<Vec<u32>> = vec![vec![NO_ROUTE; dests.len()]; n];
-    let mut sc = Scratch::new(n);
-    let mut buf = InternBuf::default();
+/// A class of destination leaves with identical live uplinks; routing is computed for `members[0]`
+/// and copied to the others, except at `parents` and the members themselves (patched).
+struct Class {
+    members: Vec<usize>,
+    parents: Vec<u32>,
+    state: Scratch,
+}
 
-    // Leaves with the same live uplinks (same parents, same speeds, same multiplicity) see the
-    // same fabric above them: every switch but their parents and themselves routes to all of
-    // them alike. So route once per class and patch the few switches that differ.
-    let mut classes: Vec<Vec<usize>> = Vec::new();
-    let mut class_of: HashMap<Vec<(u32, u64)>, usize> = HashMap::new();
-    for (d, &dest) in dests.iter().enumerate() {
-        let mut sig: Vec<(u32, u64)> = g.up[dest].iter().map(|&(p, _, c)| (p, c)).collect();
-        sig.sort_unstable();
-        let c = *class_of.entry(sig).or_insert_with(|| {
-            classes.push(Vec::new());
-            classes.len() - 1
-        });
-        classes[c].push(d);
+/// The compiler with its intermediate state kept, so a link change recomputes only what it
+/// affects ([`Compiler::set_link`]).
+pub struct Compiler<'t> {
+    t: &'t Topology,
+    links: LinkState,
+    g: Graph,
+    equal_weights: bool,
+    dests: Vec<SwitchIdx>,
+    infos: Vec<DestInfo>,
+    classes: Vec<Class>,
+    class_of_dest: Vec<usize>,
+    /// route_set[s][d]: interned next-hop set of switch s toward dests[d].
+    route_set: Vec<Vec<u32>>,
+    tables: Vec<SetTable>,
+    switches: Vec<SwitchDesired>,
+    notes: Vec<Vec<String>>,
+}
+
+fn signature(g: &Graph, dest: SwitchIdx) -> Vec<(u32, u64)> {
+    let mut sig: Vec<(u32, u64)> = g.up[dest].iter().map(|&(p, _, c)| (p, c)).collect();
+    sig.sort_unstable();
+    sig
+}
+
+impl<'t> Compiler<'t> {
+    pub fn new(t: &'t Topology, links: LinkState) -> Self {
+        let link_up = |l: LinkIdx| t.link_admin_up(l) && !links.is_down(l);
+        let g = Graph::build(t, &link_up);
+        let n = t.switches.len();
+        let dests: Vec<SwitchIdx> = (0..n)
+            .filter(|&s| {
+                t.switches[s]
+                    .ports
+                    .iter()
+                    .any(|p| matches!(p.peer, Peer::Host { .. }))
+            })
+            .collect();
+        let per_packet = per_packet_in_use(t);
+        let infos = dests
+            .iter()
+            .map(|&d| DestInfo::new(t, d, per_packet))
+            .collect();
+        let mut c = Compiler {
+            t,
+            equal_weights: t.qos.classes.iter().all(|c| c.routing == RoutingMode::Ecmp),
+            links,
+            g,
+            infos,
+            classes: Vec::new(),
+            class_of_dest: vec![0; dests.len()],
+            route_set: vec![vec![NO_ROUTE; dests.len()]; n],
+            tables: (0..n).map(|_| SetTable::default()).collect(),
+            dests,
+            switches: Vec::new(),
+            notes: vec![Vec::new(); n],
+        };
+        // Leaves with the same live uplinks (same parents, speeds, multiplicity) see the same
+        // fabric above them: route once per class and patch the few switches that differ.
+        let mut by_sig: HashMap<Vec<(u32, u64)>, usize> = HashMap::new();
+        for d in 0..c.dests.len() {
+            let sig = signature(&c.g, c.dests[d]);
+            let parents: Vec<u32> = sig.iter().map(|x| x.0).collect();
+            let ci = *by_sig.entry(sig).or_insert_with(|| {
+                c.classes.push(Class {
+                    members: Vec::new(),
+                    parents,
+                    state: Scratch::new(n),
+                });
+                c.classes.len() - 1
+            });
+            c.classes[ci].members.push(d);
+            c.class_of_dest[d] = ci;
+        }
+        for ci in 0..c.classes.len() {
+            c.route_class(ci);
+        }
+        c.switches = (0..n).map(|s| c.compile_switch(s)).collect();
+        c
     }
-    for members in &classes {
-        let rep = members[0];
-        routing::route_to(&g, dests[rep], &mut sc, |s, hops: &[Hop]| {
-            if !hops.is_empty() {
-                route_set[s][rep] = buf.intern(t, s, hops, equal_weights, &mut tables[s]);
-            }
-        });
-        for &d in &members[1..] {
-            let dest = dests[d];
-            for row in route_set.iter_mut() {
-                row[d] = row[rep];
-            }
-            // Parents: straight down their links to this leaf.
-            let mut parent_cap: HashMap<u32, u64> = HashMap::new();
-            for &(p, _, _) in &g.up[dest] {
-                if parent_cap.contains_key(&p) {
-                    continue;
-                }
-                let hops: Vec<Hop> = g.down[p as usize]
-                    .iter()
-                    .filter(|(m, _, _)| *m as usize == dest)
-                    .map(|&(m, link, c)| Hop {
-                        link,
-                        neighbour: m,
-                        capacity: c,
-                    })
-                    .collect();
-                parent_cap.insert(p, hops.iter().map(|h| h.capacity).sum());
-                route_set[p as usize][d] =
-                    buf.intern(t, p as usize, &hops, equal_weights, &mut tables[p as usize]);
-            }
-            // Siblings of the class (the representative included): up to the shared parents.
-            for &m in members {
-                let sib = dests[m];
-                if sib == dest {
-                    continue;
-                }
-                let hops: Vec<Hop> = g.up[sib]
-                    .iter()
-                    .filter_map(|&(p, link, c)| {
-                        let pc = *parent_cap.get(&p)?;
-                        (pc > 0).then_some(Hop {
-                            link,
-                            neighbour: p,
-                            capacity: c.min(pc),
-                        })
-                    })
-                    .collect();
-                route_set[sib][d] = if hops.is_empty() {
-                    NO_ROUTE
-                } else {
-                    buf.intern(t, sib, &hops, equal_weights, &mut tables[sib])
-                };
-            }
+
+    pub fn desired(self) -> Desired {
+        let down_links = self.down_link_names();
+        Desired {
+            switches: self.switches,
+            notes: self.notes.into_iter().flatten().collect(),
+            down_links,
         }
     }
 
-    let per_packet = per_packet_in_use(t);
-    let infos: Vec<DestInfo> = dests
-        .iter()
-        .map(|&d| DestInfo::new(t, d, per_packet))
-        .collect();
-    let mut notes = Vec::new();
-    let mut switches = Vec::with_capacity(n);
-    for s in 0..n {
-        switches.push(compile_switch(
-            t,
-            s,
-            &infos,
-            &route_set[s],
-            &tables[s],
-            &mut notes,
-        ));
+    pub fn switches(&self) -> &[SwitchDesired] {
+        &self.switches
     }
-    Desired {
-        switches,
-        notes,
-        down_links: links
+
+    pub fn link_state(&self) -> &LinkState {
+        &self.links
+    }
+
+    fn down_link_names(&self) -> Vec<String> {
+        let t = self.t;
+        self.links
             .down_links()
             .map(|l| {
                 format!(
@@ -326,7 +292,222 @@ pub fn compile(t: &Topology, links: &LinkState) -> Desired {
                     t.end_name(t.links[l].b)
                 )
             })
-            .collect(),
+            .collect()
+    }
+
+    fn intern(&mut self, s: SwitchIdx, hops: &[Hop]) -> u32 {
+        if hops.is_empty() {
+            return NO_ROUTE;
+        }
+        let t = self.t;
+        let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
+        let w = if self.equal_weights {
+            vec![1; hops.len()]
+        } else {
+            routing::weights(&caps, MAX_GROUP_WEIGHT)
+        };
+        let mut members: Vec<(u16, u32)> = hops
+            .iter()
+            .zip(w)
+            .map(|(h, w)| {
+                (
+                    t.switches[s].ports[t.links[h.link as usize].end_at(s).port].id as u16,
+                    w,
+                )
+            })
+            .collect();
+        members.sort_unstable();
+        self.tables[s].intern(&members)
+    }
+
+    /// Full routing of one class: the representative by BFS, the other members by copy+patch.
+    fn route_class(&mut self, ci: usize) {
+        let rep = self.classes[ci].members[0];
+        let dest = self.dests[rep];
+        let mut state = std::mem::replace(&mut self.classes[ci].state, Scratch::new(0));
+        let mut emitted: Vec<(usize, Vec<Hop>)> = Vec::new();
+        routing::route_to(&self.g, dest, &mut state, |s, hops: &[Hop]| {
+            emitted.push((s, hops.to_vec()))
+        });
+        self.classes[ci].state = state;
+        for row in self.route_set.iter_mut() {
+            row[rep] = NO_ROUTE;
+        }
+        for (s, hops) in emitted {
+            self.route_set[s][rep] = self.intern(s, &hops);
+        }
+        let members = self.classes[ci].members.clone();
+        for &d in &members[1..] {
+            for row in self.route_set.iter_mut() {
+                row[d] = row[rep];
+            }
+            self.patch_member(ci, d);
+        }
+    }
+
+    /// A member's routes differ from the representative's only at the shared parents (down to
+    /// it) and at the other members (up to the parents).
+    fn patch_member(&mut self, ci: usize, d: usize) {
+        let dest = self.dests[d];
+        let mut parent_cap: HashMap<u32, u64> = HashMap::new();
+        for &p in &self.classes[ci].parents.clone() {
+            if parent_cap.contains_key(&p) {
+                continue;
+            }
+            let hops: Vec<Hop> = self.g.down[p as usize]
+                .iter()
+                .filter(|(m, _, _)| *m as usize == dest)
+                .map(|&(m, link, c)| Hop {
+                    link,
+                    neighbour: m,
+                    capacity: c,
+                })
+                .collect();
+            parent_cap.insert(p, hops.iter().map(|h| h.capacity).sum());
+            self.route_set[p as usize][d] = self.intern(p as usize, &hops);
+        }
+        for m in self.classes[ci].members.clone() {
+            let sib = self.dests[m];
+            if sib == dest {
+                continue;
+            }
+            let hops: Vec<Hop> = self.g.up[sib]
+                .iter()
+                .filter_map(|&(p, link, c)| {
+                    let pc = *parent_cap.get(&p)?;
+                    (pc > 0).then_some(Hop {
+                        link,
+                        neighbour: p,
+                        capacity: c.min(pc),
+                    })
+                })
+                .collect();
+            self.route_set[sib][d] = self.intern(sib, &hops);
+        }
+    }
+
+    /// Takes link `l` down or up and recomputes what that changes. Returns the switches whose
+    /// desired state changed (their new state is in [`Compiler::switches`]).
+    pub fn set_link(&mut self, l: LinkIdx, down: bool) -> Vec<SwitchIdx> {
+        let t = self.t;
+        if self.links.is_down(l) == down {
+            return Vec::new();
+        }
+        self.links.set_down(l, down);
+        let live = !down && t.link_admin_up(l);
+        self.g.set_link(t, l, live);
+        let (a, b) = (t.links[l].a.switch, t.links[l].b.switch);
+
+        // An endpoint that is a destination leaf may change class: regroup and recompute those
+        // classes whole (rare: only the two ends of the link can move).
+        let mut full: Vec<usize> = Vec::new();
+        for e in [a, b] {
+            if let Some(d) = self.dests.iter().position(|&x| x == e) {
+                let ci = self.class_of_dest[d];
+                let sig = signature(&self.g, e);
+                let parents: Vec<u32> = sig.iter().map(|x| x.0).collect();
+                if parents != self.classes[ci].parents || self.classes[ci].members.len() == 1 {
+                    self.classes[ci].members.retain(|&m| m != d);
+                    let n = t.switches.len();
+                    let target = (0..self.classes.len()).find(|&c| {
+                        !self.classes[c].members.is_empty()
+                            && signature(&self.g, self.dests[self.classes[c].members[0]]) == sig
+                    });
+                    let nc = match target {
+                        Some(c) => c,
+                        None => {
+                            self.classes.push(Class {
+                                members: Vec::new(),
+                                parents,
+                                state: Scratch::new(n),
+                            });
+                            self.classes.len() - 1
+                        }
+                    };
+                    self.classes[nc].members.push(d);
+                    self.class_of_dest[d] = nc;
+                    full.push(nc);
+                    if !self.classes[ci].members.is_empty() {
+                        full.push(ci);
+                    }
+                }
+            }
+        }
+        full.sort_unstable();
+        full.dedup();
+
+        let mut dirty = vec![false; t.switches.len()];
+        for ci in 0..self.classes.len() {
+            if self.classes[ci].members.is_empty() {
+                continue;
+            }
+            if full.contains(&ci) {
+                let before: Vec<Vec<u32>> = self.classes[ci]
+                    .members
+                    .iter()
+                    .map(|&d| self.route_set.iter().map(|r| r[d]).collect())
+                    .collect();
+                self.route_class(ci);
+                for (k, &d) in self.classes[ci].members.clone().iter().enumerate() {
+                    for s in 0..t.switches.len() {
+                        if before.get(k).is_none_or(|b| b[s] != self.route_set[s][d]) {
+                            dirty[s] = true;
+                        }
+                    }
+                }
+                continue;
+            }
+            let rep = self.classes[ci].members[0];
+            let dest = self.dests[rep];
+            let mut state = std::mem::replace(&mut self.classes[ci].state, Scratch::new(0));
+            let mut touched_switches: Vec<usize> = Vec::new();
+            routing::update(&self.g, &mut state, dest, &[a, b], |s| {
+                touched_switches.push(s)
+            });
+            let mut hops = Vec::new();
+            let mut changes: Vec<(usize, u32)> = Vec::new();
+            for s in touched_switches {
+                routing::hops_at(&self.g, &state, dest, s, &mut hops);
+                let id = self.intern(s, &hops);
+                if id != self.route_set[s][rep] {
+                    changes.push((s, id));
+                }
+            }
+            self.classes[ci].state = state;
+            let members = self.classes[ci].members.clone();
+            let parents = self.classes[ci].parents.clone();
+            for (s, id) in changes {
+                dirty[s] = true;
+                self.route_set[s][rep] = id;
+                let patched =
+                    parents.contains(&(s as u32)) || members.iter().any(|&m| self.dests[m] == s);
+                if !patched {
+                    for &d in &members[1..] {
+                        self.route_set[s][d] = id;
+                    }
+                }
+            }
+        }
+        let changed: Vec<SwitchIdx> = (0..t.switches.len()).filter(|&s| dirty[s]).collect();
+        for &s in &changed {
+            self.notes[s].clear();
+            self.switches[s] = self.compile_switch(s);
+        }
+        changed
+    }
+
+    fn compile_switch(&mut self, s: SwitchIdx) -> SwitchDesired {
+        let mut notes = Vec::new();
+        let out = compile_switch(
+            self.t,
+            s,
+            &self.infos,
+            &self.route_set[s],
+            &self.tables[s],
+            &mut notes,
+        );
+        self.notes[s] = notes;
+        out
     }
 }
 
@@ -564,7 +745,8 @@ fn assign_group_ids(
     keys: &std::collections::BTreeSet<(u32, bool)>,
     sets: &SetTable,
 ) -> HashMap<(u32, bool), u16> {
-    let mut sorted: Vec<(&Vec<(u16, u32)>, bool, u32)> = keys
+    type Keyed<'a> = (&'a Vec<(u16, u32)>, bool, u32);
+    let mut sorted: Vec<Keyed> = keys
         .iter()
         .map(|&(s, ok)| (&sets.sets[s as usize], ok, s))
         .collect();

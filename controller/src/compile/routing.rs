@@ -33,6 +33,25 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Adds or removes one link (both directions), as when it goes up or down.
+    pub fn set_link(&mut self, t: &Topology, link: LinkIdx, up: bool) {
+        let l = &t.links[link];
+        let (a, b) = (l.a.switch, l.b.switch);
+        for (s, o) in [(a, b), (b, a)] {
+            let list = if self.tier[o] > self.tier[s] {
+                &mut self.up[s]
+            } else if self.tier[o] < self.tier[s] {
+                &mut self.down[s]
+            } else {
+                continue;
+            };
+            list.retain(|e| e.1 as usize != link);
+            if up {
+                list.push((o as u32, link as u32, l.speed.bits_per_sec()));
+            }
+        }
+    }
+
     pub fn build(t: &Topology, link_up: &dyn Fn(LinkIdx) -> bool) -> Graph {
         let n = t.switches.len();
         let mut up = vec![Vec::new(); n];
@@ -66,7 +85,9 @@ impl Graph {
     }
 }
 
-/// Scratch space reused across destinations.
+/// Per-destination routing state: kept per class of leaves so a link change can be propagated
+/// instead of recomputed.
+#[derive(Clone)]
 pub struct Scratch {
     down: Vec<u32>,
     reach: Vec<u32>,
@@ -176,6 +197,160 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
         emit(s, &hops);
     }
     debug_assert!(n == sc.down.len());
+}
+
+/// The next hops of `s` toward `dest` under the state in `sc` (empty: unreachable).
+pub fn hops_at(g: &Graph, sc: &Scratch, dest: SwitchIdx, s: SwitchIdx, out: &mut Vec<Hop>) {
+    out.clear();
+    if s == dest {
+        return;
+    }
+    if sc.down[s] != UNREACHABLE {
+        let want = sc.down[s] - 1;
+        for &(m, link, speed) in &g.down[s] {
+            let mi = m as usize;
+            if sc.down[mi] == want && sc.cap[mi] > 0 {
+                out.push(Hop {
+                    link,
+                    neighbour: m,
+                    capacity: speed.min(sc.cap[mi]),
+                });
+            }
+        }
+    } else if sc.reach[s] != UNREACHABLE {
+        let want = sc.reach[s] - 1;
+        for &(u, link, speed) in &g.up[s] {
+            let ui = u as usize;
+            if sc.reach[ui] == want && sc.cap[ui] > 0 {
+                out.push(Hop {
+                    link,
+                    neighbour: u,
+                    capacity: speed.min(sc.cap[ui]),
+                });
+            }
+        }
+    }
+}
+
+/// Propagates a change of the links at switches `touched` through the state of destination
+/// `dest`, calling `changed(s)` for every switch whose next hops may differ. Down distances only
+/// depend on lower tiers and upward reach only on higher ones, so one pass up the tiers and one
+/// pass down settle everything exactly.
+pub fn update(
+    g: &Graph,
+    sc: &mut Scratch,
+    dest: SwitchIdx,
+    touched: &[SwitchIdx],
+    mut changed: impl FnMut(usize),
+) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let n = g.tier.len();
+    let mut queued = vec![false; n];
+    let mut phase_b: Vec<usize> = touched.to_vec();
+
+    // Phase A: downward distances and capacities, lowest tier first.
+    let mut heap: BinaryHeap<Reverse<(u8, u32)>> = BinaryHeap::new();
+    for &s in touched {
+        if !queued[s] {
+            queued[s] = true;
+            heap.push(Reverse((g.tier[s], s as u32)));
+        }
+    }
+    while let Some(Reverse((_, s))) = heap.pop() {
+        let s = s as usize;
+        queued[s] = false;
+        if s == dest {
+            continue;
+        }
+        let down = g.down[s]
+            .iter()
+            .map(|&(m, _, _)| sc.down[m as usize])
+            .filter(|&d| d != UNREACHABLE)
+            .min()
+            .map_or(UNREACHABLE, |d| d + 1);
+        let cap = if down == UNREACHABLE {
+            sc.cap[s] // settled in phase B
+        } else {
+            g.down[s]
+                .iter()
+                .filter(|&&(m, _, _)| sc.down[m as usize] == down - 1 && sc.cap[m as usize] > 0)
+                .fold(0u64, |a, &(m, _, speed)| {
+                    a.saturating_add(speed.min(sc.cap[m as usize]))
+                })
+        };
+        // Its hop set may differ even when its totals do not (one neighbour lost what another
+        // gained), so phase B revisits it either way.
+        phase_b.push(s);
+        if down != sc.down[s] || (down != UNREACHABLE && cap != sc.cap[s]) {
+            let was_down = sc.down[s];
+            sc.down[s] = down;
+            if down != UNREACHABLE {
+                sc.cap[s] = cap;
+                sc.reach[s] = down;
+            } else if was_down != UNREACHABLE {
+                sc.reach[s] = UNREACHABLE;
+                sc.cap[s] = 0;
+            }
+            for &(u, _, _) in &g.up[s] {
+                let u = u as usize;
+                if !queued[u] {
+                    queued[u] = true;
+                    heap.push(Reverse((g.tier[u], u as u32)));
+                }
+            }
+        }
+    }
+
+    // Phase B: upward reach and capacities, highest tier first.
+    let mut heap: BinaryHeap<(u8, u32)> = BinaryHeap::new();
+    for s in phase_b {
+        if !queued[s] {
+            queued[s] = true;
+            heap.push((g.tier[s], s as u32));
+        }
+    }
+    while let Some((_, s)) = heap.pop() {
+        let s = s as usize;
+        queued[s] = false;
+        if s == dest {
+            continue;
+        }
+        let (reach, cap) = if sc.down[s] != UNREACHABLE {
+            (sc.down[s], sc.cap[s])
+        } else {
+            let best = g.up[s]
+                .iter()
+                .filter(|(u, _, _)| sc.cap[*u as usize] > 0)
+                .map(|(u, _, _)| sc.reach[*u as usize])
+                .min()
+                .unwrap_or(UNREACHABLE);
+            if best == UNREACHABLE {
+                (UNREACHABLE, 0)
+            } else {
+                let cap = g.up[s]
+                    .iter()
+                    .filter(|&&(u, _, _)| sc.reach[u as usize] == best && sc.cap[u as usize] > 0)
+                    .fold(0u64, |a, &(u, _, speed)| {
+                        a.saturating_add(speed.min(sc.cap[u as usize]))
+                    });
+                (best + 1, cap)
+            }
+        };
+        let moved = reach != sc.reach[s] || cap != sc.cap[s];
+        sc.reach[s] = reach;
+        sc.cap[s] = cap;
+        changed(s);
+        if moved || touched.contains(&s) {
+            for &(m, _, _) in &g.down[s] {
+                let m = m as usize;
+                if !queued[m] {
+                    queued[m] = true;
+                    heap.push((g.tier[m], m as u32));
+                }
+            }
+        }
+    }
 }
 
 /// Reduces raw capacities to small integer weights whose sum fits a group (`max_sum`), keeping
