@@ -57,7 +57,6 @@ pub fn bmv2_or_skip(test: &str) -> Option<PathBuf> {
                 panic!("WEFT_REQUIRE_BMV2=1 but {msg}");
             }
             println!("SKIPPED: {msg}");
-            eprintln!("SKIPPED: {msg}");
             None
         }
     }

@@ -1,0 +1,598 @@
+//! An index over a P4Info: names ↔ ids for every object the client touches, with typed errors
+//! (and a nearest-name suggestion) for unknown names.
+//!
+//! Objects are found by their fully qualified name (`ingress.route.ipv4_lpm`) or, when it is
+//! unambiguous, by their alias (`ipv4_lpm`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use p4runtime_proto::p4::config::v1 as cfg;
+use prost::Message;
+
+use crate::error::{Error, MatchKind, ObjectKind, Result};
+
+#[derive(Debug, Clone)]
+pub struct MatchFieldInfo {
+    pub id: u32,
+    pub name: String,
+    pub bitwidth: i32,
+    pub kind: MatchKind,
+}
+
+#[derive(Debug, Clone)]
+pub struct TableInfo {
+    pub id: u32,
+    pub name: String,
+    pub alias: String,
+    pub match_fields: Vec<MatchFieldInfo>,
+    pub action_ids: Vec<u32>,
+    /// Actions allowed only as the default action (`@defaultonly`).
+    pub default_only_action_ids: Vec<u32>,
+    /// The default action, when the program fixes it (`const default_action`); 0 otherwise.
+    pub const_default_action_id: u32,
+    /// The action profile (or selector) implementing this table, if any.
+    pub action_profile_id: Option<u32>,
+    pub direct_counter_id: Option<u32>,
+    pub direct_meter_id: Option<u32>,
+    pub size: i64,
+    pub is_const: bool,
+    fields_by_name: HashMap<String, usize>,
+    fields_by_id: HashMap<u32, usize>,
+}
+
+impl TableInfo {
+    pub fn field(&self, name: &str) -> Result<&MatchFieldInfo> {
+        match self.fields_by_name.get(name) {
+            Some(i) => Ok(&self.match_fields[*i]),
+            None => Err(Error::UnknownName {
+                kind: ObjectKind::MatchField,
+                name: name.to_string(),
+                scope: Some(format!("table {}", self.name)),
+                suggestion: nearest(name, self.match_fields.iter().map(|f| f.name.as_str())),
+            }),
+        }
+    }
+
+    pub fn field_by_id(&self, id: u32) -> Option<&MatchFieldInfo> {
+        self.fields_by_id.get(&id).map(|i| &self.match_fields[*i])
+    }
+
+    /// Actions an ordinary (non-default) entry may use.
+    pub fn entry_action_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.action_ids
+            .iter()
+            .copied()
+            .filter(|a| !self.default_only_action_ids.contains(a))
+    }
+
+    /// Whether entries need a priority (ternary, range or optional fields).
+    pub fn needs_priority(&self) -> bool {
+        self.match_fields.iter().any(|f| {
+            matches!(
+                f.kind,
+                MatchKind::Ternary | MatchKind::Range | MatchKind::Optional
+            )
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ParamInfo {
+    pub id: u32,
+    pub name: String,
+    pub bitwidth: i32,
+}
+
+#[derive(Debug, Clone)]
+pub struct ActionInfo {
+    pub id: u32,
+    pub name: String,
+    pub alias: String,
+    pub params: Vec<ParamInfo>,
+}
+
+impl ActionInfo {
+    pub fn param(&self, name: &str) -> Result<&ParamInfo> {
+        self.params
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| Error::UnknownName {
+                kind: ObjectKind::ActionParam,
+                name: name.to_string(),
+                scope: Some(format!("action {}", self.name)),
+                suggestion: nearest(name, self.params.iter().map(|p| p.name.as_str())),
+            })
+    }
+
+    pub fn param_by_id(&self, id: u32) -> Option<&ParamInfo> {
+        self.params.iter().find(|p| p.id == id)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ActionProfileInfo {
+    pub id: u32,
+    pub name: String,
+    pub alias: String,
+    pub table_ids: Vec<u32>,
+    pub with_selector: bool,
+    pub size: i64,
+    pub max_group_size: i32,
+}
+
+/// Indexed counters, meters and registers.
+#[derive(Debug, Clone)]
+pub struct ArrayInfo {
+    pub id: u32,
+    pub name: String,
+    pub alias: String,
+    pub size: i64,
+}
+
+/// Direct counters and meters, attached to one table.
+#[derive(Debug, Clone)]
+pub struct DirectInfo {
+    pub id: u32,
+    pub name: String,
+    pub alias: String,
+    pub table_id: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct PacketMetadataInfo {
+    pub id: u32,
+    pub name: String,
+    pub bitwidth: i32,
+}
+
+/// A controller header (`packet_in` or `packet_out`) and its metadata fields.
+#[derive(Debug, Clone)]
+pub struct ControllerHeaderInfo {
+    pub id: u32,
+    pub name: String,
+    pub metadata: Vec<PacketMetadataInfo>,
+}
+
+impl ControllerHeaderInfo {
+    pub fn field(&self, name: &str) -> Result<&PacketMetadataInfo> {
+        self.metadata
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| Error::UnknownName {
+                kind: ObjectKind::PacketMetadata,
+                name: name.to_string(),
+                scope: Some(format!("controller header {}", self.name)),
+                suggestion: nearest(name, self.metadata.iter().map(|m| m.name.as_str())),
+            })
+    }
+}
+
+/// Objects of one kind, found by name, alias or id.
+#[derive(Debug, Clone)]
+struct Named<T> {
+    kind: ObjectKind,
+    items: Vec<T>,
+    by_name: HashMap<String, usize>,
+    by_id: HashMap<u32, usize>,
+}
+
+impl<T> Named<T> {
+    fn new(kind: ObjectKind) -> Self {
+        Named {
+            kind,
+            items: Vec::new(),
+            by_name: HashMap::new(),
+            by_id: HashMap::new(),
+        }
+    }
+
+    fn insert(&mut self, id: u32, name: &str, item: T) -> Result<()> {
+        if self.by_id.contains_key(&id) || self.by_name.contains_key(name) {
+            return Err(Error::P4Info(format!(
+                "duplicate {} {name} (id {id})",
+                self.kind
+            )));
+        }
+        let i = self.items.len();
+        self.items.push(item);
+        self.by_id.insert(id, i);
+        self.by_name.insert(name.to_string(), i);
+        Ok(())
+    }
+
+    /// Aliases go in after all full names, and only where they collide with nothing.
+    fn insert_aliases<'a>(&mut self, aliases: impl Iterator<Item = (&'a str, u32)>) {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let pairs: Vec<(&str, u32)> = aliases.collect();
+        for (alias, _) in &pairs {
+            *seen.entry(alias).or_default() += 1;
+        }
+        for (alias, id) in pairs {
+            if alias.is_empty() || seen.get(alias) != Some(&1) || self.by_name.contains_key(alias) {
+                continue;
+            }
+            if let Some(i) = self.by_id.get(&id).copied() {
+                self.by_name.insert(alias.to_string(), i);
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Result<&T> {
+        match self.by_name.get(name) {
+            Some(i) => Ok(&self.items[*i]),
+            None => Err(Error::UnknownName {
+                kind: self.kind,
+                name: name.to_string(),
+                scope: None,
+                suggestion: nearest(name, self.by_name.keys().map(String::as_str)),
+            }),
+        }
+    }
+
+    fn by_id(&self, id: u32) -> Result<&T> {
+        self.by_id
+            .get(&id)
+            .map(|i| &self.items[*i])
+            .ok_or(Error::UnknownId {
+                kind: self.kind,
+                id,
+                scope: None,
+            })
+    }
+}
+
+/// The closest name by edit distance, if reasonably close.
+pub(crate) fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
+    candidates
+        .map(|c| (strsim::levenshtein(name, c), c))
+        .filter(|(d, c)| *d <= (c.len().max(name.len()) / 2).max(2))
+        .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)))
+        .map(|(_, c)| c.to_string())
+}
+
+fn preamble(p: &Option<cfg::Preamble>, what: &str) -> Result<(u32, String, String)> {
+    let p = p
+        .as_ref()
+        .ok_or_else(|| Error::P4Info(format!("{what} without preamble")))?;
+    if p.id == 0 || p.name.is_empty() {
+        return Err(Error::P4Info(format!("{what} with empty id or name")));
+    }
+    Ok((p.id, p.name.clone(), p.alias.clone()))
+}
+
+fn match_kind(f: &cfg::MatchField) -> MatchKind {
+    use cfg::match_field::{Match, MatchType};
+    match f.r#match {
+        Some(Match::MatchType(t)) => match MatchType::try_from(t) {
+            Ok(MatchType::Exact) => MatchKind::Exact,
+            Ok(MatchType::Lpm) => MatchKind::Lpm,
+            Ok(MatchType::Ternary) => MatchKind::Ternary,
+            Ok(MatchType::Range) => MatchKind::Range,
+            Ok(MatchType::Optional) => MatchKind::Optional,
+            _ => MatchKind::Other,
+        },
+        _ => MatchKind::Other,
+    }
+}
+
+/// The index. Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct P4Info {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    raw: cfg::P4Info,
+    tables: Named<TableInfo>,
+    actions: Named<ActionInfo>,
+    action_profiles: Named<ActionProfileInfo>,
+    counters: Named<ArrayInfo>,
+    direct_counters: Named<DirectInfo>,
+    meters: Named<ArrayInfo>,
+    direct_meters: Named<DirectInfo>,
+    registers: Named<ArrayInfo>,
+    controller_headers: Named<ControllerHeaderInfo>,
+}
+
+impl P4Info {
+    /// Decodes a binary P4Info (`p4c --p4runtime-files x.p4info.bin`).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let raw = cfg::P4Info::decode(bytes).map_err(|e| Error::P4Info(e.to_string()))?;
+        Self::new(raw)
+    }
+
+    pub fn new(raw: cfg::P4Info) -> Result<Self> {
+        let mut tables = Named::new(ObjectKind::Table);
+        for t in &raw.tables {
+            let (id, name, alias) = preamble(&t.preamble, "table")?;
+            let mut info = TableInfo {
+                id,
+                name: name.clone(),
+                alias: alias.clone(),
+                match_fields: Vec::new(),
+                action_ids: t.action_refs.iter().map(|a| a.id).collect(),
+                default_only_action_ids: t
+                    .action_refs
+                    .iter()
+                    .filter(|a| a.scope == cfg::action_ref::Scope::DefaultOnly as i32)
+                    .map(|a| a.id)
+                    .collect(),
+                const_default_action_id: t.const_default_action_id,
+                action_profile_id: (t.implementation_id != 0).then_some(t.implementation_id),
+                direct_counter_id: None,
+                direct_meter_id: None,
+                size: t.size,
+                is_const: t.is_const_table,
+                fields_by_name: HashMap::new(),
+                fields_by_id: HashMap::new(),
+            };
+            for f in &t.match_fields {
+                let i = info.match_fields.len();
+                if info.fields_by_id.insert(f.id, i).is_some()
+                    || info.fields_by_name.insert(f.name.clone(), i).is_some()
+                {
+                    return Err(Error::P4Info(format!(
+                        "table {name}: duplicate match field {}",
+                        f.name
+                    )));
+                }
+                info.match_fields.push(MatchFieldInfo {
+                    id: f.id,
+                    name: f.name.clone(),
+                    bitwidth: f.bitwidth,
+                    kind: match_kind(f),
+                });
+            }
+            tables.insert(id, &name, info)?;
+        }
+
+        let mut actions = Named::new(ObjectKind::Action);
+        for a in &raw.actions {
+            let (id, name, alias) = preamble(&a.preamble, "action")?;
+            let params = a
+                .params
+                .iter()
+                .map(|p| ParamInfo {
+                    id: p.id,
+                    name: p.name.clone(),
+                    bitwidth: p.bitwidth,
+                })
+                .collect();
+            actions.insert(
+                id,
+                &name,
+                ActionInfo {
+                    id,
+                    name: name.clone(),
+                    alias: alias.clone(),
+                    params,
+                },
+            )?;
+        }
+
+        let mut action_profiles = Named::new(ObjectKind::ActionProfile);
+        for p in &raw.action_profiles {
+            let (id, name, alias) = preamble(&p.preamble, "action profile")?;
+            action_profiles.insert(
+                id,
+                &name,
+                ActionProfileInfo {
+                    id,
+                    name: name.clone(),
+                    alias: alias.clone(),
+                    table_ids: p.table_ids.clone(),
+                    with_selector: p.with_selector,
+                    size: p.size,
+                    max_group_size: p.max_group_size,
+                },
+            )?;
+        }
+
+        let array = |kind: ObjectKind,
+                     pre: &Option<cfg::Preamble>,
+                     size: i64,
+                     named: &mut Named<ArrayInfo>|
+         -> Result<()> {
+            let (id, name, alias) = preamble(pre, &kind.to_string())?;
+            named.insert(
+                id,
+                &name,
+                ArrayInfo {
+                    id,
+                    name: name.clone(),
+                    alias: alias.clone(),
+                    size,
+                },
+            )
+        };
+        let mut counters = Named::new(ObjectKind::Counter);
+        for c in &raw.counters {
+            array(ObjectKind::Counter, &c.preamble, c.size, &mut counters)?;
+        }
+        let mut meters = Named::new(ObjectKind::Meter);
+        for m in &raw.meters {
+            array(ObjectKind::Meter, &m.preamble, m.size, &mut meters)?;
+        }
+        let mut registers = Named::new(ObjectKind::Register);
+        for r in &raw.registers {
+            array(
+                ObjectKind::Register,
+                &r.preamble,
+                i64::from(r.size),
+                &mut registers,
+            )?;
+        }
+
+        let direct = |kind: ObjectKind,
+                      pre: &Option<cfg::Preamble>,
+                      table_id: u32,
+                      named: &mut Named<DirectInfo>|
+         -> Result<()> {
+            let (id, name, alias) = preamble(pre, &kind.to_string())?;
+            named.insert(
+                id,
+                &name,
+                DirectInfo {
+                    id,
+                    name: name.clone(),
+                    alias: alias.clone(),
+                    table_id,
+                },
+            )
+        };
+        let mut direct_counters = Named::new(ObjectKind::DirectCounter);
+        for c in &raw.direct_counters {
+            direct(
+                ObjectKind::DirectCounter,
+                &c.preamble,
+                c.direct_table_id,
+                &mut direct_counters,
+            )?;
+        }
+        let mut direct_meters = Named::new(ObjectKind::DirectMeter);
+        for m in &raw.direct_meters {
+            direct(
+                ObjectKind::DirectMeter,
+                &m.preamble,
+                m.direct_table_id,
+                &mut direct_meters,
+            )?;
+        }
+        for t in tables.items.iter_mut() {
+            t.direct_counter_id = direct_counters
+                .items
+                .iter()
+                .find(|d| d.table_id == t.id)
+                .map(|d| d.id);
+            t.direct_meter_id = direct_meters
+                .items
+                .iter()
+                .find(|d| d.table_id == t.id)
+                .map(|d| d.id);
+        }
+
+        let mut controller_headers = Named::new(ObjectKind::ControllerHeader);
+        for h in &raw.controller_packet_metadata {
+            let (id, name, _) = preamble(&h.preamble, "controller packet metadata")?;
+            let metadata = h
+                .metadata
+                .iter()
+                .map(|m| PacketMetadataInfo {
+                    id: m.id,
+                    name: m.name.clone(),
+                    bitwidth: m.bitwidth,
+                })
+                .collect();
+            controller_headers.insert(
+                id,
+                &name,
+                ControllerHeaderInfo {
+                    id,
+                    name: name.clone(),
+                    metadata,
+                },
+            )?;
+        }
+
+        tables.insert_aliases(aliases(raw.tables.iter().map(|x| &x.preamble)));
+        actions.insert_aliases(aliases(raw.actions.iter().map(|x| &x.preamble)));
+        action_profiles.insert_aliases(aliases(raw.action_profiles.iter().map(|x| &x.preamble)));
+        counters.insert_aliases(aliases(raw.counters.iter().map(|x| &x.preamble)));
+        meters.insert_aliases(aliases(raw.meters.iter().map(|x| &x.preamble)));
+        registers.insert_aliases(aliases(raw.registers.iter().map(|x| &x.preamble)));
+        direct_counters.insert_aliases(aliases(raw.direct_counters.iter().map(|x| &x.preamble)));
+        direct_meters.insert_aliases(aliases(raw.direct_meters.iter().map(|x| &x.preamble)));
+
+        Ok(P4Info {
+            inner: Arc::new(Inner {
+                raw,
+                tables,
+                actions,
+                action_profiles,
+                counters,
+                direct_counters,
+                meters,
+                direct_meters,
+                registers,
+                controller_headers,
+            }),
+        })
+    }
+
+    pub fn raw(&self) -> &cfg::P4Info {
+        &self.inner.raw
+    }
+
+    pub fn table(&self, name: &str) -> Result<&TableInfo> {
+        self.inner.tables.get(name)
+    }
+    pub fn table_by_id(&self, id: u32) -> Result<&TableInfo> {
+        self.inner.tables.by_id(id)
+    }
+    pub fn tables(&self) -> &[TableInfo] {
+        &self.inner.tables.items
+    }
+    pub fn action(&self, name: &str) -> Result<&ActionInfo> {
+        self.inner.actions.get(name)
+    }
+    pub fn action_by_id(&self, id: u32) -> Result<&ActionInfo> {
+        self.inner.actions.by_id(id)
+    }
+    pub fn actions(&self) -> &[ActionInfo] {
+        &self.inner.actions.items
+    }
+    pub fn action_profile(&self, name: &str) -> Result<&ActionProfileInfo> {
+        self.inner.action_profiles.get(name)
+    }
+    pub fn action_profile_by_id(&self, id: u32) -> Result<&ActionProfileInfo> {
+        self.inner.action_profiles.by_id(id)
+    }
+    pub fn action_profiles(&self) -> &[ActionProfileInfo] {
+        &self.inner.action_profiles.items
+    }
+    pub fn counter(&self, name: &str) -> Result<&ArrayInfo> {
+        self.inner.counters.get(name)
+    }
+    pub fn counter_by_id(&self, id: u32) -> Result<&ArrayInfo> {
+        self.inner.counters.by_id(id)
+    }
+    pub fn counters(&self) -> &[ArrayInfo] {
+        &self.inner.counters.items
+    }
+    pub fn direct_counter(&self, name: &str) -> Result<&DirectInfo> {
+        self.inner.direct_counters.get(name)
+    }
+    pub fn direct_counter_by_id(&self, id: u32) -> Result<&DirectInfo> {
+        self.inner.direct_counters.by_id(id)
+    }
+    pub fn meter(&self, name: &str) -> Result<&ArrayInfo> {
+        self.inner.meters.get(name)
+    }
+    pub fn meter_by_id(&self, id: u32) -> Result<&ArrayInfo> {
+        self.inner.meters.by_id(id)
+    }
+    pub fn direct_meter(&self, name: &str) -> Result<&DirectInfo> {
+        self.inner.direct_meters.get(name)
+    }
+    pub fn direct_meter_by_id(&self, id: u32) -> Result<&DirectInfo> {
+        self.inner.direct_meters.by_id(id)
+    }
+    pub fn register(&self, name: &str) -> Result<&ArrayInfo> {
+        self.inner.registers.get(name)
+    }
+    pub fn register_by_id(&self, id: u32) -> Result<&ArrayInfo> {
+        self.inner.registers.by_id(id)
+    }
+    /// `packet_in` or `packet_out`.
+    pub fn controller_header(&self, name: &str) -> Result<&ControllerHeaderInfo> {
+        self.inner.controller_headers.get(name)
+    }
+}
+
+fn aliases<'a>(
+    preambles: impl Iterator<Item = &'a Option<cfg::Preamble>>,
+) -> impl Iterator<Item = (&'a str, u32)> {
+    preambles.filter_map(|p| p.as_ref().map(|p| (p.alias.as_str(), p.id)))
+}
