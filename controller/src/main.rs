@@ -9,6 +9,8 @@ use weft_controller::cmd::{self, OutputFormat};
 ///   weft validate topology/examples/*.yaml
 ///   weft show topology/examples/leaf-spine-small.yaml
 ///   weft show topology/examples/fat-tree-k4.yaml --output json
+///   weft plan topology/examples/leaf-spine-small.yaml --down leaf1:Ethernet8
+///   weft apply topology/examples/leaf-spine-small.yaml
 #[derive(Parser)]
 #[command(name = "weft", version, verbatim_doc_comment)]
 struct Cli {
@@ -47,6 +49,122 @@ enum Command {
         #[arg(long)]
         switches: bool,
     },
+    /// Compile the intent and show, per switch, what would be added, modified and deleted
+    /// compared with what the switch's SONiC DB says is installed (APPL_STATE_DB; an
+    /// unreachable DB counts as empty, and the plan says so).
+    ///
+    ///   weft plan fabric.yaml
+    ///   weft plan fabric.yaml --down leaf1:Ethernet8,spine2:Ethernet0
+    ///   weft plan fabric.yaml --output json > plan.json     (format: README, "Plan JSON")
+    #[command(verbatim_doc_comment)]
+    Plan {
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// Links to assume down, by either end (SWITCH:PORT), comma separated or repeated.
+        #[arg(long, value_name = "SWITCH:PORT")]
+        down: Vec<String>,
+        /// Do not read the switches' DBs; compare against empty.
+        #[arg(long)]
+        offline: bool,
+        /// List every changed key.
+        #[arg(long, short)]
+        verbose: bool,
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+    /// An emulated fabric on this machine (needs root and BMv2).
+    ///
+    ///   weft testbed up topology/examples/leaf-spine-small.yaml
+    ///   weft apply topology/examples/leaf-spine-small.yaml
+    ///   weft testbed ping topology/examples/leaf-spine-small.yaml
+    ///   weft testbed down topology/examples/leaf-spine-small.yaml
+    #[command(verbatim_doc_comment)]
+    Testbed {
+        #[command(subcommand)]
+        command: TestbedCommand,
+        /// State directory (default /run/weft/testbed/<fabric>).
+        #[arg(long, global = true)]
+        state_dir: Option<std::path::PathBuf>,
+    },
+    /// Write the difference into every switch's SONiC DB (CONFIG_DB QoS rows, APPL_DB
+    /// P4RT_TABLE in dependency order) and wait for each switch to answer every entry.
+    ///
+    /// Exit status: 0 everything answered SUCCESS, 1 a switch unreachable or an entry refused,
+    /// 2 invalid intent.
+    ///
+    ///   weft apply fabric.yaml
+    ///   weft apply fabric.yaml --dry-run          (the plan)
+    ///   weft apply fabric.yaml --timeout 60s
+    #[command(verbatim_doc_comment)]
+    Apply {
+        #[arg(value_name = "FILE")]
+        file: String,
+        #[arg(long, value_name = "SWITCH:PORT")]
+        down: Vec<String>,
+        #[arg(long)]
+        dry_run: bool,
+        /// How long to wait for a switch to answer one stage of entries.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+}
+
+#[derive(Subcommand)]
+enum TestbedCommand {
+    /// Build the emulated fabric: per switch a BMv2, a redis-server (its SONiC DB) and a plugin;
+    /// per host a network namespace cabled to its leaf.
+    Up {
+        #[arg(value_name = "FILE")]
+        file: String,
+    },
+    /// Remove everything the testbed started (also after a crash).
+    Down {
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+    },
+    /// Show what runs.
+    Status {
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+    },
+    /// Take a link down or up, or flap it.
+    ///
+    ///   weft testbed link fabric.yaml leaf1:Ethernet8 down
+    ///   weft testbed link fabric.yaml leaf1:Ethernet8 flap --count 100 --interval 50
+    #[command(verbatim_doc_comment)]
+    Link {
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        #[arg(value_name = "SWITCH:PORT")]
+        port: String,
+        /// down, up or flap
+        action: String,
+        #[arg(long, default_value = "1")]
+        count: u32,
+        /// Milliseconds between changes of a flap.
+        #[arg(long, default_value = "100")]
+        interval: u64,
+    },
+    /// Ping every host from every host.
+    Ping {
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<weft_topology::units::Duration>()
+        .map(|d| d.to_std())
+        .map_err(|e| e.to_string())
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
 }
 
 fn main() {
@@ -62,6 +180,37 @@ fn main() {
             output,
             switches,
         } => cmd::show::run(&file, output, switches),
+        Command::Plan {
+            file,
+            down,
+            offline,
+            verbose,
+            output,
+        } => runtime().and_then(|rt| {
+            rt.block_on(cmd::plan::run_plan(&file, &down, offline, output, verbose))
+        }),
+        Command::Testbed { command, state_dir } => match command {
+            TestbedCommand::Up { file } => cmd::testbed::up(&file, state_dir),
+            TestbedCommand::Down { fabric } => cmd::testbed::down(&fabric, state_dir),
+            TestbedCommand::Status { fabric } => cmd::testbed::status(&fabric, state_dir),
+            TestbedCommand::Link {
+                fabric,
+                port,
+                action,
+                count,
+                interval,
+            } => cmd::testbed::link(&fabric, state_dir, &port, &action, count, interval),
+            TestbedCommand::Ping { fabric } => cmd::testbed::ping(&fabric, state_dir),
+        },
+        Command::Apply {
+            file,
+            down,
+            dry_run,
+            timeout,
+            output,
+        } => runtime().and_then(|rt| {
+            rt.block_on(cmd::plan::run_apply(&file, &down, dry_run, timeout, output))
+        }),
     };
     match result {
         Ok(outcome) => std::process::exit(outcome.exit_code()),

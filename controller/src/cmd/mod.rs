@@ -1,7 +1,9 @@
 //! One module per `weft` subcommand. Each returns an [`Outcome`] so the binary maps it to the
 //! documented exit codes: 0 ok, 2 invalid intent, 1 anything else.
 
+pub mod plan;
 pub mod show;
+pub mod testbed;
 pub mod validate;
 
 use std::io::Write;
@@ -19,6 +21,8 @@ pub enum OutputFormat {
 pub enum Outcome {
     Ok,
     Invalid,
+    /// Something was not done (a switch unreachable, an entry refused).
+    Failed,
 }
 
 impl Outcome {
@@ -26,6 +30,7 @@ impl Outcome {
         match self {
             Outcome::Ok => 0,
             Outcome::Invalid => 2,
+            Outcome::Failed => 1,
         }
     }
 }

@@ -14,6 +14,7 @@
 //! switches the rows of all switches at once would take gigabytes for no use.
 
 pub mod check;
+pub mod p4map;
 pub mod qos;
 pub mod routing;
 

@@ -1,0 +1,11 @@
+// Weft pipeline: state shared between egress (writer) and ingress (reader).
+#ifndef WEFT_QUEUE_STATE_P4
+#define WEFT_QUEUE_STATE_P4
+
+// Last dequeue-time depth (packets) of each egress port, written by every packet leaving the
+// port (PortEgress) and read by adaptive multipath in ingress. A port is only sampled while
+// packets leave it, so an idle port reads as its last value: 0 once its queue has drained.
+@id(ID_QUEUE_DEPTH_REG)
+register<bit<32>>(NUM_PORTS) queue_depth_reg;
+
+#endif

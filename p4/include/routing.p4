@@ -1,0 +1,79 @@
+// Weft pipeline: TTL check and longest-prefix-match routing for IPv4 and IPv6.
+// A route resolves to one nexthop or to a multipath (WCMP) group.
+#ifndef WEFT_ROUTING_P4
+#define WEFT_ROUTING_P4
+
+control Routing(inout headers_t hdr,
+                inout local_metadata_t meta,
+                inout standard_metadata_t sm) {
+    @id(ID_SET_NEXTHOP_ID)
+    action set_nexthop_id(nexthop_id_t nexthop_id) {
+        meta.nexthop_id = nexthop_id;
+        meta.is_multipath = 0;
+    }
+
+    @id(ID_SET_WCMP_GROUP_ID)
+    action set_wcmp_group_id(wcmp_group_id_t wcmp_group_id) {
+        meta.wcmp_group_id = wcmp_group_id;
+        meta.is_multipath = 1;
+    }
+
+    // A null route (blackhole), counted as a drop.
+    @id(ID_DROP_ROUTE)
+    action drop_route() {
+        WEFT_DROP(DROP_REASON_ROUTE_DROP)
+    }
+
+    @id(ID_ROUTE_MISS)
+    action route_miss() {
+        WEFT_DROP(DROP_REASON_NO_ROUTE)
+    }
+
+    @id(ID_IPV4_TABLE)
+    table ipv4_table {
+        key = {
+            hdr.ipv4.dst_addr : lpm @name("ipv4_dst");
+        }
+        actions = {
+            set_nexthop_id;
+            set_wcmp_group_id;
+            drop_route;
+            @defaultonly route_miss;
+        }
+        const default_action = route_miss();
+        size = IPV4_TABLE_SIZE;
+    }
+
+    @id(ID_IPV6_TABLE)
+    table ipv6_table {
+        key = {
+            hdr.ipv6.dst_addr : lpm @name("ipv6_dst");
+        }
+        actions = {
+            set_nexthop_id;
+            set_wcmp_group_id;
+            drop_route;
+            @defaultonly route_miss;
+        }
+        const default_action = route_miss();
+        size = IPV6_TABLE_SIZE;
+    }
+
+    apply {
+        if (hdr.ipv4.isValid()) {
+            if (hdr.ipv4.ttl <= 1) {
+                WEFT_DROP(DROP_REASON_TTL_EXPIRED)
+            } else {
+                ipv4_table.apply();
+            }
+        } else if (hdr.ipv6.isValid()) {
+            if (hdr.ipv6.hop_limit <= 1) {
+                WEFT_DROP(DROP_REASON_TTL_EXPIRED)
+            } else {
+                ipv6_table.apply();
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,813 @@
+//! An emulated fabric on one machine, built from the same intent the controller compiles.
+//!
+//! ```text
+//!  root namespace                    fabric namespace  weft-<fabric>
+//!  ──────────────                    ──────────────────────────────────────────────────
+//!  redis-server per switch  ◀─unix─▶ weft-plugin per switch ──P4Runtime──▶ BMv2 per switch
+//!  (the switch's SONiC DB,            (netlink sees the veths)               -i <id>@s<dev>p<id>
+//!   at the intent's `db`)                                                      │
+//!                                    s1p3 ═══ veth ═══ s4p1   (switch-to-switch links)
+//!                                    s3p1 ═══ veth ═══╗
+//!  host namespace weft-<fabric>-<host>: eth0 ═════════╝  /32 address, default route to the
+//!                                                        leaf's router MAC (static neighbour)
+//! ```
+//! Everything started is recorded in `<state-dir>/state.json` (PIDs, namespaces), so `down`
+//! removes it all, also after a crash. BMv2 and the plugins live in the fabric namespace, whose
+//! loopback carries P4Runtime; the controller reaches the switches only through their Redis.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use weft_topology::Topology;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TestbedError {
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{cmd}` failed: {stderr}")]
+    Command { cmd: String, stderr: String },
+    #[error("{0} not found: {1}")]
+    Missing(&'static str, String),
+    #[error("{0}")]
+    Other(String),
+}
+
+type Result<T> = std::result::Result<T, TestbedError>;
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestbedError {
+    let what = what.into();
+    move |source| TestbedError::Io { what, source }
+}
+
+/// Runs a command to completion; its stderr becomes the error.
+pub fn run(cmd: &[&str]) -> Result<String> {
+    let out = Command::new(cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(io(format!("running {}", cmd[0])))?;
+    if !out.status.success() {
+        return Err(TestbedError::Command {
+            cmd: cmd.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Where to find the programs the testbed starts.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    pub bmv2: PathBuf,
+    pub redis: PathBuf,
+    pub plugin: PathBuf,
+}
+
+fn find(name: &str, extra: &[&Path]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    extra
+        .iter()
+        .map(|d| d.join(name))
+        .chain(std::env::split_paths(&path).map(|d| d.join(name)))
+        .find(|p| p.is_file())
+}
+
+impl Programs {
+    /// BMv2 from PATH or /opt/p4/bin; redis-server from PATH; the plugin next to this program
+    /// or on PATH.
+    pub fn locate() -> Result<Programs> {
+        let here = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        let bmv2 = find("simple_switch_grpc", &[Path::new("/opt/p4/bin")]).ok_or_else(|| {
+            TestbedError::Missing(
+                "BMv2 simple_switch_grpc",
+                "looked on PATH and in /opt/p4/bin; build p4lang/PI and behavioral-model (README, \"BMv2 and p4c\")".into(),
+            )
+        })?;
+        let redis = find("redis-server", &[])
+            .ok_or_else(|| TestbedError::Missing("redis-server", "run scripts/setup.sh".into()))?;
+        let plugin = find("weft-plugin", &[&here]).ok_or_else(|| {
+            TestbedError::Missing(
+                "weft-plugin",
+                format!(
+                    "build it (cargo build -p weft-sonic-plugin); looked in {} and on PATH",
+                    here.display()
+                ),
+            )
+        })?;
+        Ok(Programs {
+            bmv2,
+            redis,
+            plugin,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcState {
+    pub name: String,
+    pub pid: u32,
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwitchState {
+    pub name: String,
+    pub device_id: u64,
+    pub p4rt_address: String,
+    pub db: String,
+    pub thrift_port: u16,
+    /// SONiC port name → interface in the fabric namespace.
+    pub interfaces: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostState {
+    pub name: String,
+    pub netns: String,
+    pub ipv4: String,
+    pub ipv6: Option<String>,
+}
+
+/// Everything a testbed started, for `status` and `down`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    pub fabric: String,
+    pub netns: String,
+    pub state_dir: PathBuf,
+    pub processes: Vec<ProcState>,
+    pub switches: Vec<SwitchState>,
+    pub hosts: Vec<HostState>,
+}
+
+impl State {
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("state.json")
+    }
+    pub fn load(dir: &Path) -> Result<State> {
+        let p = State::path(dir);
+        let text = fs::read_to_string(&p).map_err(io(format!("reading {}", p.display())))?;
+        serde_json::from_str(&text)
+            .map_err(|e| TestbedError::Other(format!("{}: {e}", p.display())))
+    }
+    fn save(&self) -> Result<()> {
+        let p = State::path(&self.state_dir);
+        let text =
+            serde_json::to_string_pretty(self).map_err(|e| TestbedError::Other(e.to_string()))?;
+        fs::write(&p, text).map_err(io(format!("writing {}", p.display())))
+    }
+    pub fn switch(&self, name: &str) -> Option<&SwitchState> {
+        self.switches.iter().find(|s| s.name == name)
+    }
+    pub fn host(&self, name: &str) -> Option<&HostState> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+}
+
+/// Namespace names: short, and unique per fabric.
+pub fn fabric_netns(fabric: &str) -> String {
+    format!("weft-{}", fabric.chars().take(24).collect::<String>())
+}
+
+pub fn host_netns(fabric: &str, host: &str) -> String {
+    format!("{}-{}", fabric_netns(fabric), host)
+}
+
+fn iface(device_id: u64, port_id: u32) -> String {
+    format!("s{device_id}p{port_id}")
+}
+
+/// The default state directory of a fabric.
+pub fn default_state_dir(fabric: &str) -> PathBuf {
+    PathBuf::from("/run/weft/testbed").join(fabric)
+}
+
+fn unix_path(db: &str) -> Option<PathBuf> {
+    db.strip_prefix("unix://")
+        .map(PathBuf::from)
+        .or_else(|| db.starts_with('/').then(|| PathBuf::from(db)))
+}
+
+fn tcp_port(db: &str) -> Option<u16> {
+    db.strip_prefix("redis://")?
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn spawn(name: &str, cmd: &[String], log: &Path) -> Result<ProcState> {
+    let out = fs::File::create(log).map_err(io(format!("creating {}", log.display())))?;
+    let err = out.try_clone().map_err(io("log file"))?;
+    let child = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(io(format!("starting {}", cmd[0])))?;
+    Ok(ProcState {
+        name: name.to_string(),
+        pid: child.id(),
+        log: log.to_path_buf(),
+    })
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Result<()> {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(TestbedError::Other(format!(
+        "timed out after {timeout:?} waiting for {what}"
+    )))
+}
+
+/// Options of `up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub state_dir: PathBuf,
+    /// Extra plugin arguments (e.g. intervals).
+    pub plugin_args: Vec<String>,
+}
+
+/// Builds the fabric. On any failure, whatever was started is torn down again.
+pub fn up(t: &Topology, programs: &Programs, opts: &UpOptions) -> Result<State> {
+    let ns = fabric_netns(&t.name);
+    let dir = &opts.state_dir;
+    if State::path(dir).exists() || netns_exists(&ns) {
+        return Err(TestbedError::Other(format!(
+            "testbed {} already exists (state {}); run `weft testbed down` first",
+            t.name,
+            dir.display()
+        )));
+    }
+    fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let mut st = State {
+        fabric: t.name.clone(),
+        netns: ns.clone(),
+        state_dir: dir.clone(),
+        processes: Vec::new(),
+        switches: Vec::new(),
+        hosts: Vec::new(),
+    };
+    match build(t, programs, opts, &mut st) {
+        Ok(()) => Ok(st),
+        Err(e) => {
+            let _ = st.save();
+            let _ = down(dir, &t.name);
+            Err(e)
+        }
+    }
+}
+
+fn netns_exists(ns: &str) -> bool {
+    Path::new("/run/netns").join(ns).exists()
+}
+
+fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) -> Result<()> {
+    let ns = st.netns.clone();
+    let dir = opts.state_dir.clone();
+    run(&["ip", "netns", "add", &ns])?;
+    st.save()?;
+    run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
+    // The kernel's own IPv6 chatter (ND, MLD) on switch ports would only load BMv2.
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns,
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ])?;
+    let mtu = t.mtu.to_string();
+
+    let mut interfaces: Vec<BTreeMap<String, String>> = vec![BTreeMap::new(); t.switches.len()];
+    for l in &t.links {
+        let (sa, sb) = (&t.switches[l.a.switch], &t.switches[l.b.switch]);
+        let (pa, pb) = (&sa.ports[l.a.port], &sb.ports[l.b.port]);
+        let (ia, ib) = (iface(sa.device_id, pa.id), iface(sb.device_id, pb.id));
+        run(&[
+            "ip", "-n", &ns, "link", "add", &ia, "mtu", &mtu, "type", "veth", "peer", "name", &ib,
+            "mtu", &mtu,
+        ])?;
+        for (i, up) in [(&ia, pa.admin_up), (&ib, pb.admin_up)] {
+            if up {
+                run(&["ip", "-n", &ns, "link", "set", i, "up"])?;
+            }
+        }
+        interfaces[l.a.switch].insert(pa.name.clone(), ia);
+        interfaces[l.b.switch].insert(pb.name.clone(), ib);
+    }
+    for (hi, h) in t.hosts.iter().enumerate() {
+        let sw = &t.switches[h.switch];
+        let p = &sw.ports[h.port];
+        let si = iface(sw.device_id, p.id);
+        let tmp = format!("h{hi}");
+        let hns = host_netns(&t.name, &h.name);
+        run(&["ip", "netns", "add", &hns])?;
+        st.hosts.push(HostState {
+            name: h.name.clone(),
+            netns: hns.clone(),
+            ipv4: h.ipv4.to_string(),
+            ipv6: h.ipv6.map(|a| a.to_string()),
+        });
+        st.save()?;
+        run(&[
+            "ip", "-n", &ns, "link", "add", &si, "mtu", &mtu, "type", "veth", "peer", "name", &tmp,
+            "mtu", &mtu,
+        ])?;
+        run(&["ip", "-n", &ns, "link", "set", &tmp, "netns", &hns])?;
+        if p.admin_up {
+            run(&["ip", "-n", &ns, "link", "set", &si, "up"])?;
+        }
+        interfaces[h.switch].insert(p.name.clone(), si);
+        let gw_mac = sw.router_mac.to_string();
+        let cmds: Vec<Vec<String>> = vec![
+            vec![
+                "ip".into(),
+                "-n".into(),
+                hns.clone(),
+                "link".into(),
+                "set".into(),
+                "lo".into(),
+                "up".into(),
+            ],
+            vec![
+                "ip".into(),
+                "-n".into(),
+                hns.clone(),
+                "link".into(),
+                "set".into(),
+                tmp.clone(),
+                "name".into(),
+                "eth0".into(),
+            ],
+            vec![
+                "ip".into(),
+                "-n".into(),
+                hns.clone(),
+                "link".into(),
+                "set".into(),
+                "eth0".into(),
+                "address".into(),
+                h.mac.to_string(),
+            ],
+            vec![
+                "ip".into(),
+                "netns".into(),
+                "exec".into(),
+                hns.clone(),
+                "sysctl".into(),
+                "-qw".into(),
+                "net.ipv6.conf.all.accept_dad=0".into(),
+                "net.ipv6.conf.default.accept_dad=0".into(),
+                "net.ipv6.conf.all.router_solicitations=0".into(),
+                "net.ipv6.conf.default.router_solicitations=0".into(),
+            ],
+            vec![
+                "ip".into(),
+                "-n".into(),
+                hns.clone(),
+                "link".into(),
+                "set".into(),
+                "eth0".into(),
+                "up".into(),
+            ],
+            // A /32 and an on-link default route: every packet goes to the leaf, never ARPs
+            // for a neighbour host.
+            vec![
+                "ip".into(),
+                "-n".into(),
+                hns.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/32", h.ipv4),
+                "dev".into(),
+                "eth0".into(),
+            ],
+            vec![
+                "ip".into(),
+                "-n".into(),
+                hns.clone(),
+                "neigh".into(),
+                "replace".into(),
+                h.gateway_v4.to_string(),
+                "lladdr".into(),
+                gw_mac.clone(),
+                "dev".into(),
+                "eth0".into(),
+                "nud".into(),
+                "permanent".into(),
+            ],
+            vec![
+                "ip".into(),
+                "-n".into(),
+                hns.clone(),
+                "route".into(),
+                "add".into(),
+                "default".into(),
+                "via".into(),
+                h.gateway_v4.to_string(),
+                "dev".into(),
+                "eth0".into(),
+                "onlink".into(),
+            ],
+        ];
+        for c in cmds {
+            let refs: Vec<&str> = c.iter().map(String::as_str).collect();
+            run(&refs)?;
+        }
+        if let (Some(a6), Some(g6)) = (h.ipv6, h.gateway_v6) {
+            for c in [
+                vec![
+                    "ip",
+                    "-n",
+                    &hns,
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{a6}/128"),
+                    "dev",
+                    "eth0",
+                    "nodad",
+                ],
+                vec![
+                    "ip",
+                    "-n",
+                    &hns,
+                    "-6",
+                    "neigh",
+                    "replace",
+                    &g6.to_string(),
+                    "lladdr",
+                    &gw_mac,
+                    "dev",
+                    "eth0",
+                    "nud",
+                    "permanent",
+                ],
+                vec![
+                    "ip",
+                    "-n",
+                    &hns,
+                    "-6",
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    &g6.to_string(),
+                    "dev",
+                    "eth0",
+                    "onlink",
+                ],
+            ] {
+                run(&c)?;
+            }
+        }
+    }
+
+    for (si, sw) in t.switches.iter().enumerate() {
+        let sdir = dir.join(&sw.name);
+        fs::create_dir_all(&sdir).map_err(io(format!("creating {}", sdir.display())))?;
+        // The switch's SONiC DB.
+        let mut redis: Vec<String> = vec![programs.redis.to_string_lossy().into_owned()];
+        match (unix_path(&sw.db), tcp_port(&sw.db)) {
+            (Some(sock), _) => {
+                if let Some(parent) = sock.parent() {
+                    fs::create_dir_all(parent)
+                        .map_err(io(format!("creating {}", parent.display())))?;
+                }
+                let _ = fs::remove_file(&sock);
+                redis.extend([
+                    "--port".into(),
+                    "0".into(),
+                    "--unixsocket".into(),
+                    sock.to_string_lossy().into_owned(),
+                    "--unixsocketperm".into(),
+                    "700".into(),
+                ]);
+            }
+            (None, Some(port)) => redis.extend([
+                "--port".into(),
+                port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+            ]),
+            _ => {
+                return Err(TestbedError::Other(format!(
+                    "switch {}: db {:?} is neither unix:// nor redis://host:port",
+                    sw.name, sw.db
+                )));
+            }
+        }
+        redis.extend(
+            [
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--notify-keyspace-events",
+                "AKE",
+                "--dir",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        redis.push(sdir.to_string_lossy().into_owned());
+        st.processes.push(spawn(
+            &format!("redis {}", sw.name),
+            &redis,
+            &sdir.join("redis.log"),
+        )?);
+        st.save()?;
+
+        let thrift = 9090 + si as u16;
+        let mut bm: Vec<String> = vec![
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            ns.clone(),
+            programs.bmv2.to_string_lossy().into_owned(),
+        ];
+        bm.extend([
+            "--device-id".into(),
+            sw.device_id.to_string(),
+            "--thrift-port".into(),
+            thrift.to_string(),
+        ]);
+        for p in &sw.ports {
+            if let Some(i) = interfaces[si].get(&p.name) {
+                bm.extend(["-i".into(), format!("{}@{}", p.id, i)]);
+            }
+        }
+        bm.extend([
+            "--no-p4".into(),
+            "--".into(),
+            "--grpc-server-addr".into(),
+            sw.p4rt_address.clone(),
+            "--cpu-port".into(),
+            "255".into(),
+            "--priority-queues".into(),
+            "8".into(),
+        ]);
+        st.processes.push(spawn(
+            &format!("bmv2 {}", sw.name),
+            &bm,
+            &sdir.join("bmv2.log"),
+        )?);
+        st.save()?;
+
+        let port_map: Vec<String> = interfaces[si]
+            .iter()
+            .map(|(p, i)| format!("{p}={i}"))
+            .collect();
+        let mut pl: Vec<String> = vec![
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            ns.clone(),
+            programs.plugin.to_string_lossy().into_owned(),
+        ];
+        pl.extend(plugin_args(
+            sw.device_id,
+            &sw.db,
+            &sw.p4rt_address,
+            &port_map,
+        ));
+        pl.extend(opts.plugin_args.iter().cloned());
+        st.processes.push(spawn(
+            &format!("plugin {}", sw.name),
+            &pl,
+            &sdir.join("plugin.log"),
+        )?);
+        st.switches.push(SwitchState {
+            name: sw.name.clone(),
+            device_id: sw.device_id,
+            p4rt_address: sw.p4rt_address.clone(),
+            db: sw.db.clone(),
+            thrift_port: thrift,
+            interfaces: interfaces[si].clone(),
+        });
+        st.save()?;
+    }
+    for p in &st.processes {
+        if !pid_alive(p.pid) {
+            return Err(TestbedError::Other(format!(
+                "{} exited at start; see {}",
+                p.name,
+                p.log.display()
+            )));
+        }
+    }
+    // Redis first: the controller needs it; the plugins connect on their own.
+    for sw in &t.switches {
+        if let Some(sock) = unix_path(&sw.db) {
+            wait_for(
+                &format!("{}'s redis at {}", sw.name, sock.display()),
+                Duration::from_secs(20),
+                || sock.exists(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The plugin's command line for one switch.
+pub fn plugin_args(device_id: u64, db: &str, p4rt: &str, port_map: &[String]) -> Vec<String> {
+    let mut v = vec![
+        "--db".to_string(),
+        db.to_string(),
+        "--p4rt".to_string(),
+        p4rt.to_string(),
+        "--device-id".to_string(),
+        device_id.to_string(),
+    ];
+    for m in port_map {
+        v.push("--port".into());
+        v.push(m.clone());
+    }
+    v
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+            .unwrap_or(false)
+}
+
+fn kill(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Removes everything a testbed started: processes by PID, namespaces (with their veths), and
+/// the state file. Works from the state file, and without one from the namespace names.
+pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    let st = State::load(state_dir).ok();
+    if let Some(st) = &st {
+        for p in &st.processes {
+            if pid_alive(p.pid) {
+                kill(p.pid, "-TERM");
+            }
+        }
+        let t0 = Instant::now();
+        while st.processes.iter().any(|p| pid_alive(p.pid)) && t0.elapsed() < Duration::from_secs(3)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for p in &st.processes {
+            if pid_alive(p.pid) {
+                kill(p.pid, "-KILL");
+            }
+            done.push(format!("stopped {} (pid {})", p.name, p.pid));
+        }
+        for sw in &st.switches {
+            if let Some(sock) = unix_path(&sw.db) {
+                let _ = fs::remove_file(sock);
+            }
+        }
+    }
+    let prefix = fabric_netns(st.as_ref().map_or(fabric, |s| s.fabric.as_str()));
+    if let Ok(list) = run(&["ip", "netns", "list"]) {
+        for ns in list.lines().filter_map(|l| l.split_whitespace().next()) {
+            if ns == prefix || ns.starts_with(&format!("{prefix}-")) {
+                // Processes still inside (a crashed testbed without a state file) go first.
+                if let Ok(pids) = run(&["ip", "netns", "pids", ns]) {
+                    for pid in pids
+                        .split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok())
+                    {
+                        kill(pid, "-KILL");
+                    }
+                }
+                match run(&["ip", "netns", "del", ns]) {
+                    Ok(_) => done.push(format!("deleted namespace {ns}")),
+                    Err(e) => done.push(format!("could not delete namespace {ns}: {e}")),
+                }
+            }
+        }
+    }
+    let _ = fs::remove_file(State::path(state_dir));
+    Ok(done)
+}
+
+/// One line per process and host: alive or not.
+pub fn status(state_dir: &Path) -> Result<String> {
+    let st = State::load(state_dir)?;
+    let mut o = format!(
+        "testbed {} (namespace {}, state {})\n",
+        st.fabric,
+        st.netns,
+        st.state_dir.display()
+    );
+    for p in &st.processes {
+        o += &format!(
+            "  {:<24} pid {:<8} {}\n",
+            p.name,
+            p.pid,
+            if pid_alive(p.pid) {
+                "running"
+            } else {
+                "NOT RUNNING"
+            }
+        );
+    }
+    for h in &st.hosts {
+        o += &format!(
+            "  host {:<19} {} {}\n",
+            h.name,
+            h.ipv4,
+            if netns_exists(&h.netns) {
+                ""
+            } else {
+                "(namespace missing)"
+            }
+        );
+    }
+    Ok(o)
+}
+
+/// Takes a switch port's interface down or up (the veth's peer loses carrier with it).
+pub fn set_link(st: &State, switch: &str, port: &str, up: bool) -> Result<()> {
+    let sw = st
+        .switch(switch)
+        .ok_or_else(|| TestbedError::Other(format!("no switch {switch} in the testbed")))?;
+    let i = sw.interfaces.get(port).ok_or_else(|| {
+        TestbedError::Other(format!("switch {switch} has no connected port {port}"))
+    })?;
+    run(&[
+        "ip",
+        "-n",
+        &st.netns,
+        "link",
+        "set",
+        "dev",
+        i,
+        if up { "up" } else { "down" },
+    ])?;
+    Ok(())
+}
+
+/// Flaps a link `count` times, `interval` between each change.
+pub fn flap(st: &State, switch: &str, port: &str, count: u32, interval: Duration) -> Result<()> {
+    for _ in 0..count {
+        set_link(st, switch, port, false)?;
+        std::thread::sleep(interval);
+        set_link(st, switch, port, true)?;
+        std::thread::sleep(interval);
+    }
+    Ok(())
+}
+
+/// Pings every other host from every host (IPv4, one echo each). Returns (from, to, ok).
+pub fn ping_all(st: &State, timeout_s: u32) -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    for a in &st.hosts {
+        for b in &st.hosts {
+            if a.name == b.name {
+                continue;
+            }
+            let ok = run(&[
+                "ip",
+                "netns",
+                "exec",
+                &a.netns,
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                &timeout_s.to_string(),
+                "-q",
+                &b.ipv4,
+            ])
+            .is_ok();
+            out.push((a.name.clone(), b.name.clone(), ok));
+        }
+    }
+    out
+}
