@@ -5,3 +5,4 @@ pub mod cmd;
 pub mod compile;
 pub mod damping;
 pub mod plan;
+pub mod run;

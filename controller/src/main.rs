@@ -72,6 +72,42 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
+    /// Apply the intent, then keep the fabric converged as links go down and up: follows every
+    /// switch's STATE_DB port state, recomputes only what a change affects, dampens flapping
+    /// links (parameters under `failover:` in the intent) and resyncs periodically.
+    ///
+    ///   weft run fabric.yaml
+    ///   weft run fabric.yaml --events-log /tmp/reconvergence.jsonl
+    #[command(verbatim_doc_comment)]
+    Run {
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// Full resync of every switch this often.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        resync: std::time::Duration,
+        /// How long to wait for a switch to answer.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
+        /// Append one JSON line per reconvergence here.
+        #[arg(long)]
+        events_log: Option<std::path::PathBuf>,
+        /// Where `weft status` reads the daemon's view (default /run/weft/<fabric>.controller.json).
+        #[arg(long)]
+        status_file: Option<std::path::PathBuf>,
+    },
+    /// What `weft run` sees: links in use, down or suppressed (flap dampening), and the last
+    /// reconvergence.
+    ///
+    ///   weft status fabric.yaml
+    #[command(verbatim_doc_comment)]
+    Status {
+        #[arg(value_name = "FILE")]
+        file: String,
+        #[arg(long)]
+        status_file: Option<std::path::PathBuf>,
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
     /// An emulated fabric on this machine (needs root and BMv2).
     ///
     ///   weft testbed up topology/examples/leaf-spine-small.yaml
@@ -202,6 +238,26 @@ fn main() {
             } => cmd::testbed::link(&fabric, state_dir, &port, &action, count, interval),
             TestbedCommand::Ping { fabric } => cmd::testbed::ping(&fabric, state_dir),
         },
+        Command::Run {
+            file,
+            resync,
+            timeout,
+            events_log,
+            status_file,
+        } => runtime().and_then(|rt| {
+            rt.block_on(cmd::run::run(
+                &file,
+                resync,
+                timeout,
+                events_log,
+                status_file,
+            ))
+        }),
+        Command::Status {
+            file,
+            status_file,
+            output,
+        } => cmd::run::status(&file, status_file, output),
         Command::Apply {
             file,
             down,

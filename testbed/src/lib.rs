@@ -653,7 +653,7 @@ pub fn plugin_args(device_id: u64, db: &str, p4rt: &str, port_map: &[String]) ->
 pub fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+            .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
             .unwrap_or(false)
 }
 

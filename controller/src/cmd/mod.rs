@@ -2,6 +2,7 @@
 //! documented exit codes: 0 ok, 2 invalid intent, 1 anything else.
 
 pub mod plan;
+pub mod run;
 pub mod show;
 pub mod testbed;
 pub mod validate;
