@@ -87,6 +87,8 @@ pub struct SwitchResult {
     pub switch: String,
     pub written: usize,
     pub config_written: usize,
+    /// Written without waiting for an answer (`--no-wait`).
+    pub unanswered: usize,
     pub failed: Vec<Failure>,
     /// The switch could not be written at all.
     pub error: Option<String>,
@@ -104,7 +106,7 @@ pub type Progress = Arc<dyn Fn(&str, usize, usize) + Send + Sync>;
 
 async fn apply_inner(
     plan: &SwitchPlan,
-    timeout: Duration,
+    timeout: Option<Duration>,
     progress: &Progress,
     r: &mut SwitchResult,
 ) -> Result<(), SonicDbError> {
@@ -155,6 +157,12 @@ async fn apply_inner(
         }
         producer.apply(&ops).await?;
         let keys: Vec<String> = ops.iter().map(|o| o.key.clone()).collect();
+        let Some(timeout) = timeout else {
+            // Not waiting: nothing says the switch took them.
+            r.written += keys.len();
+            r.unanswered += keys.len();
+            continue;
+        };
         let outcome = waiter.wait(keys.clone(), timeout).await?;
         for k in &keys {
             match outcome.responses.get(k) {
@@ -182,7 +190,7 @@ async fn apply_inner(
 /// Writes one switch's plan and waits for every response.
 pub async fn apply_switch(
     plan: &SwitchPlan,
-    timeout: Duration,
+    timeout: Option<Duration>,
     progress: &Progress,
 ) -> SwitchResult {
     let t0 = Instant::now();
@@ -201,7 +209,7 @@ pub async fn apply_switch(
 /// stop the others.
 pub async fn apply_all(
     plans: Vec<SwitchPlan>,
-    timeout: Duration,
+    timeout: Option<Duration>,
     progress: Progress,
 ) -> Vec<SwitchResult> {
     let sem = Arc::new(Semaphore::new(64));

@@ -139,6 +139,9 @@ enum Command {
         down: Vec<String>,
         #[arg(long)]
         dry_run: bool,
+        /// Write without waiting for the switches to answer (no plugin running, e.g. without BMv2).
+        #[arg(long)]
+        no_wait: bool,
         /// How long to wait for a switch to answer one stage of entries.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         timeout: std::time::Duration,
@@ -154,6 +157,10 @@ enum TestbedCommand {
     Up {
         #[arg(value_name = "FILE")]
         file: String,
+        /// Only each switch's redis-server (its SONiC DB), no BMv2 or plugins: for machines
+        /// without BMv2.
+        #[arg(long)]
+        db_only: bool,
     },
     /// Remove everything the testbed started (also after a crash).
     Down {
@@ -182,6 +189,14 @@ enum TestbedCommand {
         /// Milliseconds between changes of a flap.
         #[arg(long, default_value = "100")]
         interval: u64,
+    },
+    /// Send 2000 paced UDP packets over 64 flows from one host to another and show how many
+    /// each top-tier switch forwarded (from the kernel's counters of its ports).
+    Spread {
+        #[arg(value_name = "FILE")]
+        file: String,
+        src: String,
+        dst: String,
     },
     /// Ping every host from every host.
     Ping {
@@ -226,7 +241,7 @@ fn main() {
             rt.block_on(cmd::plan::run_plan(&file, &down, offline, output, verbose))
         }),
         Command::Testbed { command, state_dir } => match command {
-            TestbedCommand::Up { file } => cmd::testbed::up(&file, state_dir),
+            TestbedCommand::Up { file, db_only } => cmd::testbed::up(&file, state_dir, db_only),
             TestbedCommand::Down { fabric } => cmd::testbed::down(&fabric, state_dir),
             TestbedCommand::Status { fabric } => cmd::testbed::status(&fabric, state_dir),
             TestbedCommand::Link {
@@ -237,6 +252,9 @@ fn main() {
                 interval,
             } => cmd::testbed::link(&fabric, state_dir, &port, &action, count, interval),
             TestbedCommand::Ping { fabric } => cmd::testbed::ping(&fabric, state_dir),
+            TestbedCommand::Spread { file, src, dst } => {
+                cmd::testbed::spread(&file, state_dir, &src, &dst)
+            }
         },
         Command::Run {
             file,
@@ -262,9 +280,11 @@ fn main() {
             file,
             down,
             dry_run,
+            no_wait,
             timeout,
             output,
         } => runtime().and_then(|rt| {
+            let timeout = (!no_wait).then_some(timeout);
             rt.block_on(cmd::plan::run_apply(&file, &down, dry_run, timeout, output))
         }),
     };

@@ -209,7 +209,7 @@ pub async fn run(t: &Topology, opts: RunOptions) -> anyhow::Result<()> {
     }
     let results = apply::apply_all(
         plans,
-        opts.timeout,
+        Some(opts.timeout),
         Arc::new(|_: &str, _: usize, _: usize| {}),
     )
     .await;

@@ -81,6 +81,17 @@ fn find(name: &str, extra: &[&Path]) -> Option<PathBuf> {
 }
 
 impl Programs {
+    /// Only redis-server, for [`UpOptions::db_only`].
+    pub fn locate_db_only() -> Result<Programs> {
+        let redis = find("redis-server", &[])
+            .ok_or_else(|| TestbedError::Missing("redis-server", "run scripts/setup.sh".into()))?;
+        Ok(Programs {
+            bmv2: PathBuf::new(),
+            redis,
+            plugin: PathBuf::new(),
+        })
+    }
+
     /// BMv2 from PATH or /opt/p4/bin; redis-server from PATH; the plugin next to this program
     /// or on PATH.
     pub fn locate() -> Result<Programs> {
@@ -118,6 +129,8 @@ pub struct ProcState {
     pub name: String,
     pub pid: u32,
     pub log: PathBuf,
+    /// The command line, so a killed process can be started again the same way.
+    pub cmd: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -223,6 +236,7 @@ fn spawn(name: &str, cmd: &[String], log: &Path) -> Result<ProcState> {
         name: name.to_string(),
         pid: child.id(),
         log: log.to_path_buf(),
+        cmd: cmd.to_vec(),
     })
 }
 
@@ -245,6 +259,9 @@ pub struct UpOptions {
     pub state_dir: PathBuf,
     /// Extra plugin arguments (e.g. intervals).
     pub plugin_args: Vec<String>,
+    /// Only each switch's redis-server (its SONiC DB): for machines without BMv2, where the
+    /// controller can still compile and write everything.
+    pub db_only: bool,
 }
 
 /// Builds the fabric. On any failure, whatever was started is torn down again.
@@ -283,7 +300,9 @@ fn netns_exists(ns: &str) -> bool {
 
 fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) -> Result<()> {
     let ns = st.netns.clone();
-    let dir = opts.state_dir.clone();
+    if opts.db_only {
+        return start_switches(t, programs, opts, st, &[]);
+    }
     run(&["ip", "netns", "add", &ns])?;
     st.save()?;
     run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
@@ -485,6 +504,18 @@ fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) ->
         }
     }
 
+    start_switches(t, programs, opts, st, &interfaces)
+}
+
+fn start_switches(
+    t: &Topology,
+    programs: &Programs,
+    opts: &UpOptions,
+    st: &mut State,
+    interfaces: &[BTreeMap<String, String>],
+) -> Result<()> {
+    let ns = st.netns.clone();
+    let dir = opts.state_dir.clone();
     for (si, sw) in t.switches.iter().enumerate() {
         let sdir = dir.join(&sw.name);
         fs::create_dir_all(&sdir).map_err(io(format!("creating {}", sdir.display())))?;
@@ -541,6 +572,18 @@ fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) ->
             &sdir.join("redis.log"),
         )?);
         st.save()?;
+        if opts.db_only {
+            st.switches.push(SwitchState {
+                name: sw.name.clone(),
+                device_id: sw.device_id,
+                p4rt_address: sw.p4rt_address.clone(),
+                db: sw.db.clone(),
+                thrift_port: 0,
+                interfaces: BTreeMap::new(),
+            });
+            st.save()?;
+            continue;
+        }
 
         let thrift = 9090 + si as u16;
         let mut bm: Vec<String> = vec![
@@ -662,6 +705,57 @@ fn kill(pid: u32, sig: &str) {
         .args([sig, &pid.to_string()])
         .stderr(Stdio::null())
         .status();
+}
+
+/// Kills one process of the testbed (`bmv2 leaf1`, `plugin leaf1`, `redis leaf1`) with
+/// SIGKILL, as a crash would.
+pub fn kill_process(dir: &Path, name: &str) -> Result<u32> {
+    let st = State::load(dir)?;
+    let p = st
+        .processes
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| TestbedError::Other(format!("no process {name}")))?;
+    kill(p.pid, "-KILL");
+    let t0 = Instant::now();
+    while pid_alive(p.pid) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(p.pid)
+}
+
+/// Starts a process of the testbed again with its recorded command line (after a crash or a
+/// kill), appending to its log, and records the new PID.
+pub fn restart_process(dir: &Path, name: &str) -> Result<u32> {
+    let mut st = State::load(dir)?;
+    let p = st
+        .processes
+        .iter_mut()
+        .find(|p| p.name == name)
+        .ok_or_else(|| TestbedError::Other(format!("no process {name}")))?;
+    if pid_alive(p.pid) {
+        return Err(TestbedError::Other(format!(
+            "{name} is still running (pid {})",
+            p.pid
+        )));
+    }
+    let log = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&p.log)
+        .map_err(io(format!("opening {}", p.log.display())))?;
+    let err = log.try_clone().map_err(io("log file"))?;
+    let child = Command::new(&p.cmd[0])
+        .args(&p.cmd[1..])
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
+        .map_err(io(format!("starting {}", p.cmd[0])))?;
+    p.pid = child.id();
+    let pid = p.pid;
+    st.save()?;
+    Ok(pid)
 }
 
 /// Removes everything a testbed started: processes by PID, namespaces (with their veths), and
@@ -810,4 +904,118 @@ pub fn ping_all(st: &State, timeout_s: u32) -> Vec<(String, String, bool)> {
         }
     }
     out
+}
+
+/// The paced UDP probe (sender and receiver), run inside host namespaces.
+pub const UDP_PROBE: &str = include_str!("../../tests/scripts/udp_probe.py");
+
+fn probe_path(st: &State) -> Result<PathBuf> {
+    let p = st.state_dir.join("udp_probe.py");
+    if !p.exists() {
+        fs::write(&p, UDP_PROBE).map_err(io(format!("writing {}", p.display())))?;
+    }
+    Ok(p)
+}
+
+/// Packets the kernel saw leave or enter a switch port's veth (BMv2 transmits = veth rx on the
+/// switch side is the host's tx; here: what BMv2 sent out of `port` is the veth's tx_packets).
+pub fn port_tx_packets(st: &State, switch: &str) -> Result<u64> {
+    let sw = st
+        .switch(switch)
+        .ok_or_else(|| TestbedError::Other(format!("no switch {switch}")))?;
+    let mut total = 0;
+    for i in sw.interfaces.values() {
+        let out = run(&[
+            "ip",
+            "netns",
+            "exec",
+            &st.netns,
+            "cat",
+            &format!("/sys/class/net/{i}/statistics/tx_packets"),
+        ])?;
+        total += out.trim().parse::<u64>().unwrap_or(0);
+    }
+    Ok(total)
+}
+
+/// Sends `packets` UDP packets over `flows` source ports from `src` to `dst` (paced, 500/s)
+/// and returns, per spine, how many packets it forwarded meanwhile, and how many arrived.
+pub fn spread(
+    st: &State,
+    src: &str,
+    dst: &str,
+    packets: u32,
+    flows: u32,
+    spines: &[String],
+) -> Result<(Vec<(String, u64)>, u64)> {
+    let probe = probe_path(st)?;
+    let probe = probe.to_string_lossy();
+    let (hs, hd) = (
+        st.host(src)
+            .ok_or_else(|| TestbedError::Other(format!("no host {src}")))?,
+        st.host(dst)
+            .ok_or_else(|| TestbedError::Other(format!("no host {dst}")))?,
+    );
+    let before: Vec<u64> = spines
+        .iter()
+        .map(|s| port_tx_packets(st, s))
+        .collect::<Result<_>>()?;
+    let out = st.state_dir.join("spread-recv.json");
+    let pps = 500.0;
+    let seconds = f64::from(packets) / pps;
+    let mut recv = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &hd.netns,
+            "python3",
+            &probe,
+            "recv",
+            "--port",
+            "5001",
+            "--seconds",
+            &format!("{}", seconds + 2.0),
+            "--out",
+        ])
+        .arg(&out)
+        .spawn()
+        .map_err(io("starting the receiver"))?;
+    std::thread::sleep(Duration::from_millis(500));
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        &hs.netns,
+        "python3",
+        &probe,
+        "send",
+        "--dst",
+        &hd.ipv4,
+        "--port",
+        "5001",
+        "--pps",
+        &pps.to_string(),
+        "--seconds",
+        &seconds.to_string(),
+        "--flows",
+        &flows.to_string(),
+    ])?;
+    let _ = recv.wait();
+    let received = fs::read_to_string(&out)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["received"].as_u64())
+        .unwrap_or(0);
+    let after: Vec<u64> = spines
+        .iter()
+        .map(|s| port_tx_packets(st, s))
+        .collect::<Result<_>>()?;
+    Ok((
+        spines
+            .iter()
+            .cloned()
+            .zip(before.iter().zip(after).map(|(b, a)| a.saturating_sub(*b)))
+            .collect(),
+        received,
+    ))
 }

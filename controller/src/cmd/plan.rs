@@ -131,6 +131,12 @@ pub fn print_results(results: &[SwitchResult]) -> bool {
             r.failed.len(),
             r.millis
         );
+        if r.unanswered > 0 {
+            println!(
+                "    {} entries written without waiting for an answer (--no-wait)",
+                r.unanswered
+            );
+        }
         for f in r.failed.iter().take(20) {
             println!("    {} {}: {}", f.status, f.key, f.message);
         }
@@ -145,7 +151,7 @@ pub async fn run_apply(
     file: &str,
     down: &[String],
     dry_run: bool,
-    timeout: Duration,
+    timeout: Option<Duration>,
     output: OutputFormat,
 ) -> anyhow::Result<Outcome> {
     let t = match load(file)? {

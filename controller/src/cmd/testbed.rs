@@ -12,7 +12,7 @@ fn state_dir(dir: Option<PathBuf>, fabric: &str) -> PathBuf {
     dir.unwrap_or_else(|| tb::default_state_dir(fabric))
 }
 
-pub fn up(file: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
+pub fn up(file: &str, dir: Option<PathBuf>, db_only: bool) -> anyhow::Result<Outcome> {
     let t = match load(file)? {
         Ok(t) => t,
         Err(d) => {
@@ -20,23 +20,33 @@ pub fn up(file: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Invalid);
         }
     };
-    let programs = tb::Programs::locate()?;
+    let programs = if db_only {
+        tb::Programs::locate_db_only()?
+    } else {
+        tb::Programs::locate()?
+    };
     let dir = state_dir(dir, &t.name);
-    let st = tb::up(
-        &t,
-        &programs,
-        &tb::UpOptions {
-            state_dir: dir.clone(),
-            plugin_args: Vec::new(),
-        },
-    )?;
-    println!(
-        "testbed {} is up: {} switches (BMv2 + redis-server + plugin each), {} hosts, namespace {}",
-        st.fabric,
-        st.switches.len(),
-        st.hosts.len(),
-        st.netns
-    );
+    let opts = tb::UpOptions {
+        state_dir: dir.clone(),
+        plugin_args: Vec::new(),
+        db_only,
+    };
+    let st = tb::up(&t, &programs, &opts)?;
+    if db_only {
+        println!(
+            "testbed {} is up without switches: {} redis-servers (one SONiC DB per switch)",
+            st.fabric,
+            st.switches.len()
+        );
+    } else {
+        println!(
+            "testbed {} is up: {} switches (BMv2 + redis-server + plugin each), {} hosts, namespace {}",
+            st.fabric,
+            st.switches.len(),
+            st.hosts.len(),
+            st.netns
+        );
+    }
     println!("state: {}", tb::State::path(&dir).display());
     println!("next: weft apply {file}");
     Ok(Outcome::Ok)
@@ -110,6 +120,38 @@ pub fn ping(file_or_name: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome>
     }
     println!("reachability: {ok}/{} host pairs answer ping", res.len());
     Ok(if ok == res.len() {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    })
+}
+
+pub fn spread(file: &str, dir: Option<PathBuf>, src: &str, dst: &str) -> anyhow::Result<Outcome> {
+    let t = match load(file)? {
+        Ok(t) => t,
+        Err(d) => {
+            print_diagnostics(&d);
+            return Ok(Outcome::Invalid);
+        }
+    };
+    let st = tb::State::load(&state_dir(dir, &t.name))?;
+    let top = t.switches.iter().map(|s| s.role).max();
+    let spines: Vec<String> = t
+        .switches
+        .iter()
+        .filter(|s| Some(s.role) == top)
+        .map(|s| s.name.clone())
+        .collect();
+    let (per, received) = tb::spread(&st, src, dst, 2000, 64, &spines)?;
+    let total: u64 = per.iter().map(|p| p.1).sum();
+    for (s, n) in &per {
+        println!(
+            "  {s:<12} {n:>6} packets ({:.0}%)",
+            *n as f64 * 100.0 / total.max(1) as f64
+        );
+    }
+    println!("  {received} of 2000 packets arrived at {dst}");
+    Ok(if received >= 1900 && per.iter().all(|p| p.1 > 0) {
         Outcome::Ok
     } else {
         Outcome::Failed

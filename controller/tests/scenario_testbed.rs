@@ -1,0 +1,359 @@
+//! End-to-end scenarios on the small leaf-spine example, emulated: real BMv2 per switch, real
+//! redis-server per switch, real plugins, real `weft run`, hosts in network namespaces.
+//! Needs root and BMv2; without BMv2 it prints SKIPPED (WEFT_REQUIRE_BMV2=1 makes it fail).
+//!
+//! One test drives the phases in order on one testbed (bringing it up takes most of the time):
+//! reachability, multipath spread, failover loss window under a link failure, a flap storm,
+//! and recovery after the controller and a plugin are killed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use weft_testbed as tb;
+
+fn skip_or_fail(why: &str) {
+    if std::env::var_os("WEFT_REQUIRE_BMV2").is_some_and(|v| v == "1") {
+        panic!("WEFT_REQUIRE_BMV2=1 but {why}");
+    }
+    println!("SKIPPED: scenario_testbed: {why}");
+    eprintln!("SKIPPED: scenario_testbed: {why}");
+}
+
+struct Fixture {
+    dir: PathBuf,
+    fabric: String,
+    file: PathBuf,
+    run: Option<Child>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.stop_run();
+        let _ = tb::down(&self.dir.join("state"), &self.fabric);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Fixture {
+    fn weft(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(args)
+            .output()
+            .expect("run weft");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+    fn start_run(&mut self) {
+        let log = std::fs::File::create(self.dir.join("run.log")).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args([
+                "run",
+                &self.file.to_string_lossy(),
+                "--resync",
+                "5s",
+                "--timeout",
+                "5s",
+            ])
+            .arg("--events-log")
+            .arg(self.dir.join("events.jsonl"))
+            .arg("--status-file")
+            .arg(self.dir.join("status.json"))
+            .env("WEFT_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start weft run");
+        self.run = Some(child);
+    }
+    fn stop_run(&mut self) {
+        if let Some(mut c) = self.run.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    fn state(&self) -> tb::State {
+        tb::State::load(&self.dir.join("state")).expect("testbed state")
+    }
+    fn status(&self) -> serde_json::Value {
+        std::fs::read_to_string(self.dir.join("status.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(serde_json::Value::Null)
+    }
+    fn all_reachable(&self) -> (usize, usize) {
+        let r = tb::ping_all(&self.state(), 1);
+        (r.iter().filter(|x| x.2).count(), r.len())
+    }
+    fn wait_all_reachable(&self, deadline: Duration) -> (usize, usize) {
+        let t0 = Instant::now();
+        loop {
+            let (ok, n) = self.all_reachable();
+            if ok == n || t0.elapsed() > deadline {
+                return (ok, n);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    fn ns(&self, host: &str) -> String {
+        tb::host_netns(&self.fabric, host)
+    }
+    fn host_ip(&self, host: &str) -> String {
+        self.state()
+            .host(host)
+            .map(|h| h.ipv4.clone())
+            .expect("host")
+    }
+}
+
+fn probe() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/scripts/udp_probe.py").to_string()
+}
+
+/// Runs a receiver in `dst` and a paced sender in `src`, with `during` run while traffic flows.
+fn stream(
+    f: &Fixture,
+    src: &str,
+    dst: &str,
+    pps: u32,
+    seconds: f64,
+    flows: u32,
+    during: impl FnOnce(),
+) -> serde_json::Value {
+    let out = f.dir.join(format!("recv-{src}-{dst}.json"));
+    let mut recv = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &f.ns(dst),
+            "python3",
+            &probe(),
+            "recv",
+            "--port",
+            "5000",
+        ])
+        .args(["--seconds", &format!("{}", seconds + 2.0), "--out"])
+        .arg(&out)
+        .spawn()
+        .expect("receiver");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut send = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &f.ns(src),
+            "python3",
+            &probe(),
+            "send",
+            "--dst",
+            &f.host_ip(dst),
+            "--port",
+            "5000",
+        ])
+        .args([
+            "--pps",
+            &pps.to_string(),
+            "--seconds",
+            &seconds.to_string(),
+            "--flows",
+            &flows.to_string(),
+        ])
+        .spawn()
+        .expect("sender");
+    during();
+    let _ = send.wait();
+    let _ = recv.wait();
+    std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+#[test]
+fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
+    if tb::Programs::locate().is_err() && weft_tests_bmv2().is_none() {
+        skip_or_fail("BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)");
+        return;
+    }
+    if !is_root() {
+        skip_or_fail("needs root for network namespaces");
+        return;
+    }
+    let here = Path::new(env!("CARGO_BIN_EXE_weft"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let plugin = here.join("weft-plugin");
+    if !plugin.exists() {
+        skip_or_fail(&format!(
+            "{} not built (cargo test --workspace builds it)",
+            plugin.display()
+        ));
+        return;
+    }
+    let programs = tb::Programs {
+        bmv2: weft_tests_bmv2().expect("bmv2"),
+        redis: PathBuf::from("/usr/bin/redis-server"),
+        plugin,
+    };
+
+    let dir = std::env::temp_dir().join(format!("weft-scn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let fabric = format!("scn{}", std::process::id() % 100_000);
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../topology/examples/leaf-spine-small.yaml"
+    ))
+    .expect("example")
+    .replace("name: small", &format!("name: {fabric}"))
+    .replace(
+        "db_socket_dir: /run/weft/small",
+        &format!("db_socket_dir: {}/db", dir.display()),
+    );
+    let file = dir.join("fabric.yaml");
+    std::fs::write(&file, text).expect("intent");
+    let t = weft_topology::load_file(&file).expect("valid intent");
+    let mut f = Fixture {
+        dir: dir.clone(),
+        fabric: fabric.clone(),
+        file: file.clone(),
+        run: None,
+    };
+    tb::up(
+        &t,
+        &programs,
+        &tb::UpOptions {
+            state_dir: dir.join("state"),
+            plugin_args: Vec::new(),
+            db_only: false,
+        },
+    )
+    .expect("testbed up");
+    f.start_run();
+
+    // 1. All hosts reach all hosts.
+    let (ok, n) = f.wait_all_reachable(Duration::from_secs(90));
+    println!("reachability: {ok}/{n} host pairs");
+    assert_eq!(
+        ok,
+        n,
+        "not all host pairs reachable; logs in {}",
+        dir.display()
+    );
+
+    // 2. Traffic between two leaves spreads over both spines (counted by the kernel on the
+    // spines' veths, independent of the pipeline's own counters).
+    let spines = vec!["spine1".to_string(), "spine2".to_string()];
+    let (per, received) =
+        tb::spread(&f.state(), "leaf1-h1", "leaf3-h1", 2000, 64, &spines).expect("spread");
+    println!("spread leaf1-h1 → leaf3-h1, 64 flows: {per:?}, {received}/2000 received");
+    assert!(received >= 1900, "{received}/2000 arrived");
+    assert!(
+        per.iter().all(|(_, n)| *n >= 400),
+        "both spines must carry a fair share: {per:?}"
+    );
+
+    // 3. A link fails under a paced stream: measure the loss window and the controller's
+    // reconvergence time.
+    let state = f.state();
+    let r = stream(&f, "leaf1-h1", "leaf3-h1", 1000, 4.0, 1, || {
+        std::thread::sleep(Duration::from_millis(1500));
+        tb::set_link(&state, "leaf1", "Ethernet8", false).expect("link down");
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+    let last = events
+        .lines()
+        .filter(|l| l.contains("down"))
+        .last()
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    println!(
+        "failover: lost {} of {} packets, largest arrival gap {} ms; controller: {}",
+        r["lost"],
+        r["max_seq"],
+        r["max_gap_ms"],
+        last.as_ref()
+            .map_or("no reconvergence logged".into(), |v| v.to_string())
+    );
+    assert!(r["received"].as_u64().unwrap_or(0) > 3000, "{r}");
+    let last = last.expect("weft run logged the reconvergence");
+    assert!(last["failed"].as_u64() == Some(0), "{last}");
+    tb::set_link(&state, "leaf1", "Ethernet8", true).expect("link up");
+    assert_eq!(
+        f.wait_all_reachable(Duration::from_secs(30)).0,
+        f.all_reachable().1
+    );
+
+    // 4. A flap storm: 100 flaps in 10 s. No crash, the link is suppressed, writes stay bounded,
+    // and every host still reaches every other.
+    let writes_before = f.status()["reconvergences"].as_u64().unwrap_or(0);
+    tb::flap(&state, "leaf2", "Ethernet8", 100, Duration::from_millis(50)).expect("flap");
+    std::thread::sleep(Duration::from_secs(1));
+    let st = f.status();
+    let reconv = st["reconvergences"].as_u64().unwrap_or(0) - writes_before;
+    let link = st["links"].as_array().and_then(|l| {
+        l.iter()
+            .find(|x| {
+                x["link"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("leaf2:Ethernet8"))
+            })
+            .cloned()
+    });
+    println!(
+        "flap storm: {reconv} reconvergences for 200 link events; link now {}",
+        link.clone().unwrap_or_default()
+    );
+    assert!(
+        f.run
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none()),
+        "weft run died during the storm"
+    );
+    assert!(
+        link.is_some_and(|l| l["suppressed"] == true),
+        "the flapping link must be suppressed"
+    );
+    assert!(
+        reconv <= 20,
+        "{reconv} reconvergences: writes are not bounded"
+    );
+    let (ok, n) = f.wait_all_reachable(Duration::from_secs(30));
+    assert_eq!(ok, n, "reachability after the storm");
+
+    // 5. The controller killed and restarted converges; a plugin killed and restarted converges.
+    f.stop_run();
+    f.start_run();
+    let (ok, n) = f.wait_all_reachable(Duration::from_secs(60));
+    assert_eq!(ok, n, "after controller restart");
+    let sdir = dir.join("state");
+    tb::kill_process(&sdir, "plugin leaf3").expect("kill plugin");
+    tb::restart_process(&sdir, "plugin leaf3").expect("restart plugin");
+    let (ok, n) = f.wait_all_reachable(Duration::from_secs(60));
+    assert_eq!(ok, n, "after plugin restart");
+    let (code, out) = f.weft(&["plan", &file.to_string_lossy()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("total: 0 to add, 0 to modify, 0 to delete"),
+        "not converged:\n{out}"
+    );
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn weft_tests_bmv2() -> Option<PathBuf> {
+    weft_tests::bmv2::find_bmv2()
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Paced UDP probes for Weft's testbed scenarios (run inside a host namespace).
+
+  udp_probe.py recv --port 5000 --seconds 8 --out r.json
+      counts packets, sequence gaps, the largest gap between arrivals, and CE-marked packets
+  udp_probe.py send --dst 10.0.0.18 --port 5000 --pps 1000 --seconds 5 [--flows 64] [--tos 2]
+      sends sequence-numbered packets at a steady pace, rotating over --flows source ports
+
+Standard library only. Pacing is by absolute deadlines, so a late wakeup does not shift the
+rest of the stream.
+"""
+import argparse
+import json
+import socket
+import struct
+import time
+
+HDR = struct.Struct("!QQ")  # sequence, send time (ns)
+
+
+def recv(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    s.bind(("0.0.0.0", a.port))
+    s.settimeout(0.2)
+    end = time.monotonic() + a.seconds
+    arrivals = []
+    seqs = set()
+    ce = 0
+    while time.monotonic() < end:
+        try:
+            data, anc, _flags, _addr = s.recvmsg(2048, socket.CMSG_SPACE(1))
+        except socket.timeout:
+            continue
+        now = time.monotonic_ns()
+        if len(data) < HDR.size:
+            continue
+        seq, _sent = HDR.unpack_from(data)
+        for level, typ, val in anc:
+            if level == socket.IPPROTO_IP and typ == socket.IP_TOS and val and (val[0] & 3) == 3:
+                ce += 1
+        seqs.add(seq)
+        arrivals.append(now)
+    gaps = [b - a_ for a_, b in zip(arrivals, arrivals[1:])]
+    out = {
+        "received": len(arrivals),
+        "unique": len(seqs),
+        "max_seq": max(seqs) if seqs else -1,
+        "lost": (max(seqs) + 1 - len(seqs)) if seqs else 0,
+        "max_gap_ms": (max(gaps) / 1e6) if gaps else None,
+        "ce_marked": ce,
+    }
+    with open(a.out, "w") as f:
+        json.dump(out, f)
+
+
+def send(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if a.tos:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, a.tos)
+    socks = [s]
+    for i in range(1, a.flows):
+        x = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if a.tos:
+            x.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, a.tos)
+        socks.append(x)
+    pad = b"\0" * max(0, a.size - HDR.size)
+    n = int(a.pps * a.seconds)
+    period = 1.0 / a.pps
+    t0 = time.monotonic()
+    for seq in range(n):
+        target = t0 + seq * period
+        delay = target - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        socks[seq % len(socks)].sendto(HDR.pack(seq, time.monotonic_ns()) + pad, (a.dst, a.port))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("recv")
+    r.add_argument("--port", type=int, default=5000)
+    r.add_argument("--seconds", type=float, default=5)
+    r.add_argument("--out", required=True)
+    sd = sub.add_parser("send")
+    sd.add_argument("--dst", required=True)
+    sd.add_argument("--port", type=int, default=5000)
+    sd.add_argument("--pps", type=float, default=1000)
+    sd.add_argument("--seconds", type=float, default=3)
+    sd.add_argument("--flows", type=int, default=1)
+    sd.add_argument("--tos", type=int, default=0)
+    sd.add_argument("--size", type=int, default=64)
+    a = ap.parse_args()
+    recv(a) if a.cmd == "recv" else send(a)
+
+
+if __name__ == "__main__":
+    main()
