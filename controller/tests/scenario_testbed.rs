@@ -268,8 +268,7 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
     let last = events
         .lines()
-        .filter(|l| l.contains("down"))
-        .last()
+        .rfind(|l| l.contains("down"))
         .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
     println!(
         "failover: lost {} of {} packets, largest arrival gap {} ms; controller: {}",
