@@ -1,1 +1,31 @@
-//! placeholder
+//! Weft's per-switch daemon (the SONiC p4orch role): it takes APPL_DB `P4RT_TABLE` and the
+//! CONFIG_DB QoS tables of one switch's SONiC Redis and programs Weft's pipeline over
+//! P4Runtime, answers every key, and reports port state, PFC watchdog state and counters back.
+//!
+//! ```text
+//!            SONiC Redis (one per switch)                         weft-plugin                          switch
+//!  APPL_DB P4RT_TABLE ──ConsumerStateTable task──► batch ─► Engine (translate, diff, stages) ─P4Runtime─► BMv2
+//!  APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL ◄── ResponsePublisher ◄─ results                                │
+//!  APPL_STATE_DB P4RT_TABLE ◄──────────────┘  (and APPL_DB reverted for failed keys)                  │
+//!  CONFIG_DB (PORT, QoS, PFC_WD) ──keyspace task──► qos::plan ─► Engine::apply_owned ───────────────────►│
+//!  STATE_DB PORT_TABLE|EthernetN ◄── port task ◄── netlink / sysfs link state ─ port_status_table ───────►│
+//!  STATE_DB PFC_WD_STATE, COUNTERS_DB ◄── watchdog + counter polls ◄──────────── counter reads ◄─────────┘
+//!  STATE_DB WEFT_PLUGIN|status ◄── status tick; SIGUSR1 → health line in the log
+//! ```
+//!
+//! Start-up and every reconnect (switch restarted, Redis restarted, plugin restarted): become
+//! primary, push the pipeline if the cookie differs, full sync (switch := APPL_STATE_DB +
+//! plugin-owned state), then replay keys the previous run popped but never answered (APPL_DB
+//! live table ≠ APPL_STATE_DB), then consume.
+
+pub mod config;
+pub mod counters;
+pub mod daemon;
+pub mod engine;
+pub mod objects;
+pub mod pipeline;
+pub mod ports;
+pub mod qos;
+pub mod switch;
+pub mod translate;
+pub mod watchdog;

@@ -679,7 +679,7 @@ fn start_switches(
 /// The plugin's command line for one switch.
 pub fn plugin_args(device_id: u64, db: &str, p4rt: &str, port_map: &[String]) -> Vec<String> {
     let mut v = vec![
-        "--db".to_string(),
+        "--redis".to_string(),
         db.to_string(),
         "--p4rt".to_string(),
         p4rt.to_string(),

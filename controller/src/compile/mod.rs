@@ -194,6 +194,8 @@ pub struct Compiler<'t> {
     equal_weights: bool,
     dests: Vec<SwitchIdx>,
     infos: Vec<DestInfo>,
+    /// Every destination leaf's prefixes, sorted by address: (prefix, index into dests).
+    order: Vec<(IpNet, u32)>,
     classes: Vec<Class>,
     class_of_dest: Vec<usize>,
     /// route_set[s][d]: interned next-hop set of switch s toward dests[d].
@@ -232,6 +234,7 @@ impl<'t> Compiler<'t> {
             equal_weights: t.qos.classes.iter().all(|c| c.routing == RoutingMode::Ecmp),
             links,
             g,
+            order: Vec::new(),
             infos,
             classes: Vec::new(),
             class_of_dest: vec![0; dests.len()],
@@ -261,6 +264,16 @@ impl<'t> Compiler<'t> {
         for ci in 0..c.classes.len() {
             c.route_class(ci);
         }
+        for (d, &dest) in c.dests.iter().enumerate() {
+            let leaf = &t.switches[dest];
+            if let Some(net) = leaf.host_subnet_v4 {
+                c.order.push((IpNet::V4(net), d as u32));
+            }
+            if let Some(net) = leaf.host_subnet_v6 {
+                c.order.push((IpNet::V6(net), d as u32));
+            }
+        }
+        c.order.sort_by_key(|(n, _)| (n.network(), n.prefix_len()));
         c.switches = (0..n).map(|s| c.compile_switch(s)).collect();
         c
     }
@@ -503,6 +516,7 @@ impl<'t> Compiler<'t> {
             self.t,
             s,
             &self.infos,
+            &self.order,
             &self.route_set[s],
             &self.tables[s],
             &mut notes,
@@ -561,6 +575,7 @@ fn compile_switch(
     t: &Topology,
     s: SwitchIdx,
     dests: &[DestInfo],
+    order: &[(IpNet, u32)],
     route_set: &[u32],
     sets: &SetTable,
     notes: &mut Vec<String>,
@@ -600,27 +615,26 @@ fn compile_switch(
     let mut leaf_routes: Vec<(IpNet, (u32, bool))> = Vec::with_capacity(dests.len() * 2);
     let mut host_routes: Vec<(IpNet, (u32, bool))> = Vec::new();
     for (d, info) in dests.iter().enumerate() {
-        if info.switch == s {
-            continue;
-        }
-        let leaf = &t.switches[info.switch];
-        let set = route_set[d];
-        if set == NO_ROUTE {
+        if info.switch != s && route_set[d] == NO_ROUTE {
             notes.push(format!(
                 "{}: no path to leaf {}; its hosts are unreachable from here",
-                sw.name, leaf.name
+                sw.name, t.switches[info.switch].name
             ));
         }
-        if let Some(net) = leaf.host_subnet_v4 {
-            leaf_routes.push((IpNet::V4(net), (set, info.all_ok)));
+        if info.switch != s {
+            let set = route_set[d];
+            host_routes.extend(info.host_routes.iter().map(|&(net, ok)| (net, (set, ok))));
         }
-        if let Some(net) = leaf.host_subnet_v6 {
-            leaf_routes.push((IpNet::V6(net), (set, info.all_ok)));
+    }
+    // Leaf prefixes in address order (sorted once for all switches), so aggregation is one pass.
+    for &(net, d) in order {
+        let info = &dests[d as usize];
+        if info.switch != s {
+            leaf_routes.push((net, (route_set[d as usize], info.all_ok)));
         }
-        host_routes.extend(info.host_routes.iter().map(|&(net, ok)| (net, (set, ok))));
     }
     if t.routing.aggregate {
-        leaf_routes = aggregate(leaf_routes);
+        leaf_routes = aggregate_sorted(leaf_routes);
     }
     leaf_routes.extend(host_routes);
 
@@ -772,8 +786,10 @@ fn assign_group_ids(
 /// Merges sibling prefixes with the same key into their parent, as far as it goes; a prefix
 /// whose sibling is missing or differs stays as it is, so no address changes its next hops.
 /// One pass over the prefixes in address order with a stack.
-fn aggregate<K: Copy + Eq>(mut v: Vec<(IpNet, K)>) -> Vec<(IpNet, K)> {
-    v.sort_by_key(|(n, _)| (n.network(), n.prefix_len()));
+fn aggregate_sorted<K: Copy + Eq>(v: Vec<(IpNet, K)>) -> Vec<(IpNet, K)> {
+    debug_assert!(v.windows(2).all(
+        |w| (w[0].0.network(), w[0].0.prefix_len()) <= (w[1].0.network(), w[1].0.prefix_len())
+    ));
     let mut stack: Vec<(IpNet, K)> = Vec::with_capacity(v.len());
     for item in v {
         stack.push(item);

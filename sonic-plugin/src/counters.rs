@@ -1,0 +1,229 @@
+//! Pipeline counters → COUNTERS_DB, named like SONiC where a SAI name fits:
+//!
+//! | COUNTERS_DB key | field | pipeline counter |
+//! |---|---|---|
+//! | `COUNTERS:EthernetN` | `SAI_PORT_STAT_IF_IN_UCAST_PKTS`, `SAI_PORT_STAT_IF_IN_OCTETS` | `port_rx_counter[port]` (all packets) |
+//! | | `SAI_PORT_STAT_IF_OUT_UCAST_PKTS`, `SAI_PORT_STAT_IF_OUT_OCTETS` | `port_tx_counter[port]` |
+//! | | `SAI_PORT_STAT_PFC_<p>_RX_PKTS` / `_TX_PKTS` | `pfc_rx_pause_counter` / `pfc_tx_pause_counter[port×8+p]` |
+//! | | `WEFT_PFC_<p>_RX_RESUME_PKTS` / `WEFT_PFC_<p>_TX_RESUME_PKTS` | `pfc_rx_resume_counter` / `pfc_tx_resume_counter` |
+//! | `COUNTERS:EthernetN:<q>` | `SAI_QUEUE_STAT_PACKETS`, `SAI_QUEUE_STAT_BYTES` | `queue_tx_counter[port×8+q]` |
+//! | | `SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS` | `ecn_mark_counter[port×8+q]` |
+//! | `COUNTERS:WEFT_SWITCH` | `WEFT_DROP_<REASON>_PKTS`, `_OCTETS` | `drop_reason_counter[reason]` |
+//! | `COUNTERS:WEFT_NEXTHOP:<0xid>` | `WEFT_MULTIPATH_MEMBER_PKTS`, `_OCTETS` | `multipath_member_counter[nexthop_id]` |
+//!
+//! `COUNTERS_PORT_NAME_MAP` maps each port name to its own key (SONiC maps to SAI object ids,
+//! which a P4 switch does not have). Only the cells of configured ports and installed
+//! nexthops are read, not whole arrays.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use weft_appdb::PortMap;
+use weft_p4::{constants, counters as c};
+use weft_p4rt::P4Info;
+use weft_p4rt::proto::p4::v1::{Entity, entity};
+
+pub const QUEUES: u32 = 8;
+
+/// (counter id, index) → (packets, bytes).
+pub type Cells = BTreeMap<(u32, i64), (u64, u64)>;
+
+fn cell(info: &P4Info, name: &str, index: i64) -> Option<Entity> {
+    info.counter_entry(name, Some(index)).ok().map(|ce| Entity {
+        entity: Some(entity::Entity::CounterEntry(ce)),
+    })
+}
+
+/// Per-(port, queue) counter cells of `ports` for the given counters.
+pub fn port_queue_reads(info: &P4Info, names: &[&str], ports: &[u32]) -> Vec<Entity> {
+    let mut out = Vec::new();
+    for name in names {
+        for p in ports {
+            for q in 0..QUEUES {
+                out.extend(cell(info, name, i64::from(p * QUEUES + q)));
+            }
+        }
+    }
+    out
+}
+
+/// Every cell the counter poll reads.
+pub fn reads(info: &P4Info, ports: &PortMap, nexthops: &BTreeSet<u32>) -> Vec<Entity> {
+    let ids: Vec<u32> = ports.by_name.values().copied().collect();
+    let mut out = Vec::new();
+    for p in &ids {
+        out.extend(cell(info, c::port_rx_counter::NAME, i64::from(*p)));
+        out.extend(cell(info, c::port_tx_counter::NAME, i64::from(*p)));
+    }
+    out.extend(port_queue_reads(
+        info,
+        &[
+            c::pfc_rx_pause_counter::NAME,
+            c::pfc_rx_resume_counter::NAME,
+            c::pfc_tx_pause_counter::NAME,
+            c::pfc_tx_resume_counter::NAME,
+            c::queue_tx_counter::NAME,
+            c::ecn_mark_counter::NAME,
+        ],
+        &ids,
+    ));
+    for (reason, _) in constants::DROP_REASONS {
+        out.extend(cell(info, c::drop_reason_counter::NAME, i64::from(*reason)));
+    }
+    for nh in nexthops {
+        out.extend(cell(
+            info,
+            c::multipath_member_counter::NAME,
+            i64::from(*nh),
+        ));
+    }
+    out
+}
+
+/// Read results by (counter id, index).
+pub fn cells(results: &[Entity]) -> Cells {
+    let mut out = Cells::new();
+    for e in results {
+        if let Some(entity::Entity::CounterEntry(ce)) = &e.entity {
+            let idx = ce.index.as_ref().map(|i| i.index).unwrap_or(0);
+            let d = ce.data.as_ref();
+            out.insert(
+                (ce.counter_id, idx),
+                (
+                    d.map(|d| d.packet_count as u64).unwrap_or(0),
+                    d.map(|d| d.byte_count as u64).unwrap_or(0),
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// COUNTERS_DB rows (key within the `COUNTERS` table → fields).
+pub fn rows(
+    ports: &PortMap,
+    nexthops: &BTreeSet<u32>,
+    cells: &Cells,
+) -> BTreeMap<String, Vec<(String, String)>> {
+    let get = |id: u32, idx: u32| cells.get(&(id, i64::from(idx))).copied();
+    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for (name, p) in &ports.by_name {
+        let row = out.entry(name.clone()).or_default();
+        let mut push = |f: String, v: u64| row.push((f, v.to_string()));
+        if let Some((pk, by)) = get(c::port_rx_counter::ID, *p) {
+            push("SAI_PORT_STAT_IF_IN_UCAST_PKTS".into(), pk);
+            push("SAI_PORT_STAT_IF_IN_OCTETS".into(), by);
+        }
+        if let Some((pk, by)) = get(c::port_tx_counter::ID, *p) {
+            push("SAI_PORT_STAT_IF_OUT_UCAST_PKTS".into(), pk);
+            push("SAI_PORT_STAT_IF_OUT_OCTETS".into(), by);
+        }
+        for q in 0..QUEUES {
+            let i = p * QUEUES + q;
+            for (id, field) in [
+                (
+                    c::pfc_rx_pause_counter::ID,
+                    format!("SAI_PORT_STAT_PFC_{q}_RX_PKTS"),
+                ),
+                (
+                    c::pfc_tx_pause_counter::ID,
+                    format!("SAI_PORT_STAT_PFC_{q}_TX_PKTS"),
+                ),
+                (
+                    c::pfc_rx_resume_counter::ID,
+                    format!("WEFT_PFC_{q}_RX_RESUME_PKTS"),
+                ),
+                (
+                    c::pfc_tx_resume_counter::ID,
+                    format!("WEFT_PFC_{q}_TX_RESUME_PKTS"),
+                ),
+            ] {
+                if let Some((pk, _)) = get(id, i) {
+                    push(field, pk);
+                }
+            }
+        }
+        for q in 0..QUEUES {
+            let i = p * QUEUES + q;
+            let mut qrow = Vec::new();
+            if let Some((pk, by)) = get(c::queue_tx_counter::ID, i) {
+                qrow.push(("SAI_QUEUE_STAT_PACKETS".to_string(), pk.to_string()));
+                qrow.push(("SAI_QUEUE_STAT_BYTES".to_string(), by.to_string()));
+            }
+            if let Some((pk, _)) = get(c::ecn_mark_counter::ID, i) {
+                qrow.push((
+                    "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS".to_string(),
+                    pk.to_string(),
+                ));
+            }
+            if !qrow.is_empty() {
+                out.insert(format!("{name}:{q}"), qrow);
+            }
+        }
+    }
+    let mut sw = Vec::new();
+    for (reason, label) in constants::DROP_REASONS {
+        if let Some((pk, by)) = get(c::drop_reason_counter::ID, u32::from(*reason)) {
+            let l = label.to_ascii_uppercase();
+            sw.push((format!("WEFT_DROP_{l}_PKTS"), pk.to_string()));
+            sw.push((format!("WEFT_DROP_{l}_OCTETS"), by.to_string()));
+        }
+    }
+    if !sw.is_empty() {
+        out.insert("WEFT_SWITCH".into(), sw);
+    }
+    for nh in nexthops {
+        if let Some((pk, by)) = get(c::multipath_member_counter::ID, *nh) {
+            out.insert(
+                format!("WEFT_NEXTHOP:{nh:#x}"),
+                vec![
+                    ("WEFT_MULTIPATH_MEMBER_PKTS".into(), pk.to_string()),
+                    ("WEFT_MULTIPATH_MEMBER_OCTETS".into(), by.to_string()),
+                ],
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_become_sonic_named_rows() {
+        let mut ports = PortMap::default();
+        ports.by_name.insert("Ethernet0".into(), 1);
+        let mut cells = Cells::new();
+        cells.insert((c::port_rx_counter::ID, 1), (10, 1000));
+        cells.insert((c::pfc_rx_pause_counter::ID, 8 + 3), (4, 0));
+        cells.insert((c::ecn_mark_counter::ID, 8 + 3), (2, 0));
+        cells.insert((c::drop_reason_counter::ID, 5), (7, 700));
+        cells.insert((c::multipath_member_counter::ID, 5), (9, 900));
+        let r = rows(&ports, &[5].into(), &cells);
+        let f = |k: &str, f: &str| {
+            r.get(k)
+                .and_then(|row| row.iter().find(|(n, _)| n == f))
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            f("Ethernet0", "SAI_PORT_STAT_IF_IN_UCAST_PKTS").as_deref(),
+            Some("10")
+        );
+        assert_eq!(
+            f("Ethernet0", "SAI_PORT_STAT_PFC_3_RX_PKTS").as_deref(),
+            Some("4")
+        );
+        assert_eq!(
+            f("Ethernet0:3", "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS").as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            f("WEFT_SWITCH", "WEFT_DROP_NO_ROUTE_PKTS").as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            f("WEFT_NEXTHOP:0x5", "WEFT_MULTIPATH_MEMBER_PKTS").as_deref(),
+            Some("9")
+        );
+    }
+}

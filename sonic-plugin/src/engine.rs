@@ -1,0 +1,756 @@
+//! The reconcile core: P4RT_TABLE operations and plugin-owned objects → ordered switch writes,
+//! with a result for every key. No Redis here (the daemon reads and answers); the switch is a
+//! [`SwitchIo`].
+//!
+//! ```text
+//!   batch of (key, SET fields | DEL)
+//!     │ translate each SET (errors: INVALID_PARAM with the reason); DEL of an unknown key: NOT_FOUND
+//!     │ diff each key's old objects → new objects; one Plan for the batch (owner = the key)
+//!     ▼
+//!   stages in dependency order, one pipelined write each; a key whose update fails skips its
+//!   later stages and its earlier writes are rolled back; a lost switch aborts the batch
+//!     ▼
+//!   installed map (key → fields + objects), owners (object → key), results
+//! ```
+//!
+//! Full sync: desired = translate(APPL_STATE_DB) ∪ plugin-owned; current = read the switch;
+//! write the diff. Run twice, the second plans nothing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use weft_p4::tables as t;
+use weft_p4rt::proto::p4::v1::{
+    ActionProfileGroup, ActionProfileMember, CloneSessionEntry, Entity,
+    PacketReplicationEngineEntry, TableEntry, entity, packet_replication_engine_entry, update,
+};
+use weft_p4rt::{Code, Error as P4Error};
+use weft_sonic_db::{EntryResult, FieldValues, KeyOpFieldValues, Op, StatusCode};
+
+use crate::objects::{ObjKey, Objects, Owners, Plan, PlannedUpdate};
+use crate::pipeline::Contract;
+use crate::switch::SwitchIo;
+use crate::translate::{Rejected, Translator};
+
+/// What one key has on the switch.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    pub fields: FieldValues,
+    pub objects: Objects,
+}
+
+/// Counters shown in the status key.
+#[derive(Debug, Clone, Default)]
+pub struct EngineStats {
+    /// P4Runtime updates sent (every write, syncs included).
+    pub switch_updates: u64,
+    pub batches: u64,
+    pub keys_ok: u64,
+    pub keys_failed: u64,
+    pub syncs: u64,
+    pub last_sync_updates: u64,
+    pub sync_failures: u64,
+}
+
+/// The switch could not be written at all (gone, not primary): resync after reconnecting.
+#[derive(Debug, thiserror::Error)]
+#[error("switch unavailable: {0}")]
+pub struct SwitchLost(#[from] pub P4Error);
+
+/// What a full sync did.
+#[derive(Debug, Clone, Default)]
+pub struct SyncReport {
+    pub updates: usize,
+    pub failed_updates: usize,
+    /// APPL_STATE_DB keys that no longer translate (left off the switch), with the reason.
+    pub untranslatable: Vec<(String, String)>,
+}
+
+pub struct Engine<S> {
+    pub switch: S,
+    pub translator: Translator,
+    contract: Contract,
+    installed: BTreeMap<String, Installed>,
+    owners: Owners,
+    owned: Objects,
+    pub stats: EngineStats,
+}
+
+/// Maps a switch's per-update gRPC code to SONiC's status.
+pub fn status_of(code: Code) -> StatusCode {
+    match code {
+        Code::InvalidArgument | Code::OutOfRange => StatusCode::InvalidParam,
+        Code::NotFound => StatusCode::NotFound,
+        Code::AlreadyExists => StatusCode::Exists,
+        Code::ResourceExhausted => StatusCode::Full,
+        Code::Unimplemented => StatusCode::Unimplemented,
+        Code::FailedPrecondition => StatusCode::FailedPrecondition,
+        Code::PermissionDenied => StatusCode::PermissionDenied,
+        Code::Unavailable => StatusCode::Unavail,
+        Code::DeadlineExceeded => StatusCode::DeadlineExceeded,
+        Code::Internal => StatusCode::Internal,
+        _ => StatusCode::Unknown,
+    }
+}
+
+/// Field lists compare as sets (Redis hashes have no order).
+pub fn same_fields(a: &FieldValues, b: &FieldValues) -> bool {
+    let a: BTreeMap<&str, &str> = a.iter().map(|(f, v)| (f.as_str(), v.as_str())).collect();
+    let b: BTreeMap<&str, &str> = b.iter().map(|(f, v)| (f.as_str(), v.as_str())).collect();
+    a == b
+}
+
+impl<S: SwitchIo> Engine<S> {
+    pub fn new(switch: S, translator: Translator) -> Self {
+        Engine {
+            switch,
+            translator,
+            contract: Contract::default(),
+            installed: BTreeMap::new(),
+            owners: Owners::default(),
+            owned: Objects::new(),
+            stats: EngineStats::default(),
+        }
+    }
+
+    pub fn installed(&self) -> &BTreeMap<String, Installed> {
+        &self.installed
+    }
+
+    pub fn owned(&self) -> &Objects {
+        &self.owned
+    }
+
+    /// The switch lost everything (new pipeline): nothing is installed any more.
+    pub fn forget_switch(&mut self) {
+        self.owned.clear();
+        for inst in self.installed.values_mut() {
+            inst.objects.clear();
+        }
+        self.owners.clear();
+    }
+
+    /// Runs a plan stage by stage. Per-update failures are returned by owner (the first per
+    /// owner; later stages of a failed owner are skipped); an RPC failure aborts.
+    async fn execute<O: Clone + Eq + std::hash::Hash>(
+        &mut self,
+        plan: &Plan<O>,
+    ) -> Result<(HashMap<O, (StatusCode, String)>, Vec<PlannedUpdate<O>>), SwitchLost> {
+        let mut failed: HashMap<O, (StatusCode, String)> = HashMap::new();
+        let mut done = Vec::new();
+        for stage in plan.stages.values() {
+            let todo: Vec<&PlannedUpdate<O>> = stage
+                .iter()
+                .filter(|u| !failed.contains_key(&u.owner))
+                .collect();
+            if todo.is_empty() {
+                continue;
+            }
+            let updates: Vec<_> = todo.iter().map(|u| u.update.clone()).collect();
+            self.stats.switch_updates += updates.len() as u64;
+            let mut bad = BTreeSet::new();
+            match self.switch.write(&updates).await {
+                Ok(()) => {}
+                Err(P4Error::Write(we)) => {
+                    for e in we.failed {
+                        let Some(u) = todo.get(e.index) else { continue };
+                        bad.insert(e.index);
+                        failed
+                            .entry(u.owner.clone())
+                            .or_insert_with(|| (status_of(e.code), e.to_string()));
+                    }
+                }
+                Err(e) => return Err(SwitchLost(e)),
+            }
+            done.extend(
+                todo.into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| !bad.contains(i))
+                    .map(|(_, u)| u.clone()),
+            );
+        }
+        Ok((failed, done))
+    }
+
+    /// Applies one batch of P4RT_TABLE operations; one result per operation, in order.
+    pub async fn apply_batch(
+        &mut self,
+        ops: &[KeyOpFieldValues],
+    ) -> Result<Vec<EntryResult>, SwitchLost> {
+        self.stats.batches += 1;
+        let mut results: Vec<Option<EntryResult>> = vec![None; ops.len()];
+        let mut new_objects: HashMap<usize, Objects> = HashMap::new();
+        let mut claimed: HashMap<ObjKey, usize> = HashMap::new();
+        let mut plan: Plan<usize> = Plan::default();
+        let empty = Objects::new();
+        for (i, op) in ops.iter().enumerate() {
+            let old = self.installed.get(&op.key).map(|x| &x.objects);
+            let reject = |r: Rejected| {
+                Some(EntryResult::err(
+                    op.key.clone(),
+                    op.op,
+                    r.status,
+                    r.message,
+                    op.fields.clone(),
+                ))
+            };
+            match op.op {
+                Op::Set => {
+                    let objs = match self.translator.translate_set(&op.key, &op.fields) {
+                        Ok(o) => o,
+                        Err(r) => {
+                            results[i] = reject(r);
+                            continue;
+                        }
+                    };
+                    let conflict = objs.keys().find_map(|k| {
+                        if let Some(o) = self.owners.get(k).filter(|o| *o != op.key) {
+                            return Some(o.to_string());
+                        }
+                        claimed
+                            .get(k)
+                            .filter(|j| **j != i)
+                            .map(|j| ops[*j].key.clone())
+                    });
+                    if let Some(other) = conflict {
+                        results[i] = reject(Rejected {
+                            status: StatusCode::Exists,
+                            message: format!(
+                                "programs the same switch entry as key {other} (another spelling of the same match?)"
+                            ),
+                        });
+                        continue;
+                    }
+                    for k in objs.keys() {
+                        claimed.insert(k.clone(), i);
+                    }
+                    plan.add_diff(&self.contract, old.unwrap_or(&empty), &objs, i);
+                    new_objects.insert(i, objs);
+                }
+                Op::Del => match old {
+                    Some(old) => {
+                        plan.add_diff(&self.contract, old, &empty, i);
+                        new_objects.insert(i, Objects::new());
+                    }
+                    None => {
+                        results[i] = reject(Rejected {
+                            status: StatusCode::NotFound,
+                            message: format!("no installed entry {}", op.key),
+                        });
+                    }
+                },
+            }
+        }
+
+        let (failed, done) = self.execute(&plan).await?;
+
+        // Roll back what failed keys did in earlier stages, so each key is all or nothing.
+        if !failed.is_empty() {
+            let mut partial: HashMap<usize, Objects> = HashMap::new();
+            for u in done.iter().filter(|u| failed.contains_key(&u.owner)) {
+                let cur = partial.entry(u.owner).or_insert_with(|| {
+                    self.installed
+                        .get(&ops[u.owner].key)
+                        .map(|x| x.objects.clone())
+                        .unwrap_or_default()
+                });
+                if u.update.r#type == update::Type::Delete as i32 {
+                    cur.remove(&u.key);
+                } else if let Some(e) = &u.update.entity {
+                    cur.insert(u.key.clone(), e.clone());
+                }
+            }
+            let mut undo: Plan<usize> = Plan::default();
+            for (owner, cur) in &partial {
+                let old = self
+                    .installed
+                    .get(&ops[*owner].key)
+                    .map(|x| x.objects.clone())
+                    .unwrap_or_default();
+                undo.add_diff(&self.contract, cur, &old, *owner);
+            }
+            if !undo.is_empty() {
+                let (undo_failed, _) = self.execute(&undo).await?;
+                for (owner, (_, msg)) in undo_failed {
+                    tracing::error!(key = %ops[owner].key, error = %msg,
+                        "rollback of a failed key failed; the next full sync repairs it");
+                }
+            }
+        }
+
+        for (i, op) in ops.iter().enumerate() {
+            if results[i].is_some() {
+                self.stats.keys_failed += 1;
+                continue;
+            }
+            if let Some((status, msg)) = failed.get(&i) {
+                self.stats.keys_failed += 1;
+                results[i] = Some(EntryResult::err(
+                    op.key.clone(),
+                    op.op,
+                    *status,
+                    msg.clone(),
+                    op.fields.clone(),
+                ));
+                continue;
+            }
+            self.stats.keys_ok += 1;
+            let objs = new_objects.remove(&i).unwrap_or_default();
+            if let Some(old) = self.installed.remove(&op.key) {
+                self.owners.release(&old.objects, &op.key);
+            }
+            if op.op == Op::Set {
+                self.owners.claim(&objs, &op.key);
+                self.installed.insert(
+                    op.key.clone(),
+                    Installed {
+                        fields: op.fields.clone(),
+                        objects: objs,
+                    },
+                );
+            }
+            results[i] = Some(EntryResult::ok(op.key.clone(), op.op, op.fields.clone()));
+        }
+        Ok(results
+            .into_iter()
+            .zip(ops)
+            .map(|(r, op)| {
+                r.unwrap_or_else(|| {
+                    EntryResult::err(
+                        op.key.clone(),
+                        op.op,
+                        StatusCode::Internal,
+                        "no result",
+                        op.fields.clone(),
+                    )
+                })
+            })
+            .collect())
+    }
+
+    /// Brings the plugin-owned objects to `desired` (QoS, watchdog, switch config).
+    pub async fn apply_owned(&mut self, desired: Objects) -> Result<usize, SwitchLost> {
+        let mut plan: Plan<ObjKey> = Plan::default();
+        for (k, e) in &desired {
+            let cur: Objects = self
+                .owned
+                .get(k)
+                .map(|c| [(k.clone(), c.clone())].into())
+                .unwrap_or_default();
+            plan.add_diff(
+                &self.contract,
+                &cur,
+                &[(k.clone(), e.clone())].into(),
+                k.clone(),
+            );
+        }
+        for (k, e) in &self.owned {
+            if !desired.contains_key(k) {
+                plan.add_diff(
+                    &self.contract,
+                    &[(k.clone(), e.clone())].into(),
+                    &Objects::new(),
+                    k.clone(),
+                );
+            }
+        }
+        let n = plan.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let (failed, _) = self.execute(&plan).await?;
+        for (k, (_, msg)) in &failed {
+            tracing::warn!(object = ?k, error = %msg, "plugin-owned switch object not written");
+        }
+        let mut next = desired;
+        for k in failed.keys() {
+            match self.owned.get(k) {
+                Some(old) => {
+                    next.insert(k.clone(), old.clone());
+                }
+                None => {
+                    next.remove(k);
+                }
+            }
+        }
+        self.owned = next;
+        Ok(n)
+    }
+
+    /// What the switch holds that the plugin manages (everything but the port status table,
+    /// which the port task owns).
+    pub async fn read_switch(&self) -> Result<Objects, SwitchLost> {
+        let info = self.translator.info();
+        let mut out = Objects::new();
+        let mut add = |es: Vec<Entity>| {
+            for e in es {
+                if let Some(k) = ObjKey::of(&e) {
+                    if k.table_id() == Some(t::port_status_table::ID) {
+                        continue;
+                    }
+                    out.insert(k, e);
+                }
+            }
+        };
+        add(self
+            .switch
+            .read(vec![table_entity(TableEntry::default())])
+            .await?);
+        for p in info.action_profiles() {
+            add(self
+                .switch
+                .read(vec![
+                    Entity {
+                        entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
+                            action_profile_id: p.id,
+                            ..Default::default()
+                        })),
+                    },
+                    Entity {
+                        entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
+                            action_profile_id: p.id,
+                            ..Default::default()
+                        })),
+                    },
+                ])
+                .await?);
+        }
+        add(self
+            .switch
+            .read(vec![Entity {
+                entity: Some(entity::Entity::PacketReplicationEngineEntry(
+                    PacketReplicationEngineEntry {
+                        r#type: Some(packet_replication_engine_entry::Type::CloneSessionEntry(
+                            CloneSessionEntry::default(),
+                        )),
+                    },
+                )),
+            }])
+            .await?);
+        add(self
+            .switch
+            .read(vec![table_entity(TableEntry {
+                table_id: t::switch_config_table::ID,
+                is_default_action: true,
+                ..Default::default()
+            })])
+            .await?);
+        Ok(out)
+    }
+
+    /// Makes the switch hold exactly `desired_p4rt` (APPL_STATE_DB) plus `owned`.
+    pub async fn full_sync(
+        &mut self,
+        desired_p4rt: &BTreeMap<String, FieldValues>,
+        owned: Objects,
+    ) -> Result<SyncReport, SwitchLost> {
+        self.stats.syncs += 1;
+        let mut report = SyncReport::default();
+        let mut desired = Objects::new();
+        let mut installed = BTreeMap::new();
+        let mut owners = Owners::default();
+        for (key, fields) in desired_p4rt {
+            match self.translator.translate_set(key, fields) {
+                Ok(objs) => {
+                    if let Some(other) = objs.keys().find_map(|k| owners.get(k)) {
+                        report.untranslatable.push((
+                            key.clone(),
+                            format!("programs the same switch entry as {other}"),
+                        ));
+                        continue;
+                    }
+                    owners.claim(&objs, key);
+                    desired.extend(objs.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    installed.insert(
+                        key.clone(),
+                        Installed {
+                            fields: fields.clone(),
+                            objects: objs,
+                        },
+                    );
+                }
+                Err(r) => report.untranslatable.push((key.clone(), r.message)),
+            }
+        }
+        for (k, e) in &owned {
+            desired.insert(k.clone(), e.clone());
+        }
+        let current = self.read_switch().await?;
+        let mut plan: Plan<ObjKey> = Plan::default();
+        // Owner = the object, so one failure skips nothing else.
+        for (k, want) in &desired {
+            let cur: Objects = current
+                .get(k)
+                .map(|c| [(k.clone(), c.clone())].into())
+                .unwrap_or_default();
+            plan.add_diff(
+                &self.contract,
+                &cur,
+                &[(k.clone(), want.clone())].into(),
+                k.clone(),
+            );
+        }
+        for (k, have) in &current {
+            if !desired.contains_key(k) {
+                plan.add_diff(
+                    &self.contract,
+                    &[(k.clone(), have.clone())].into(),
+                    &Objects::new(),
+                    k.clone(),
+                );
+            }
+        }
+        report.updates = plan.len();
+        let (failed, _) = self.execute(&plan).await?;
+        report.failed_updates = failed.len();
+        for (k, (_, msg)) in failed.iter().take(10) {
+            tracing::warn!(object = ?k, error = %msg, "full sync could not write an object");
+        }
+        self.stats.last_sync_updates = report.updates as u64;
+        self.stats.sync_failures += failed.len() as u64;
+        self.installed = installed;
+        self.owners = owners;
+        self.owned = owned;
+        Ok(report)
+    }
+}
+
+fn table_entity(t: TableEntry) -> Entity {
+    Entity {
+        entity: Some(entity::Entity::TableEntry(t)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::pipeline::{owned_tables, weft_p4info};
+    use crate::switch::fake::FakeSwitch;
+    use weft_appdb::PortMap;
+
+    fn engine() -> Engine<FakeSwitch> {
+        let info = weft_p4info().expect("p4info");
+        let mut tr = Translator::new(info, owned_tables(), false);
+        let mut ports = PortMap::default();
+        for i in 1..=4u32 {
+            ports.by_name.insert(format!("Ethernet{}", (i - 1) * 4), i);
+        }
+        tr.set_ports(ports);
+        Engine::new(FakeSwitch::default(), tr)
+    }
+
+    fn set(key: &str, fields: &[(&str, &str)]) -> KeyOpFieldValues {
+        KeyOpFieldValues::set(key, fields.iter().map(|(a, b)| (*a, *b)))
+    }
+
+    fn nexthop(id: &str, port: &str) -> KeyOpFieldValues {
+        set(
+            &format!(r#"FIXED_NEXTHOP_TABLE:{{"match/nexthop_id":"{id}"}}"#),
+            &[
+                ("action", "set_nexthop"),
+                ("param/egress_port", port),
+                ("param/dst_mac", "02:00:00:00:00:01"),
+                ("param/src_mac", "02:00:00:00:00:02"),
+            ],
+        )
+    }
+
+    const GROUP: &str = r#"FIXED_WCMP_GROUP_TABLE:{"match/wcmp_group_id":"0x7"}"#;
+
+    fn group() -> KeyOpFieldValues {
+        set(
+            GROUP,
+            &[(
+                "actions",
+                r#"[{"action":"set_wcmp_member","param/egress_port":"Ethernet0","param/nexthop_id":"0x1","watch_port":"Ethernet0","weight":2},{"action":"set_wcmp_member","param/egress_port":"Ethernet4","param/nexthop_id":"0x2","watch_port":"Ethernet4","weight":1}]"#,
+            )],
+        )
+    }
+
+    fn route() -> KeyOpFieldValues {
+        set(
+            r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.1.0.0/16"}"#,
+            &[
+                ("action", "set_wcmp_group_id"),
+                ("param/wcmp_group_id", "0x7"),
+            ],
+        )
+    }
+
+    fn kinds(objs: &Objects) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for k in objs.keys() {
+            let name = match k {
+                ObjKey::Entry { table_id, .. } => format!("table {table_id:#x}"),
+                ObjKey::Member { .. } => "member".into(),
+                ObjKey::Group { .. } => "group".into(),
+                other => format!("{other:?}"),
+            };
+            *out.entry(name).or_default() += 1;
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_group_becomes_members_a_group_and_an_entry_in_both_wcmp_tables() {
+        let mut e = engine();
+        let ops = [
+            nexthop("0x1", "Ethernet0"),
+            nexthop("0x2", "Ethernet4"),
+            group(),
+            route(),
+        ];
+        let res = e.apply_batch(&ops).await.expect("switch up");
+        assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
+        let k = kinds(&e.switch.snapshot());
+        assert_eq!(k["member"], 2);
+        assert_eq!(k["group"], 1);
+        assert_eq!(k[&format!("table {:#x}", t::wcmp_group_table::ID)], 1);
+        // One entry per table the selector implements.
+        assert_eq!(
+            weft_p4::action_profiles::wcmp_group_selector::TABLE_IDS
+                .iter()
+                .map(|id| k[&format!("table {id:#x}")])
+                .sum::<usize>(),
+            weft_p4::action_profiles::wcmp_group_selector::TABLE_IDS.len()
+        );
+        assert_eq!(k[&format!("table {:#x}", t::nexthop_table::ID)], 2);
+        assert_eq!(k[&format!("table {:#x}", t::ipv4_table::ID)], 1);
+
+        // The same batch again writes nothing and still answers success.
+        let before = e.switch.updates.load(Ordering::SeqCst);
+        let res = e.apply_batch(&ops).await.expect("switch up");
+        assert!(res.iter().all(|r| r.status.is_ok()));
+        assert_eq!(e.switch.updates.load(Ordering::SeqCst), before);
+
+        // Deleting everything in one batch works despite the dependencies.
+        let dels: Vec<_> = ops
+            .iter()
+            .map(|o| KeyOpFieldValues::del(o.key.clone()))
+            .collect();
+        let res = e.apply_batch(&dels).await.expect("switch up");
+        assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
+        assert!(e.switch.snapshot().is_empty());
+    }
+
+    #[tokio::test]
+    async fn bad_entries_get_errors_naming_the_problem_and_the_rest_installs() {
+        let mut e = engine();
+        let ops = [
+            nexthop("0x1", "Ethernet0"),
+            nexthop("0x2", "Ethernet99"),
+            set(r#"FIXED_NOPE_TABLE:{"match/x":"0x1"}"#, &[("action", "a")]),
+            set(
+                r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x10000"}"#,
+                &[("action", "set_nexthop")],
+            ),
+            set(
+                r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.1.0.0/16"}"#,
+                &[("action", "set_nexthop_id"), ("param/bogus", "0x1")],
+            ),
+            set(
+                r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.2.0.0/16"}"#,
+                &[("action", "fly")],
+            ),
+            set("garbage", &[("action", "x")]),
+            set(
+                r#"FIXED_QOS_CLASSIFY_TABLE:{"match/dscp":"0x1a"}"#,
+                &[("action", "set_traffic_class")],
+            ),
+            KeyOpFieldValues::del(r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x9"}"#),
+            nexthop("0x01", "Ethernet0"),
+        ];
+        let res = e.apply_batch(&ops).await.expect("switch up");
+        let st: Vec<(StatusCode, &str)> =
+            res.iter().map(|r| (r.status, r.message.as_str())).collect();
+        assert_eq!(st[0].0, StatusCode::Success);
+        let expect = [
+            (1, StatusCode::InvalidParam, "unknown port \"Ethernet99\""),
+            (
+                2,
+                StatusCode::InvalidParam,
+                "unknown table \"FIXED_NOPE_TABLE\"",
+            ),
+            (3, StatusCode::InvalidParam, "does not fit in 16 bits"),
+            (4, StatusCode::InvalidParam, "bogus"),
+            (5, StatusCode::InvalidParam, "fly"),
+            (6, StatusCode::InvalidParam, "garbage"),
+            (
+                7,
+                StatusCode::InvalidParam,
+                "programmed by the plugin itself",
+            ),
+            (8, StatusCode::NotFound, "no installed entry"),
+            (9, StatusCode::Exists, "same switch entry"),
+        ];
+        for (i, code, needle) in expect {
+            assert_eq!(st[i].0, code, "op {i}: {}", st[i].1);
+            assert!(
+                st[i].1.contains(needle),
+                "op {i}: {:?} lacks {needle:?}",
+                st[i].1
+            );
+        }
+        assert_eq!(
+            e.switch.snapshot().len(),
+            1,
+            "only the good nexthop is installed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_group_whose_table_entry_fails_is_rolled_back_entirely_members_included() {
+        let mut e = engine();
+        *e.switch.reject.lock().expect("lock") = Some(Box::new(|k: &ObjKey| {
+            k.table_id() == Some(t::wcmp_group_table::ID)
+        }));
+        let res = e.apply_batch(&[group()]).await.expect("switch up");
+        assert_eq!(res[0].status, StatusCode::InvalidParam, "{res:?}");
+        assert!(
+            e.switch.snapshot().is_empty(),
+            "{:?}",
+            kinds(&e.switch.snapshot())
+        );
+        assert!(e.installed().is_empty());
+    }
+
+    #[tokio::test]
+    async fn full_sync_removes_strays_installs_missing_and_a_second_sync_writes_nothing() {
+        let mut e = engine();
+        let ops = [
+            nexthop("0x1", "Ethernet0"),
+            nexthop("0x3", "Ethernet8"),
+            group(),
+        ];
+        e.apply_batch(&ops).await.expect("switch up");
+        // APPL_STATE_DB says: nexthop 1 and 2 and the group (nexthop 3 is a stray, 2 missing).
+        let want: BTreeMap<String, FieldValues> = [
+            nexthop("0x1", "Ethernet0"),
+            nexthop("0x2", "Ethernet4"),
+            group(),
+        ]
+        .into_iter()
+        .map(|o| (o.key, o.fields))
+        .collect();
+        let info = e.translator.info().clone();
+        let owned: Objects = [crate::qos::switch_config(&info, 3).expect("switch config")]
+            .into_iter()
+            .map(|x| (ObjKey::of(&x).expect("key"), x))
+            .collect();
+        let r = e.full_sync(&want, owned.clone()).await.expect("sync");
+        assert_eq!(r.updates, 3, "delete nh 3, insert nh 2, set switch config");
+        let r = e.full_sync(&want, owned).await.expect("sync");
+        assert_eq!(r.updates, 0);
+        let k = kinds(&e.switch.snapshot());
+        assert_eq!(k[&format!("table {:#x}", t::nexthop_table::ID)], 2);
+    }
+
+    #[tokio::test]
+    async fn a_lost_switch_aborts_the_batch_without_answers() {
+        let mut e = engine();
+        e.switch.down.store(true, Ordering::SeqCst);
+        assert!(e.apply_batch(&[nexthop("0x1", "Ethernet0")]).await.is_err());
+        assert!(e.installed().is_empty());
+    }
+}

@@ -1,0 +1,401 @@
+//! What the switch holds, as a map from identity to P4Runtime entity, and the ordered plan that
+//! turns one such map into another.
+//!
+//! ```text
+//!   current ──┐                    stage (rank 0..6, upserts ascending)   port config, QoS, clone sessions
+//!             ├─ diff ─► Plan ───► ...                                     nexthops
+//!   desired ──┘                    stage (rank 2) action-profile members   members
+//!                                  stage (rank 3) groups                   groups
+//!                                  stage (rank 4) wcmp tables, 5 mode, 6 routes
+//!                                  then deletes, rank 6 down to 0 (make before break)
+//! ```
+//!
+//! Every write within a stage is independent of the others, so a stage is one pipelined
+//! `Client::write`; stages run one after the other.
+
+use std::collections::{BTreeMap, HashMap};
+
+use prost::Message;
+use weft_p4rt::proto::p4::v1::{
+    Entity, TableEntry, Update, action_profile_group, entity, packet_replication_engine_entry,
+    update,
+};
+
+/// The identity of one switch object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjKey {
+    /// A table entry: its table, encoded match fields (sorted by id) and priority.
+    Entry {
+        table_id: u32,
+        matches: Vec<u8>,
+        priority: i32,
+    },
+    /// The default entry of a table (only ever modified).
+    Default {
+        table_id: u32,
+    },
+    Member {
+        profile_id: u32,
+        member_id: u32,
+    },
+    Group {
+        profile_id: u32,
+        group_id: u32,
+    },
+    CloneSession {
+        session_id: u32,
+    },
+}
+
+impl ObjKey {
+    /// The identity of an entity; `None` for kinds the plugin does not manage.
+    pub fn of(e: &Entity) -> Option<ObjKey> {
+        use entity::Entity as E;
+        Some(match e.entity.as_ref()? {
+            E::TableEntry(t) => ObjKey::of_table_entry(t),
+            E::ActionProfileMember(m) => ObjKey::Member {
+                profile_id: m.action_profile_id,
+                member_id: m.member_id,
+            },
+            E::ActionProfileGroup(g) => ObjKey::Group {
+                profile_id: g.action_profile_id,
+                group_id: g.group_id,
+            },
+            E::PacketReplicationEngineEntry(p) => match p.r#type.as_ref()? {
+                packet_replication_engine_entry::Type::CloneSessionEntry(c) => {
+                    ObjKey::CloneSession {
+                        session_id: c.session_id,
+                    }
+                }
+                packet_replication_engine_entry::Type::MulticastGroupEntry(_) => return None,
+            },
+            _ => return None,
+        })
+    }
+
+    pub fn of_table_entry(t: &TableEntry) -> ObjKey {
+        if t.is_default_action {
+            return ObjKey::Default {
+                table_id: t.table_id,
+            };
+        }
+        let mut matches = Vec::new();
+        for m in &t.r#match {
+            m.encode_length_delimited(&mut matches).ok();
+        }
+        ObjKey::Entry {
+            table_id: t.table_id,
+            matches,
+            priority: t.priority,
+        }
+    }
+
+    pub fn table_id(&self) -> Option<u32> {
+        match self {
+            ObjKey::Entry { table_id, .. } | ObjKey::Default { table_id } => Some(*table_id),
+            _ => None,
+        }
+    }
+}
+
+/// Objects by identity.
+pub type Objects = BTreeMap<ObjKey, Entity>;
+
+/// The comparable content of an entity: what the plugin writes, without what the switch adds
+/// or reports unreliably (counter data, meter configs; BMv2 reads group watch ports back wrong,
+/// so groups compare on member ids and weights only).
+pub fn normalized(e: &Entity) -> Entity {
+    use entity::Entity as E;
+    let mut e = e.clone();
+    match e.entity.as_mut() {
+        Some(E::TableEntry(t)) => {
+            t.counter_data = None;
+            t.meter_config = None;
+            t.meter_counter_data = None;
+            t.idle_timeout_ns = 0;
+            t.time_since_last_hit = None;
+            t.metadata = Vec::new();
+        }
+        Some(E::ActionProfileGroup(g)) => {
+            g.max_size = 0;
+            for m in &mut g.members {
+                m.watch_kind = None::<action_profile_group::member::WatchKind>;
+            }
+            g.members.sort_by_key(|m| m.member_id);
+        }
+        _ => {}
+    }
+    e
+}
+
+pub fn same(a: &Entity, b: &Entity) -> bool {
+    normalized(a) == normalized(b)
+}
+
+/// Dependency rank of an object (see the module diagram); ranks come from the caller, who
+/// knows which table is which.
+pub trait Ranker {
+    fn rank(&self, key: &ObjKey) -> u8;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Upsert,
+    Delete,
+}
+
+/// One write, with the owner it is done for (an index the caller chose).
+#[derive(Debug, Clone)]
+pub struct PlannedUpdate<O> {
+    pub key: ObjKey,
+    pub update: Update,
+    pub owner: O,
+}
+
+/// Stages in execution order.
+#[derive(Debug, Clone)]
+pub struct Plan<O> {
+    pub stages: BTreeMap<(Phase, i16), Vec<PlannedUpdate<O>>>,
+}
+
+impl<O> Default for Plan<O> {
+    fn default() -> Self {
+        Plan {
+            stages: BTreeMap::new(),
+        }
+    }
+}
+
+impl<O: Clone> Plan<O> {
+    pub fn len(&self) -> usize {
+        self.stages.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stages.values().all(Vec::is_empty)
+    }
+
+    fn push(&mut self, phase: Phase, rank: u8, u: PlannedUpdate<O>) {
+        // Deletes run from the highest rank down.
+        let r = match phase {
+            Phase::Upsert => i16::from(rank),
+            Phase::Delete => -i16::from(rank),
+        };
+        self.stages.entry((phase, r)).or_default().push(u);
+    }
+
+    /// Adds what turns `current` into `desired`, for `owner`.
+    pub fn add_diff(
+        &mut self,
+        ranker: &dyn Ranker,
+        current: &Objects,
+        desired: &Objects,
+        owner: O,
+    ) {
+        for (k, want) in desired {
+            let ty = match current.get(k) {
+                Some(have) if same(have, want) => continue,
+                Some(_) => update::Type::Modify,
+                None if matches!(k, ObjKey::Default { .. }) => update::Type::Modify,
+                None => update::Type::Insert,
+            };
+            self.push(
+                Phase::Upsert,
+                ranker.rank(k),
+                PlannedUpdate {
+                    key: k.clone(),
+                    update: Update {
+                        r#type: ty as i32,
+                        entity: Some(want.clone()),
+                    },
+                    owner: owner.clone(),
+                },
+            );
+        }
+        for (k, have) in current {
+            if desired.contains_key(k) || matches!(k, ObjKey::Default { .. }) {
+                continue;
+            }
+            self.push(
+                Phase::Delete,
+                ranker.rank(k),
+                PlannedUpdate {
+                    key: k.clone(),
+                    update: Update {
+                        r#type: update::Type::Delete as i32,
+                        entity: Some(delete_form(have)),
+                    },
+                    owner: owner.clone(),
+                },
+            );
+        }
+    }
+}
+
+/// What a DELETE needs: the identity; actions stay (P4Runtime ignores them) except for
+/// members and groups where BMv2 wants only the ids.
+fn delete_form(e: &Entity) -> Entity {
+    use entity::Entity as E;
+    let mut e = normalized(e);
+    match e.entity.as_mut() {
+        Some(E::ActionProfileMember(m)) => m.action = None,
+        Some(E::ActionProfileGroup(g)) => g.members.clear(),
+        _ => {}
+    }
+    e
+}
+
+/// Which owner holds each object (so two keys cannot claim one switch object).
+#[derive(Debug, Default, Clone)]
+pub struct Owners {
+    map: HashMap<ObjKey, String>,
+}
+
+impl Owners {
+    pub fn get(&self, k: &ObjKey) -> Option<&str> {
+        self.map.get(k).map(String::as_str)
+    }
+    pub fn claim(&mut self, objects: &Objects, owner: &str) {
+        for k in objects.keys() {
+            self.map.insert(k.clone(), owner.to_string());
+        }
+    }
+    pub fn release(&mut self, objects: &Objects, owner: &str) {
+        for k in objects.keys() {
+            if self.map.get(k).is_some_and(|o| o == owner) {
+                self.map.remove(k);
+            }
+        }
+    }
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_p4rt::proto::p4::v1::{
+        ActionProfileGroup, ActionProfileMember, FieldMatch, field_match,
+    };
+
+    struct R;
+    impl Ranker for R {
+        fn rank(&self, k: &ObjKey) -> u8 {
+            match k {
+                ObjKey::Member { .. } => 2,
+                ObjKey::Group { .. } => 3,
+                _ => 6,
+            }
+        }
+    }
+
+    fn entry(table_id: u32, v: u8) -> Entity {
+        Entity {
+            entity: Some(entity::Entity::TableEntry(TableEntry {
+                table_id,
+                r#match: vec![FieldMatch {
+                    field_id: 1,
+                    field_match_type: Some(field_match::FieldMatchType::Exact(
+                        field_match::Exact { value: vec![v] },
+                    )),
+                }],
+                ..Default::default()
+            })),
+        }
+    }
+
+    fn member(id: u32) -> Entity {
+        Entity {
+            entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
+                action_profile_id: 9,
+                member_id: id,
+                action: None,
+            })),
+        }
+    }
+
+    fn group(id: u32, members: &[u32]) -> Entity {
+        Entity {
+            entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
+                action_profile_id: 9,
+                group_id: id,
+                members: members
+                    .iter()
+                    .map(|m| action_profile_group::Member {
+                        member_id: *m,
+                        weight: 1,
+                        watch_kind: Some(action_profile_group::member::WatchKind::WatchPort(vec![
+                            *m as u8,
+                        ])),
+                    })
+                    .collect(),
+                max_size: 0,
+            })),
+        }
+    }
+
+    fn objs(es: &[Entity]) -> Objects {
+        es.iter()
+            .map(|e| (ObjKey::of(e).expect("key"), e.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn inserts_run_members_then_groups_then_entries_and_deletes_in_reverse() {
+        let desired = objs(&[entry(1, 1), member(1), group(1, &[1])]);
+        let mut plan = Plan::default();
+        plan.add_diff(&R, &Objects::new(), &desired, 0u8);
+        let order: Vec<(Phase, i16)> = plan.stages.keys().copied().collect();
+        assert_eq!(
+            order,
+            vec![(Phase::Upsert, 2), (Phase::Upsert, 3), (Phase::Upsert, 6)]
+        );
+        let mut plan = Plan::default();
+        plan.add_diff(&R, &desired, &Objects::new(), 0u8);
+        let order: Vec<(Phase, i16)> = plan.stages.keys().copied().collect();
+        assert_eq!(
+            order,
+            vec![
+                (Phase::Delete, -6),
+                (Phase::Delete, -3),
+                (Phase::Delete, -2)
+            ]
+        );
+    }
+
+    #[test]
+    fn equal_objects_plan_nothing_and_group_watch_ports_are_ignored() {
+        let a = objs(&[entry(1, 1), group(1, &[1, 2])]);
+        let mut b = a.clone();
+        if let Some(entity::Entity::ActionProfileGroup(g)) = b
+            .values_mut()
+            .find_map(|e| match &e.entity {
+                Some(entity::Entity::ActionProfileGroup(_)) => Some(e),
+                _ => None,
+            })
+            .and_then(|e| e.entity.as_mut())
+        {
+            g.members[0].watch_kind = None;
+            g.members.reverse();
+        }
+        let mut plan = Plan::default();
+        plan.add_diff(&R, &a, &b, 0u8);
+        assert!(plan.is_empty(), "{plan:?}");
+    }
+
+    #[test]
+    fn a_changed_object_is_modified_not_reinserted() {
+        let a = objs(&[group(1, &[1])]);
+        let b = objs(&[group(1, &[1, 2])]);
+        let mut plan = Plan::default();
+        plan.add_diff(&R, &a, &b, 0u8);
+        let ups: Vec<i32> = plan
+            .stages
+            .values()
+            .flatten()
+            .map(|u| u.update.r#type)
+            .collect();
+        assert_eq!(ups, vec![update::Type::Modify as i32]);
+    }
+}
