@@ -101,6 +101,20 @@ impl SwitchResult {
     }
 }
 
+/// Rows that others refer to (maps, profiles, ports) are written before the rows that refer to
+/// them, so a switch watching CONFIG_DB never sees a dangling reference.
+fn config_rank(table: &str) -> u8 {
+    match table {
+        "DSCP_TO_TC_MAP"
+        | "TC_TO_QUEUE_MAP"
+        | "TC_TO_PRIORITY_GROUP_MAP"
+        | "WRED_PROFILE"
+        | "BUFFER_PROFILE" => 0,
+        "PORT" | "CABLE_LENGTH" => 1,
+        _ => 2,
+    }
+}
+
 /// Progress reports while a switch is written: (switch, done, total).
 pub type Progress = Arc<dyn Fn(&str, usize, usize) + Send + Sync>;
 
@@ -117,7 +131,9 @@ async fn apply_inner(
 
     // CONFIG_DB first: the plugin resolves port names in entries through PORT|EthernetN.
     let conn = sonic.connect(SonicDbId::ConfigDb).await?;
-    for row in &plan.config_set {
+    let mut rows: Vec<&crate::compile::qos::ConfigRow> = plan.config_set.iter().collect();
+    rows.sort_by_key(|r| config_rank(&r.table));
+    for row in rows {
         let t = Table::new(conn.clone(), &row.table)?;
         let fields: Vec<(&str, &str)> = row
             .fields
