@@ -278,7 +278,13 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         last.as_ref()
             .map_or("no reconvergence logged".into(), |v| v.to_string())
     );
-    assert!(r["received"].as_u64().unwrap_or(0) > 3000, "{r}");
+    // Outcomes, not timings: the stream kept flowing and (almost) nothing was lost; the loss
+    // window and the controller's time are printed above and in the README.
+    assert!(r["received"].as_u64().unwrap_or(0) > 500, "{r}");
+    assert!(
+        r["lost"].as_u64().unwrap_or(u64::MAX) <= 50,
+        "too many packets lost on failover: {r}"
+    );
     let last = last.expect("weft run logged the reconvergence");
     assert!(last["failed"].as_u64() == Some(0), "{last}");
     tb::set_link(&state, "leaf1", "Ethernet8", true).expect("link up");
