@@ -44,6 +44,17 @@ pub fn print_diagnostics(diags: &[Diagnostic]) {
     }
 }
 
+/// Loads an intent; prints its diagnostics and gives `None` when it is invalid (exit 2).
+pub fn load_valid(path: &str) -> anyhow::Result<Option<weft_topology::Topology>> {
+    Ok(match load(path)? {
+        Ok(t) => Some(t),
+        Err(d) => {
+            print_diagnostics(&d);
+            None
+        }
+    })
+}
+
 /// Splits load errors into diagnostics (exit 2) and real failures (exit 1).
 pub fn load(path: &str) -> anyhow::Result<Result<weft_topology::Topology, Vec<Diagnostic>>> {
     match weft_topology::load_file(path) {

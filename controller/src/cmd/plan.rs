@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use weft_topology::Topology;
 
-use super::{Outcome, OutputFormat, load, print_diagnostics};
+use super::{Outcome, OutputFormat, load_valid};
 use crate::apply::{self, Progress, SwitchResult};
 use crate::compile::{LinkState, compile, p4map};
 use crate::plan::{self, Installed, Plan};
@@ -69,12 +69,8 @@ pub async fn run_plan(
     output: OutputFormat,
     verbose: bool,
 ) -> anyhow::Result<Outcome> {
-    let t = match load(file)? {
-        Ok(t) => t,
-        Err(d) => {
-            print_diagnostics(&d);
-            return Ok(Outcome::Invalid);
-        }
+    let Some(t) = load_valid(file)? else {
+        return Ok(Outcome::Invalid);
     };
     let p = make_plan(&t, down, offline).await?;
     match output {
@@ -154,12 +150,8 @@ pub async fn run_apply(
     timeout: Option<Duration>,
     output: OutputFormat,
 ) -> anyhow::Result<Outcome> {
-    let t = match load(file)? {
-        Ok(t) => t,
-        Err(d) => {
-            print_diagnostics(&d);
-            return Ok(Outcome::Invalid);
-        }
+    let Some(t) = load_valid(file)? else {
+        return Ok(Outcome::Invalid);
     };
     let p = make_plan(&t, down, false).await?;
     if dry_run {

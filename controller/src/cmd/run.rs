@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Outcome, OutputFormat, load, print_diagnostics};
+use super::{Outcome, OutputFormat, load_valid};
 use crate::run::{self, DaemonStatus, RunOptions};
 
 pub async fn run(
@@ -15,12 +15,8 @@ pub async fn run(
     events_log: Option<PathBuf>,
     status_file: Option<PathBuf>,
 ) -> anyhow::Result<Outcome> {
-    let t = match load(file)? {
-        Ok(t) => t,
-        Err(d) => {
-            print_diagnostics(&d);
-            return Ok(Outcome::Invalid);
-        }
+    let Some(t) = load_valid(file)? else {
+        return Ok(Outcome::Invalid);
     };
     let status_file = status_file.unwrap_or_else(|| run::default_status_file(&t.name));
     run::run(
@@ -41,12 +37,8 @@ pub fn status(
     status_file: Option<PathBuf>,
     output: OutputFormat,
 ) -> anyhow::Result<Outcome> {
-    let t = match load(file)? {
-        Ok(t) => t,
-        Err(d) => {
-            print_diagnostics(&d);
-            return Ok(Outcome::Invalid);
-        }
+    let Some(t) = load_valid(file)? else {
+        return Ok(Outcome::Invalid);
     };
     let path = status_file.unwrap_or_else(|| run::default_status_file(&t.name));
     let text = std::fs::read_to_string(&path)

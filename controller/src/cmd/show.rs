@@ -2,15 +2,11 @@
 
 use weft_topology::summary::{render, summarize};
 
-use super::{Outcome, OutputFormat, load, print_diagnostics};
+use super::{Outcome, OutputFormat, load_valid};
 
 pub fn run(file: &str, output: OutputFormat, all_switches: bool) -> anyhow::Result<Outcome> {
-    let topo = match load(file)? {
-        Ok(t) => t,
-        Err(d) => {
-            print_diagnostics(&d);
-            return Ok(Outcome::Invalid);
-        }
+    let Some(topo) = load_valid(file)? else {
+        return Ok(Outcome::Invalid);
     };
     let s = summarize(&topo);
     match output {

@@ -6,19 +6,15 @@ use std::time::Duration;
 use anyhow::Context;
 use weft_testbed as tb;
 
-use super::{Outcome, load, print_diagnostics};
+use super::{Outcome, load_valid};
 
 fn state_dir(dir: Option<PathBuf>, fabric: &str) -> PathBuf {
     dir.unwrap_or_else(|| tb::default_state_dir(fabric))
 }
 
 pub fn up(file: &str, dir: Option<PathBuf>, db_only: bool) -> anyhow::Result<Outcome> {
-    let t = match load(file)? {
-        Ok(t) => t,
-        Err(d) => {
-            print_diagnostics(&d);
-            return Ok(Outcome::Invalid);
-        }
+    let Some(t) = load_valid(file)? else {
+        return Ok(Outcome::Invalid);
     };
     let programs = if db_only {
         tb::Programs::locate_db_only()?
@@ -127,12 +123,8 @@ pub fn ping(file_or_name: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome>
 }
 
 pub fn spread(file: &str, dir: Option<PathBuf>, src: &str, dst: &str) -> anyhow::Result<Outcome> {
-    let t = match load(file)? {
-        Ok(t) => t,
-        Err(d) => {
-            print_diagnostics(&d);
-            return Ok(Outcome::Invalid);
-        }
+    let Some(t) = load_valid(file)? else {
+        return Ok(Outcome::Invalid);
     };
     let st = tb::State::load(&state_dir(dir, &t.name))?;
     let top = t.switches.iter().map(|s| s.role).max();
