@@ -60,6 +60,7 @@ const bit<8> POSTCARD_VERSION = 1;
 // BMv2 simple_switch instance_type values.
 #define INSTANCE_TYPE_NORMAL 0
 #define INSTANCE_TYPE_EGRESS_CLONE 2
+#define INSTANCE_TYPE_RESUBMIT 6
 // clone_preserving_field_list index of the fields a PFC or postcard clone carries.
 #define FL_CLONE 1
 // resubmit_preserving_field_list index of the multipath retry count.

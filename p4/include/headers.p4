@@ -210,8 +210,9 @@ struct local_metadata_t {
     bit<1>          psn_track;
     bit<8>          postcard_flags;   // 0 = no postcard
 
-    // carried into a resubmitted pass
+    // carried into a resubmitted pass (BMv2 does not keep the ingress port of a resubmit)
     @field_list(FL_RESUBMIT) bit<8> multipath_retries;
+    @field_list(FL_RESUBMIT) port_t resubmit_ingress_port;
 
     // carried into egress clones
     @field_list(FL_CLONE) bit<8>   clone_kind;

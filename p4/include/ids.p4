@@ -23,7 +23,8 @@
 #define ID_IPV6_TABLE                0x02000006
 #define ID_MULTIPATH_MODE_TABLE      0x02000007
 #define ID_WCMP_GROUP_TABLE          0x02000008
-#define ID_WCMP_GROUP_ALT_TABLE      0x02000009
+// 0x02000009 retired 2026-11-29: wcmp_group_alt_table (a selector shared by two tables crashes
+// simple_switch_grpc). Never reuse.
 #define ID_NEXTHOP_TABLE             0x0200000a
 #define ID_PFC_WATCHDOG_TABLE        0x0200000b
 #define ID_POSTCARD_WATCH_TABLE      0x0200000c

@@ -7,17 +7,20 @@
 //      ├─ FLOWLET: flowlet registers (slot = flow hash) hold the member chosen for this flow;
 //      │           kept while packets arrive within the gap and the member is live and current
 //      │
-//      ├─ sample 1: wcmp_group_table      ─┐  both tables point at the same action-profile
-//      ├─ sample 2: wcmp_group_alt_table  ─┘  group (weights = member replication by PI)
-//      │     HASH:     sample 1 keyed by the flow hash; sample 2 (only if sample 1 is down) by a
-//      │               second hash of the flow
-//      │     SPRAY:    random keys; sample 2 only if sample 1 is down
-//      │     ADAPTIVE: random keys; always both samples
-//      ├─ memory: group_last_choice_reg (DRILL's "last best"), valid only for the same epoch
+//      ├─ sample: wcmp_group_table's action selector (weights = member replication by PI)
+//      │     HASH:     keyed by the flow hash (5-tuple + BTH destination QP)
+//      │     SPRAY, ADAPTIVE, FLOWLET re-pick: keyed by a random number
+//      ├─ memory: group_last_choice_reg (DRILL's "last best"), valid only for the same epoch;
+//      │          consulted always in ADAPTIVE/FLOWLET, and in HASH/SPRAY when the sample is dead
 //      │
-//      └─ choose: the live candidate with the smallest queue_depth_reg (ADAPTIVE and FLOWLET
-//                 re-picks), else the first live one in the order above; none live ->
-//                 resubmit with fresh random samples (at most MULTIPATH_MAX_RETRIES), then drop
+//      └─ choose: the live candidate with the smallest queue_depth_reg (ties: the sample);
+//                 none live -> resubmit with a fresh random sample (at most
+//                 MULTIPATH_MAX_RETRIES times), then drop
+//
+// One sample plus memory is DRILL(1,1). A second selector sample would need a second table on
+// the same action selector, and simple_switch_grpc crashes (std::out_of_range in PI's group
+// selection) on a selector shared by two tables: reproduced with a two-table variant of BMv2's
+// own action_profile test program.
 //
 // Liveness is the plugin's port_status_table down mask: a dead member is skipped from the
 // next packet on, in every mode, without the controller. Action-profile watch_port pruning
@@ -110,22 +113,6 @@ control Multipath(inout headers_t hdr,
         size = WCMP_GROUP_TABLE_SIZE;
     }
 
-    // The second sample: the same groups, looked up with another key.
-    @id(ID_WCMP_GROUP_ALT_TABLE)
-    table wcmp_group_alt_table {
-        key = {
-            meta.wcmp_group_id : exact @name("wcmp_group_id");
-            meta.selector_key : selector;
-        }
-        actions = {
-            set_wcmp_member;
-            @defaultonly wcmp_no_member;
-        }
-        const default_action = wcmp_no_member();
-        implementation = wcmp_group_selector;
-        size = WCMP_GROUP_TABLE_SIZE;
-    }
-
     apply {
         COMPUTE_FLOW_HASH
         multipath_mode_table.apply();
@@ -154,7 +141,7 @@ control Multipath(inout headers_t hdr,
         }
 
         if (chosen == 0) {
-            // Sample 1. A retry draws random samples: the flow's hashes already failed.
+            // The sample. A retry draws a random one: the flow's hash already failed.
             if (meta.multipath_mode == MULTIPATH_MODE_HASH && meta.multipath_retries == 0) {
                 meta.selector_key = meta.flow_hash;
             } else {
@@ -162,48 +149,27 @@ control Multipath(inout headers_t hdr,
             }
             meta.member_hit = 0;
             wcmp_group_table.apply();
-            bit<1> sample1_live = 0;
+            bit<1> sample_live = 0;
             if (meta.member_hit == 1 && PORT_IS_UP(meta.member_port)) {
-                sample1_live = 1;
+                sample_live = 1;
                 chosen = 1;
                 choice_nexthop = meta.member_nexthop_id;
                 choice_port = meta.member_port;
             }
 
-            if (meta.multipath_mode >= MULTIPATH_MODE_ADAPTIVE || sample1_live == 0) {
+            if (meta.multipath_mode >= MULTIPATH_MODE_ADAPTIVE || sample_live == 0) {
                 bit<32> choice_depth = 0;
                 if (chosen == 1) {
                     queue_depth_reg.read(choice_depth, (bit<32>)choice_port);
                 }
-
-                // Sample 2.
-                if (meta.multipath_mode == MULTIPATH_MODE_HASH && meta.multipath_retries == 0) {
-                    hash(meta.selector_key, HashAlgorithm.crc16, 32w0,
-                         { meta.flow_hash, 8w0x5a }, 32w0xffff);
-                } else {
-                    random(meta.selector_key, 32w0, 32w0xffffff);
-                }
-                meta.member_hit = 0;
-                wcmp_group_alt_table.apply();
-                if (meta.member_hit == 1 && PORT_IS_UP(meta.member_port)) {
-                    bit<32> depth2;
-                    queue_depth_reg.read(depth2, (bit<32>)meta.member_port);
-                    if (chosen == 0 || depth2 < choice_depth) {
-                        chosen = 1;
-                        choice_nexthop = meta.member_nexthop_id;
-                        choice_port = meta.member_port;
-                        choice_depth = depth2;
-                    }
-                }
-
                 // Memory: the group's last choice, if it is still a member and live.
                 bit<48> last;
                 group_last_choice_reg.read(last, (bit<32>)meta.wcmp_group_id);
                 port_t last_port = last[24:16];
                 if (last[15:0] != 0 && last[47:32] == meta.group_epoch && PORT_IS_UP(last_port)) {
-                    bit<32> depth3;
-                    queue_depth_reg.read(depth3, (bit<32>)last_port);
-                    if (chosen == 0 || depth3 < choice_depth) {
+                    bit<32> last_depth;
+                    queue_depth_reg.read(last_depth, (bit<32>)last_port);
+                    if (chosen == 0 || last_depth < choice_depth) {
                         chosen = 1;
                         choice_nexthop = last[15:0];
                         choice_port = last_port;
@@ -229,6 +195,7 @@ control Multipath(inout headers_t hdr,
             // Both samples dead and no live memory (a group that has not carried traffic since
             // its epoch changed): try again with fresh samples rather than drop.
             meta.multipath_retries = meta.multipath_retries + 1;
+            meta.resubmit_ingress_port = sm.ingress_port;
             resubmit_preserving_field_list(FL_RESUBMIT);
             mark_to_drop(sm);
             exit;

@@ -3,9 +3,12 @@
 //   ingress  PfcRx        count PFC frames received per (port, priority); consume them
 //   ingress  PfcWatchdog  (egress port, priority) -> drop | forward, installed by the plugin's
 //                         watchdog when it sees a pause storm
-//   egress   PfcEgress    lossless packet sees its queue >= xoff: clone toward the port it came
-//                         from and turn the clone into a PAUSE frame; a packet leaving that queue
-//                         at <= xon: the same with quanta 0 (resume)
+//   egress   PfcEgress    a lossless packet leaves its queue with >= xoff packets still queued:
+//                         clone toward the port it came from and turn the clone into a PAUSE
+//                         frame; a packet leaving that queue at <= xon: the same with quanta 0
+//                         (resume). Both use the depth at dequeue, the freshest BMv2 offers: the
+//                         enqueue-time depth of packets queued long ago would re-pause after a
+//                         resume.
 //
 // BMv2 does not pause a queue when it receives PFC: frames are generated and counted, and the
 // thresholds act on the BMv2 egress queue depth (in packets), which is all BMv2 measures.
@@ -106,7 +109,7 @@ control PfcEgress(inout headers_t hdr,
     register<bit<16>>(NUM_PORT_QUEUES) pfc_state_reg;
 
     // Written by the plugin from CONFIG_DB BUFFER_PG / PORT_QOS_MAP, converted to packets.
-    //   xoff    pause when a lossless packet is enqueued at depth >= xoff
+    //   xoff    pause when a lossless packet leaves the queue at depth >= xoff
     //   xon     resume when a packet leaves the queue at depth <= xon
     //   quanta  pause time in the PAUSE frame (512-bit-time units)
     @id(ID_SET_PFC_THRESHOLDS)
@@ -185,7 +188,7 @@ control PfcEgress(inout headers_t hdr,
                 bit<32> idx = (bit<32>)sm.egress_port * NUM_QUEUES + (bit<32>)meta.traffic_class;
                 bit<16> paused;
                 pfc_state_reg.read(paused, idx);
-                if (paused == 0 && (bit<32>)sm.enq_qdepth >= meta.pfc_xoff) {
+                if (paused == 0 && (bit<32>)sm.deq_qdepth >= meta.pfc_xoff) {
                     pfc_state_reg.write(idx, (bit<16>)sm.ingress_port + 1);
                     meta.clone_kind = CLONE_KIND_PFC;
                     meta.pfc_priority = (bit<8>)meta.traffic_class;

@@ -87,6 +87,9 @@ control PortIngress(inout headers_t hdr,
     }
 
     apply {
+        if (sm.instance_type == INSTANCE_TYPE_RESUBMIT) {
+            sm.ingress_port = meta.resubmit_ingress_port;
+        }
         // A resubmitted multipath retry is the same packet: count it once.
         if (sm.instance_type == INSTANCE_TYPE_NORMAL) {
             port_rx_counter.count((bit<32>)sm.ingress_port);

@@ -159,26 +159,6 @@ pub mod tables {
             }
         }
     }
-    /// `ingress.multipath.wcmp_group_alt_table`
-    pub mod wcmp_group_alt_table {
-        pub const NAME: &str = "ingress.multipath.wcmp_group_alt_table";
-        pub const ALIAS: &str = "wcmp_group_alt_table";
-        pub const ID: u32 = 0x02000009;
-        pub const SIZE: u64 = 4096;
-        pub const ACTION_IDS: &[u32] = &[0x0100000d, 0x0100000e];
-        pub const ACTION_PROFILE_ID: Option<u32> = Some(0x11000001);
-        pub const NEEDS_PRIORITY: bool = false;
-        /// Key fields.
-        pub mod fields {
-            /// Exact, 16 bits
-            pub mod wcmp_group_id {
-                pub const NAME: &str = "wcmp_group_id";
-                pub const ID: u32 = 1;
-                pub const BITWIDTH: u32 = 16;
-                pub const KIND: crate::MatchKind = crate::MatchKind::Exact;
-            }
-        }
-    }
     /// `ingress.nexthop.nexthop_table`
     pub mod nexthop_table {
         pub const NAME: &str = "ingress.nexthop.nexthop_table";
@@ -358,7 +338,6 @@ pub mod tables {
         ("ingress.routing.ipv6_table", 0x02000006),
         ("ingress.multipath.multipath_mode_table", 0x02000007),
         ("ingress.multipath.wcmp_group_table", 0x02000008),
-        ("ingress.multipath.wcmp_group_alt_table", 0x02000009),
         ("ingress.nexthop.nexthop_table", 0x0200000a),
         ("ingress.pfc_watchdog.pfc_watchdog_table", 0x0200000b),
         ("ingress.telemetry.postcard_watch_table", 0x0200000c),
@@ -783,7 +762,7 @@ pub mod action_profiles {
         pub const WITH_SELECTOR: bool = true;
         pub const SIZE: u64 = 65536;
         pub const MAX_GROUP_SIZE: u32 = 256;
-        pub const TABLE_IDS: &[u32] = &[0x02000009, 0x02000008];
+        pub const TABLE_IDS: &[u32] = &[0x02000008];
     }
 }
 
