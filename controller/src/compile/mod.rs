@@ -503,11 +503,36 @@ impl<'t> Compiler<'t> {
             }
         }
         let changed: Vec<SwitchIdx> = (0..t.switches.len()).filter(|&s| dirty[s]).collect();
-        for &s in &changed {
-            self.notes[s].clear();
-            self.switches[s] = self.compile_switch(s);
-        }
+        self.recompile(&changed);
         changed
+    }
+
+    /// Re-derives the tables of `switches`; each depends only on its own row of next-hop sets.
+    fn recompile(&mut self, switches: &[SwitchIdx]) {
+        let (t, infos, order, route_set, tables) = (
+            self.t,
+            &self.infos,
+            &self.order,
+            &self.route_set,
+            &self.tables,
+        );
+        let work = |chunk: &[SwitchIdx]| -> Vec<(SwitchIdx, SwitchDesired, Vec<String>)> {
+            chunk
+                .iter()
+                .map(|&s| {
+                    let mut notes = Vec::new();
+                    let d =
+                        compile_switch(t, s, infos, order, &route_set[s], &tables[s], &mut notes);
+                    (s, d, notes)
+                })
+                .collect()
+        };
+        // Two threads did not pay on this 2-core machine: the other core is BMv2's.
+        let results = work(switches);
+        for (s, d, notes) in results {
+            self.switches[s] = d;
+            self.notes[s] = notes;
+        }
     }
 
     fn compile_switch(&mut self, s: SwitchIdx) -> SwitchDesired {
