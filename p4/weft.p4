@@ -9,16 +9,15 @@
 //            PortIngress     rx counters; port_config_table (router MAC), switch_config_table,
 //                            port_status_table (down mask)
 //            PfcRx           PFC frame? count per priority, consume, done
-//            L3Admit         router MAC, IP only                                   ─┐
-//            FlowKey         5-tuple + BTH dst QP (hashed only where needed)        │ any drop
+//            L3Admit         router MAC, IP only                                   ─┐ any drop
 //            QosClassify     DSCP -> traffic class, lossless                        │ skips the
 //            Routing         TTL check; ipv4_table / ipv6_table (LPM)               │ rest and is
 //              │ group?                                                             │ counted by
-//            Multipath       mode; 2 selector samples + last choice + flowlets;     │ DropStats
-//              │             live ports only; least queue when adaptive             │
+//            Multipath       flow key + hash; mode; selector sample + last choice   │ DropStats
+//              │             + flowlets; live ports only; least queue (adaptive)    │
 //            Nexthop         nexthop_table: port, MACs; TTL-1; port live? priority  │
 //            PfcWatchdog     (lossless) storm on (port, prio) -> drop               │
-//            TelemetryIngress  watch table / 1-in-N sampling -> postcard flag       ─┘
+//            TelemetryIngress  (postcard session set) watch table / 1-in-N -> flag  ─┘
 //            DropStats       drop_reason_counter
 //                 │
 //            [ BMv2 queue per (port, priority) ]
@@ -62,7 +61,6 @@ control ingress(inout headers_t hdr,
     PortIngress() port;
     PfcRx() pfc_rx;
     L3Admit() admit;
-    FlowKey() flow;
     QosClassify() qos;
     Routing() routing;
     Multipath() multipath;
@@ -79,7 +77,6 @@ control ingress(inout headers_t hdr,
         }
         admit.apply(hdr, meta, sm);
         if (meta.drop_reason == DROP_REASON_NONE) {
-            flow.apply(hdr, meta, sm);
             qos.apply(hdr, meta, sm);
             routing.apply(hdr, meta, sm);
         }

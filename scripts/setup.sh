@@ -16,6 +16,7 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+/usr/bin/python3 -c 'import thrift' >/dev/null 2>&1 || need_apt+=(python3-thrift)
 if ((${#need_apt[@]})); then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -316,6 +316,32 @@ pub async fn run(t: &Topology, opts: RunOptions) -> anyhow::Result<()> {
         let resync_due = Instant::now() >= next_resync;
         if resync_due {
             next_resync = Instant::now() + opts.resync;
+            // Repair drift: what each switch really acknowledged (APPL_STATE_DB) becomes the
+            // base of the diff, so lost or foreign entries are put right.
+            let installed = apply::read_all(
+                t.switches
+                    .iter()
+                    .map(|s| (s.name.clone(), s.db.clone()))
+                    .collect(),
+            )
+            .await;
+            for (si, sw) in t.switches.iter().enumerate() {
+                if let Some(inst) = installed
+                    .get(&sw.name)
+                    .filter(|i| i.source == "APPL_STATE_DB")
+                {
+                    applied[si] = inst
+                        .entries
+                        .values()
+                        .map(|e| {
+                            (
+                                e.key.to_table_key(),
+                                (plan::stage_of(&e.key.table, &stages), e.clone()),
+                            )
+                        })
+                        .collect();
+                }
+            }
             changed.extend(0..t.switches.len());
         }
         changed.sort_unstable();
@@ -381,6 +407,9 @@ pub async fn run(t: &Topology, opts: RunOptions) -> anyhow::Result<()> {
             }
         }
         rec.total_ms = first_event.map_or(0.0, |f| f.elapsed().as_secs_f64() * 1e3);
+        if rec.changes.is_empty() && rec.entries_written == 0 && rec.failed == 0 {
+            continue; // a resync that found nothing to repair
+        }
         status.reconvergences += 1;
         status.writes += rec.entries_written as u64;
         tracing::info!(

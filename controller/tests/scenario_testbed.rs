@@ -30,6 +30,17 @@ struct Fixture {
 impl Drop for Fixture {
     fn drop(&mut self) {
         self.stop_run();
+        // Keep the logs of a failed run (switch DBs are gone with their redis-servers).
+        if std::thread::panicking() {
+            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
+            let _ = Command::new("cp")
+                .arg("-r")
+                .arg(self.dir.join("state"))
+                .arg(&keep)
+                .status();
+            let _ = std::fs::copy(self.dir.join("run.log"), keep.join("run.log"));
+            eprintln!("logs kept in {}", keep.display());
+        }
         let _ = tb::down(&self.dir.join("state"), &self.fabric);
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -1,5 +1,6 @@
-// Weft pipeline: the flow key (5-tuple + RoCE destination QP), shared by multipath, flowlets,
-// PSN tracking, postcards and the postcard watch table.
+// Weft pipeline: the flow key (5-tuple + RoCE destination QP) of multipath, flowlets, postcards
+// and the postcard watch table. Only the features that need it build it (each BMv2 primitive
+// costs): Multipath and TelemetryIngress apply FlowKey, which runs once per packet.
 #ifndef WEFT_FLOW_P4
 #define WEFT_FLOW_P4
 
@@ -21,18 +22,18 @@ control FlowKey(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t sm) {
     apply {
+        if (meta.flow_key_valid == 1) {
+            return;
+        }
+        meta.flow_key_valid = 1;
         if (hdr.ipv4.isValid()) {
             meta.flow_src = (bit<128>)hdr.ipv4.src_addr;
             meta.flow_dst = (bit<128>)hdr.ipv4.dst_addr;
             meta.ip_proto = hdr.ipv4.protocol;
-            meta.dscp = hdr.ipv4.dscp;
-            meta.ecn = hdr.ipv4.ecn;
         } else if (hdr.ipv6.isValid()) {
             meta.flow_src = hdr.ipv6.src_addr;
             meta.flow_dst = hdr.ipv6.dst_addr;
             meta.ip_proto = hdr.ipv6.next_hdr;
-            meta.dscp = hdr.ipv6.dscp;
-            meta.ecn = hdr.ipv6.ecn;
         }
         if (hdr.udp.isValid()) {
             meta.l4_src_port = hdr.udp.src_port;

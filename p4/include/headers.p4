@@ -171,7 +171,8 @@ struct local_metadata_t {
     bit<8>          histogram_shift;
     bit<PORT_MASK_BITS> port_down_mask; // bit p set: port p is down (ports < 256)
 
-    // flow key: IPv4 addresses are zero-extended to 128 bits
+    // flow key (FlowKey): IPv4 addresses are zero-extended to 128 bits
+    bit<1>          flow_key_valid;
     bit<128>        flow_src;
     bit<128>        flow_dst;
     bit<8>          ip_proto;

@@ -31,6 +31,8 @@
 control Multipath(inout headers_t hdr,
                   inout local_metadata_t meta,
                   inout standard_metadata_t sm) {
+    FlowKey() flow_key;
+
     // Packets sent through each nexthop by a multipath group: the path spread.
     @id(ID_MULTIPATH_MEMBER_COUNTER)
     counter(NEXTHOP_TABLE_SIZE, CounterType.packets_and_bytes) multipath_member_counter;
@@ -114,6 +116,7 @@ control Multipath(inout headers_t hdr,
     }
 
     apply {
+        flow_key.apply(hdr, meta, sm);
         COMPUTE_FLOW_HASH
         multipath_mode_table.apply();
 

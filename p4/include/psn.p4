@@ -50,9 +50,14 @@ control PsnTracker(inout headers_t hdr,
         if (hdr.bth.isValid()) {
             psn_tracking_table.apply();
             if (meta.psn_track == 1) {
-                bit<32> slot;
-                hash(slot, HashAlgorithm.crc16, 32w0, { meta.flow_dst, hdr.bth.dst_qp },
-                     (bit<32>)PSN_SLOTS);
+                bit<32> slot = 0;
+                if (hdr.ipv4.isValid()) {
+                    hash(slot, HashAlgorithm.crc16, 32w0,
+                         { (bit<128>)hdr.ipv4.dst_addr, hdr.bth.dst_qp }, (bit<32>)PSN_SLOTS);
+                } else if (hdr.ipv6.isValid()) {
+                    hash(slot, HashAlgorithm.crc16, 32w0,
+                         { hdr.ipv6.dst_addr, hdr.bth.dst_qp }, (bit<32>)PSN_SLOTS);
+                }
                 bit<32> slot_state;
                 psn_expected_reg.read(slot_state, slot);
                 bit<24> psn = hdr.bth.psn;

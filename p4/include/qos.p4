@@ -31,6 +31,13 @@ control QosClassify(inout headers_t hdr,
     }
 
     apply {
+        if (hdr.ipv4.isValid()) {
+            meta.dscp = hdr.ipv4.dscp;
+            meta.ecn = hdr.ipv4.ecn;
+        } else if (hdr.ipv6.isValid()) {
+            meta.dscp = hdr.ipv6.dscp;
+            meta.ecn = hdr.ipv6.ecn;
+        }
         if (hdr.vlan.isValid()) {
             meta.traffic_class = hdr.vlan.pcp;
         }

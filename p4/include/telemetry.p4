@@ -13,6 +13,8 @@
 control TelemetryIngress(inout headers_t hdr,
                          inout local_metadata_t meta,
                          inout standard_metadata_t sm) {
+    FlowKey() flow_key;
+
     // Written by the controller. IPv4 addresses are matched zero-extended to 128 bits
     // (::a.b.c.d), so one table watches IPv4 and IPv6 flows.
     @id(ID_WATCH_POSTCARD)
@@ -41,6 +43,11 @@ control TelemetryIngress(inout headers_t hdr,
     }
 
     apply {
+        // No postcard session, no postcards: skip the (ternary, 300-bit key) lookup entirely.
+        if (meta.postcard_session == 0) {
+            return;
+        }
+        flow_key.apply(hdr, meta, sm);
         postcard_watch_table.apply();
         if (meta.postcard_flags == 0 && meta.postcard_sample_n != 0) {
             bit<32> r;

@@ -20,9 +20,9 @@ pub use generated::{
     tables,
 };
 pub use p4info::{
-    Action, ActionProfile, ActionRef, ActionScope, Counter, CounterUnit, DirectCounter,
-    MatchField, MatchKind, P4Info, P4InfoError, PacketMetadata, PacketMetadataField, Param,
-    Register, Table, check_width,
+    Action, ActionProfile, ActionRef, ActionScope, Counter, CounterUnit, DirectCounter, MatchField,
+    MatchKind, P4Info, P4InfoError, PacketMetadata, PacketMetadataField, Param, Register, Table,
+    check_width,
 };
 
 /// BMv2 JSON of the pipeline (`p4/build/weft.json`).
@@ -70,11 +70,15 @@ mod tests {
         let by_name = info.table(tables::ipv4_table::NAME).expect("name");
         assert_eq!(by_alias.id, tables::ipv4_table::ID);
         assert_eq!(by_name.id, tables::ipv4_table::ID);
-        let field = by_name.field(tables::ipv4_table::fields::ipv4_dst::NAME).expect("field");
+        let field = by_name
+            .field(tables::ipv4_table::fields::ipv4_dst::NAME)
+            .expect("field");
         assert_eq!(field.bitwidth, 32);
         assert_eq!(field.kind, MatchKind::Lpm);
         let action = info.action(actions::set_nexthop::NAME).expect("action");
-        let param = action.param(actions::set_nexthop::params::dst_mac::NAME).expect("param");
+        let param = action
+            .param(actions::set_nexthop::params::dst_mac::NAME)
+            .expect("param");
         assert_eq!(param.bitwidth, 48);
     }
 
@@ -104,7 +108,12 @@ mod tests {
         }
         // Every action of ours carries an explicit id (0x01000000 + n), none a p4c hash.
         for a in &info.actions {
-            assert_eq!(a.id & 0xffff_0000, 0x0100_0000, "action {} has no @id", a.name);
+            assert_eq!(
+                a.id & 0xffff_0000,
+                0x0100_0000,
+                "action {} has no @id",
+                a.name
+            );
         }
     }
 
@@ -130,7 +139,10 @@ mod tests {
     #[test]
     fn packet_metadata_is_byte_aligned_for_pi() {
         let info = info();
-        for name in [packet_metadata::packet_in::NAME, packet_metadata::packet_out::NAME] {
+        for name in [
+            packet_metadata::packet_in::NAME,
+            packet_metadata::packet_out::NAME,
+        ] {
             let m = info.packet_metadata(name).expect("present");
             let bits: u32 = m.fields.iter().map(|f| f.bitwidth).sum();
             assert_eq!(bits % 8, 0, "{name} is {bits} bits");
@@ -142,9 +154,17 @@ mod tests {
         // Cheap cross-check without a protobuf decoder: every table name and id appears in the
         // text form, and the binary form contains every table name.
         for (name, id) in tables::ALL {
-            assert!(P4INFO_TEXT.contains(&format!("name: \"{name}\"")), "{name} not in txtpb");
-            assert!(P4INFO_TEXT.contains(&format!("id: {id}")), "{id} not in txtpb");
-            let found = P4INFO_BINARY.windows(name.len()).any(|w| w == name.as_bytes());
+            assert!(
+                P4INFO_TEXT.contains(&format!("name: \"{name}\"")),
+                "{name} not in txtpb"
+            );
+            assert!(
+                P4INFO_TEXT.contains(&format!("id: {id}")),
+                "{id} not in txtpb"
+            );
+            let found = P4INFO_BINARY
+                .windows(name.len())
+                .any(|w| w == name.as_bytes());
             assert!(found, "{name} not in the binary P4Info");
         }
         assert!(BMV2_JSON.contains(&format!("\"{}\"", tables::ipv4_table::NAME)));

@@ -18,13 +18,24 @@ pub enum P4InfoError {
     #[error("P4Info has two {kind} objects called {name:?}")]
     Duplicate { kind: &'static str, name: String },
     #[error("unknown {kind} {name:?}{}", scope_suffix(.scope))]
-    Unknown { kind: &'static str, name: String, scope: Option<String> },
+    Unknown {
+        kind: &'static str,
+        name: String,
+        scope: Option<String>,
+    },
     #[error("value {value} does not fit in {bitwidth} bits ({what})")]
-    TooWide { what: String, value: u128, bitwidth: u32 },
+    TooWide {
+        what: String,
+        value: u128,
+        bitwidth: u32,
+    },
 }
 
 fn scope_suffix(scope: &Option<String>) -> String {
-    scope.as_ref().map(|s| format!(" in {s}")).unwrap_or_default()
+    scope
+        .as_ref()
+        .map(|s| format!(" in {s}"))
+        .unwrap_or_default()
 }
 
 /// Match kind of a table key field.
@@ -115,11 +126,14 @@ pub struct Table {
 
 impl Table {
     pub fn field(&self, name: &str) -> Result<&MatchField, P4InfoError> {
-        self.match_fields.iter().find(|f| f.name == name).ok_or_else(|| P4InfoError::Unknown {
-            kind: "match field",
-            name: name.to_string(),
-            scope: Some(format!("table {}", self.name)),
-        })
+        self.match_fields
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| P4InfoError::Unknown {
+                kind: "match field",
+                name: name.to_string(),
+                scope: Some(format!("table {}", self.name)),
+            })
     }
 
     pub fn allows_action(&self, action_id: u32) -> bool {
@@ -149,11 +163,14 @@ pub struct Action {
 
 impl Action {
     pub fn param(&self, name: &str) -> Result<&Param, P4InfoError> {
-        self.params.iter().find(|p| p.name == name).ok_or_else(|| P4InfoError::Unknown {
-            kind: "action parameter",
-            name: name.to_string(),
-            scope: Some(format!("action {}", self.name)),
-        })
+        self.params
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| P4InfoError::Unknown {
+                kind: "action parameter",
+                name: name.to_string(),
+                scope: Some(format!("action {}", self.name)),
+            })
     }
 }
 
@@ -212,11 +229,14 @@ pub struct PacketMetadata {
 
 impl PacketMetadata {
     pub fn field(&self, name: &str) -> Result<&PacketMetadataField, P4InfoError> {
-        self.fields.iter().find(|f| f.name == name).ok_or_else(|| P4InfoError::Unknown {
-            kind: "packet metadata field",
-            name: name.to_string(),
-            scope: Some(self.name.clone()),
-        })
+        self.fields
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| P4InfoError::Unknown {
+                kind: "packet metadata field",
+                name: name.to_string(),
+                scope: Some(self.name.clone()),
+            })
     }
 }
 
@@ -225,7 +245,11 @@ pub fn check_width(what: &str, value: u128, bitwidth: u32) -> Result<(), P4InfoE
     if bitwidth >= 128 || value >> bitwidth == 0 {
         Ok(())
     } else {
-        Err(P4InfoError::TooWide { what: what.to_string(), value, bitwidth })
+        Err(P4InfoError::TooWide {
+            what: what.to_string(),
+            value,
+            bitwidth,
+        })
     }
 }
 
@@ -244,11 +268,17 @@ impl Names {
         let mut aliases: HashMap<String, Option<usize>> = HashMap::new();
         for (i, (name, alias)) in items.enumerate() {
             if by_name.insert(name.to_string(), i).is_some() {
-                return Err(P4InfoError::Duplicate { kind, name: name.to_string() });
+                return Err(P4InfoError::Duplicate {
+                    kind,
+                    name: name.to_string(),
+                });
             }
             if !alias.is_empty() && alias != name {
                 // An alias shared by two objects resolves to neither.
-                aliases.entry(alias.to_string()).and_modify(|v| *v = None).or_insert(Some(i));
+                aliases
+                    .entry(alias.to_string())
+                    .and_modify(|v| *v = None)
+                    .or_insert(Some(i));
             }
         }
         for (alias, i) in aliases {
@@ -286,11 +316,14 @@ macro_rules! lookup {
     ($fn_name:ident, $by_id:ident, $field:ident, $names:ident, $ty:ty, $kind:literal) => {
         #[doc = concat!("The ", $kind, " called `name` (fully qualified name or alias).")]
         pub fn $fn_name(&self, name: &str) -> Result<&$ty, P4InfoError> {
-            self.$names.get(name).map(|i| &self.$field[i]).ok_or_else(|| P4InfoError::Unknown {
-                kind: $kind,
-                name: name.to_string(),
-                scope: None,
-            })
+            self.$names
+                .get(name)
+                .map(|i| &self.$field[i])
+                .ok_or_else(|| P4InfoError::Unknown {
+                    kind: $kind,
+                    name: name.to_string(),
+                    scope: None,
+                })
         }
 
         #[doc = concat!("The ", $kind, " with P4Runtime id `id`.")]
@@ -358,7 +391,11 @@ impl P4Info {
                 params: a
                     .params
                     .into_iter()
-                    .map(|p| Param { id: p.id, name: p.name, bitwidth: p.bitwidth })
+                    .map(|p| Param {
+                        id: p.id,
+                        name: p.name,
+                        bitwidth: p.bitwidth,
+                    })
                     .collect(),
             })
             .collect();
@@ -417,7 +454,11 @@ impl P4Info {
                 fields: m
                     .metadata
                     .into_iter()
-                    .map(|f| PacketMetadataField { id: f.id, name: f.name, bitwidth: f.bitwidth })
+                    .map(|f| PacketMetadataField {
+                        id: f.id,
+                        name: f.name,
+                        bitwidth: f.bitwidth,
+                    })
                     .collect(),
             })
             .collect();
@@ -449,7 +490,14 @@ impl P4Info {
     }
 
     lookup!(table, table_by_id, tables, table_names, Table, "table");
-    lookup!(action, action_by_id, actions, action_names, Action, "action");
+    lookup!(
+        action,
+        action_by_id,
+        actions,
+        action_names,
+        Action,
+        "action"
+    );
     lookup!(
         action_profile,
         action_profile_by_id,
@@ -458,7 +506,14 @@ impl P4Info {
         ActionProfile,
         "action profile"
     );
-    lookup!(counter, counter_by_id, counters, counter_names, Counter, "counter");
+    lookup!(
+        counter,
+        counter_by_id,
+        counters,
+        counter_names,
+        Counter,
+        "counter"
+    );
     lookup!(
         direct_counter,
         direct_counter_by_id,
@@ -467,15 +522,25 @@ impl P4Info {
         DirectCounter,
         "direct counter"
     );
-    lookup!(register, register_by_id, registers, register_names, Register, "register");
+    lookup!(
+        register,
+        register_by_id,
+        registers,
+        register_names,
+        Register,
+        "register"
+    );
 
     /// Controller packet metadata (`packet_in` or `packet_out`).
     pub fn packet_metadata(&self, name: &str) -> Result<&PacketMetadata, P4InfoError> {
-        self.packet_metadata.iter().find(|m| m.name == name).ok_or_else(|| P4InfoError::Unknown {
-            kind: "controller packet metadata",
-            name: name.to_string(),
-            scope: None,
-        })
+        self.packet_metadata
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| P4InfoError::Unknown {
+                kind: "controller packet metadata",
+                name: name.to_string(),
+                scope: None,
+            })
     }
 }
 
@@ -517,7 +582,11 @@ struct RawP4Info {
     direct_counters: Vec<RawDirectCounter>,
     #[serde(default)]
     registers: Vec<RawRegister>,
-    #[serde(default, rename = "controllerPacketMetadata", alias = "controller_packet_metadata")]
+    #[serde(
+        default,
+        rename = "controllerPacketMetadata",
+        alias = "controller_packet_metadata"
+    )]
     controller_packet_metadata: Vec<RawPacketMetadata>,
 }
 

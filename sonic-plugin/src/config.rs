@@ -115,6 +115,13 @@ pub struct Cli {
     /// port of a group is down (see p4/README.md); the down mask already fails over.
     #[arg(long)]
     pub watch_ports: bool,
+    /// Run-time ECN tuning: sampling interval in ms (0: off; default 50).
+    #[arg(long, value_name = "MS")]
+    pub tuning_interval_ms: Option<u64>,
+    /// A port's service rate in packets/s for the tuner's utilization (repeatable; `*` for
+    /// every port): on BMv2, the rate Thrift `set_queue_rate` gave it. Default: PORT speed.
+    #[arg(long = "tuning-line-rate", value_name = "PORT=PPS")]
+    pub tuning_line_rate: Vec<String>,
     /// Log format: text or json.
     #[arg(long, value_name = "FMT")]
     pub log_format: Option<String>,
@@ -143,6 +150,9 @@ pub struct FileConfig {
     pub cell_bytes: Option<u32>,
     pub pfc_quanta: Option<u16>,
     pub watch_ports: Option<bool>,
+    pub tuning_interval_ms: Option<u64>,
+    #[serde(default)]
+    pub tuning_line_rate: BTreeMap<String, f64>,
     pub log_format: Option<String>,
 }
 
@@ -200,6 +210,10 @@ pub struct PluginConfig {
     pub status_interval: Duration,
     pub queue: QueueModel,
     pub watch_ports: bool,
+    /// Run-time ECN tuning interval (`None`: off).
+    pub tuning_interval: Option<Duration>,
+    /// Port (or `*`) → service rate in packets/s, overriding PORT speed.
+    pub tuning_line_rate: BTreeMap<String, f64>,
     pub log_format: LogFormat,
 }
 
@@ -221,6 +235,8 @@ impl PluginConfig {
             status_interval: Duration::from_secs(1),
             queue: QueueModel::default(),
             watch_ports: false,
+            tuning_interval: Some(Duration::from_millis(50)),
+            tuning_line_rate: BTreeMap::new(),
             log_format: LogFormat::Text,
         }
     }
@@ -340,6 +356,30 @@ impl PluginConfig {
             c.queue.pfc_quanta = q;
         }
         c.watch_ports = cli.watch_ports || file.watch_ports.unwrap_or(false);
+        if let Some(ms) = cli.tuning_interval_ms.or(file.tuning_interval_ms) {
+            c.tuning_interval = (ms > 0).then(|| Duration::from_millis(ms.max(5)));
+        }
+        c.tuning_line_rate = file.tuning_line_rate;
+        for r in &cli.tuning_line_rate {
+            let parsed = r
+                .split_once('=')
+                .and_then(|(p, v)| Some((p.trim(), v.trim().parse::<f64>().ok()?)));
+            let Some((port, pps)) = parsed else {
+                return Err(ConfigError::Invalid {
+                    setting: "tuning_line_rate",
+                    reason: format!("{r:?} is not PORT=PPS (e.g. Ethernet0=500 or *=500)"),
+                });
+            };
+            c.tuning_line_rate.insert(port.to_string(), pps);
+        }
+        for (port, pps) in &c.tuning_line_rate {
+            if port.is_empty() || !(pps.is_finite() && *pps > 0.0) {
+                return Err(ConfigError::Invalid {
+                    setting: "tuning_line_rate",
+                    reason: format!("{port}={pps}: needs a port (or *) and a positive rate"),
+                });
+            }
+        }
         c.log_format = match cli.log_format.or(file.log_format).as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,

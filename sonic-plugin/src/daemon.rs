@@ -40,6 +40,7 @@ use crate::pipeline::{self, owned_tables};
 use crate::ports::{self, LinkEvent};
 use crate::qos::{self, CONFIG_TABLES, ConfigView};
 use crate::translate::Translator;
+use crate::tuning::{self, Tuning};
 use crate::watchdog::{self, Watchdog, WdEvent};
 
 /// STATE_DB key of the plugin's status.
@@ -112,6 +113,7 @@ pub struct Daemon {
     qos_objects: Objects,
     wd: Watchdog,
     wd_poll: Duration,
+    tuning: Tuning,
     port_tx: mpsc::Sender<PortCmd>,
     port_stats: Arc<PortStats>,
     redis_run_id: Option<String>,
@@ -157,7 +159,6 @@ impl Daemon {
             port_stats.clone(),
         ));
         Ok(Daemon {
-            cfg,
             pipeline,
             client,
             engine,
@@ -166,12 +167,14 @@ impl Daemon {
             qos_objects: Objects::new(),
             wd: Watchdog::default(),
             wd_poll: watchdog::DEFAULT_POLL,
+            tuning: Tuning::new(cfg.queue, cfg.tuning_line_rate.clone()),
             port_tx,
             port_stats,
             redis_run_id: None,
             counters: Counters::default(),
             state: "starting",
             started: Instant::now(),
+            cfg,
         })
     }
 
@@ -338,7 +341,17 @@ impl Daemon {
                 .counter_interval
                 .unwrap_or(Duration::from_secs(3600)),
         );
-        for t in [&mut wd_tick, &mut status_tick, &mut counter_tick] {
+        let mut tuning_tick = tokio::time::interval(
+            self.cfg
+                .tuning_interval
+                .unwrap_or(Duration::from_secs(3600)),
+        );
+        for t in [
+            &mut wd_tick,
+            &mut status_tick,
+            &mut counter_tick,
+            &mut tuning_tick,
+        ] {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
         let end = loop {
@@ -381,8 +394,16 @@ impl Daemon {
                         break e;
                     }
                 }
+                _ = tuning_tick.tick(), if self.cfg.tuning_interval.is_some() && !self.tuning.queues.is_empty() => {
+                    if let Err(e) = self.poll_tuning().await {
+                        break e;
+                    }
+                }
                 _ = status_tick.tick() => {
                     if let Err(e) = self.write_status().await {
+                        break e.into();
+                    }
+                    if let Err(e) = self.write_tuning_records(None).await {
                         break e.into();
                     }
                 }
@@ -447,6 +468,15 @@ impl Daemon {
             Ok(w) => o.extend(w),
             Err(e) => tracing::error!(error = %e, "watchdog entries cannot be built"),
         }
+        // Tuned ECN entries replace the static ones under the same key, so no re-apply of
+        // unchanged QoS rows ever writes the static values back over tuned ones.
+        match self.tuning.objects(self.info(), &ports, self.cfg.device_id) {
+            Ok(es) => o.extend(
+                es.into_iter()
+                    .filter_map(|e| crate::objects::ObjKey::of(&e).map(|k| (k, e))),
+            ),
+            Err(e) => tracing::error!(error = %e, "tuned ECN entries cannot be built"),
+        }
         o
     }
 
@@ -498,6 +528,7 @@ impl Daemon {
             }
             Err(e) => tracing::error!(error = %e, "QoS entries cannot be built"),
         }
+        self.reconfigure_tuning(&view).await?;
         let admin_down = view
             .rows("PORT")
             .filter(|(_, f)| f.get("admin_status").is_some_and(|s| s == "down"))
@@ -512,6 +543,115 @@ impl Daemon {
             .await;
         self.view = view;
         Ok(changed)
+    }
+
+    /// Hands the new CONFIG_DB view to the tuner (see [`tuning`] for what is kept) and brings
+    /// STATE_DB `WEFT_ECN_TUNING` in line.
+    async fn reconfigure_tuning(&mut self, view: &ConfigView) -> Result<(), SonicDbError> {
+        let table = Table::new(
+            self.sonic.connect(SonicDbId::StateDb).await?,
+            tuning::TUNING_TABLE,
+        )?;
+        // What an earlier run tuned, read only for queues this run has not seen yet.
+        let restored = if self.tuning.queues.is_empty() {
+            table
+                .dump()
+                .await?
+                .into_iter()
+                .map(|(k, f)| (k, f.into_iter().collect()))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let (write, gone, warns) = self.tuning.reconfigure(view, &restored);
+        for w in warns {
+            tracing::warn!(problem = %w, "ECN tuning configuration");
+        }
+        for (port, q) in gone {
+            table.del(&format!("{port}|{q}")).await?;
+        }
+        self.write_tuning_records(Some(&write)).await
+    }
+
+    /// STATE_DB records of `keys` (all queues when `None`).
+    async fn write_tuning_records(
+        &self,
+        keys: Option<&[tuning::QueueKey]>,
+    ) -> Result<(), SonicDbError> {
+        if self.tuning.queues.is_empty() || keys.is_some_and(|k| k.is_empty()) {
+            return Ok(());
+        }
+        let table = Table::new(
+            self.sonic.connect(SonicDbId::StateDb).await?,
+            tuning::TUNING_TABLE,
+        )?;
+        for (k, st) in &self.tuning.queues {
+            if keys.is_some_and(|ks| !ks.contains(k)) {
+                continue;
+            }
+            table
+                .replace(&format!("{}|{}", k.0, k.1), &st.record())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One tuning interval: read counters, step the tuners, write changed thresholds to the
+    /// switch and record them; publish the depth histograms to COUNTERS_DB.
+    async fn poll_tuning(&mut self) -> Result<(), End> {
+        let ports: PortMap = self.engine.translator.ports().clone();
+        let reads = self.tuning.reads(self.info(), &ports);
+        if reads.is_empty() {
+            return Ok(());
+        }
+        let res = self
+            .client
+            .read(reads)
+            .await
+            .map_err(|e| End::Resync(format!("tuning counter read: {e}")))?;
+        let out = self
+            .tuning
+            .observe(crate::counters::cells(&res), Instant::now(), &ports);
+        if !out.histograms.is_empty() {
+            let mut conn = self.sonic.connect(SonicDbId::CountersDb).await?;
+            let mut pipe = redis::pipe();
+            for (port, hist) in &out.histograms {
+                let mut cmd = redis::cmd("HSET");
+                cmd.arg(format!("COUNTERS:{port}"))
+                    .arg(tuning::HIST_SHIFT_FIELD)
+                    .arg(self.tuning.shift);
+                for (b, n) in hist.iter().enumerate() {
+                    cmd.arg(format!("{}{b}_PKTS", tuning::HIST_FIELD_PREFIX))
+                        .arg(n);
+                }
+                pipe.add_command(cmd).ignore();
+            }
+            pipe.query_async::<()>(conn.raw())
+                .await
+                .map_err(|e| End::Resync(format!("COUNTERS_DB write: {e}")))?;
+        }
+        if out.changes.is_empty() {
+            return Ok(());
+        }
+        let n = self.engine.apply_owned(self.owned_desired()).await?;
+        for ((port, q), ch) in &out.changes {
+            tracing::info!(
+                %port,
+                queue = q,
+                reason = ch.reason.as_str(),
+                kmin = ch.to.kmin,
+                kmax = ch.to.kmax,
+                pmax = ch.to.pmax,
+                from_kmin = ch.from.kmin,
+                from_kmax = ch.from.kmax,
+                from_pmax = ch.from.pmax,
+                switch_updates = n,
+                "ECN thresholds tuned"
+            );
+        }
+        let keys: Vec<tuning::QueueKey> = out.changes.iter().map(|(k, _)| k.clone()).collect();
+        self.write_tuning_records(Some(&keys)).await?;
+        Ok(())
     }
 
     async fn reload_config(&mut self) -> Result<(), End> {
@@ -890,6 +1030,9 @@ async fn port_task(
     let mut ids: BTreeMap<String, u32> = BTreeMap::new();
     let mut admin_down: BTreeSet<String> = BTreeSet::new();
     let mut written: Option<BTreeSet<u32>> = None;
+    // Only a session that has pushed the pipeline and synced may write: a write racing
+    // SetForwardingPipelineConfig crashes simple_switch_grpc. The session's Reassert arms it.
+    let mut armed = false;
     let mut published: BTreeMap<String, bool> = BTreeMap::new();
     let mut state_db: Option<Table> = None;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -900,7 +1043,7 @@ async fn port_task(
             cmd = rx.recv() => match cmd {
                 None => return,
                 Some(PortCmd::Config { ids: i, admin_down: a }) => { ids = i; admin_down = a; }
-                Some(PortCmd::Reassert) => { force = true; republish = true; }
+                Some(PortCmd::Reassert) => { force = true; republish = true; armed = true; }
             },
             ev = link_rx.recv(), if !interfaces.is_empty() => {
                 let Some(ev) = ev else { continue };
@@ -924,7 +1067,7 @@ async fn port_task(
             .filter(|(p, _)| !is_up(p))
             .map(|(_, id)| *id)
             .collect();
-        if force || written.as_ref() != Some(&down) {
+        if armed && (force || written.as_ref() != Some(&down)) {
             let t0 = Instant::now();
             let ok = match ports::port_status_entity(&info, &down) {
                 Ok(e) => client
@@ -944,7 +1087,10 @@ async fn port_task(
                     written = Some(down);
                 }
                 // Not primary or switch away: the next session's Reassert writes it.
-                Err(e) => tracing::debug!(error = %e, "port down mask not written"),
+                Err(e) => {
+                    armed = false;
+                    tracing::debug!(error = %e, "port down mask not written");
+                }
             }
         }
         let current: BTreeMap<String, bool> = ids.keys().map(|p| (p.clone(), is_up(p))).collect();

@@ -28,4 +28,5 @@ pub mod ports;
 pub mod qos;
 pub mod switch;
 pub mod translate;
+pub mod tuning;
 pub mod watchdog;

@@ -1,0 +1,116 @@
+"""Reordering awareness (RoCE PSN tracking) and telemetry postcards on BMv2."""
+import struct
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from fabric import (CPU_PORT, ETHERTYPE_POSTCARD, PACKET_IN_REASON_POSTCARD, basic_router,
+                    collect, ip4, roce4, route4, send_paced, udp4, wait_for)
+
+def parse_postcard(payload):
+    """(fields, rest) of Ethernet payload bytes that start with a postcard header (40 bytes)."""
+    (version, flags, next_type, switch_id, in_port, out_port, queue, _r, _r2, enq_qdepth,
+     deq_timedelta) = struct.unpack("!BBHIHHBBHII", payload[:24])
+    ingress_ts = int.from_bytes(payload[24:30], "big")
+    egress_ts = int.from_bytes(payload[30:36], "big")
+    (flow_hash,) = struct.unpack("!I", payload[36:40])
+    return dict(version=version, flags=flags, next_type=next_type, switch_id=switch_id,
+                ingress_port=in_port, egress_port=out_port, queue=queue,
+                enq_qdepth=enq_qdepth, deq_timedelta=deq_timedelta, ingress_ts=ingress_ts,
+                egress_ts=egress_ts, flow_hash=flow_hash), payload[40:]
+
+
+def psn_totals(c):
+    ooo = sum(v[0] for v in c.counters("psn_out_of_order_counter").values())
+    reg = sum(v[0] for v in c.counters("psn_regression_counter").values())
+    return ooo, reg
+
+
+def test_psn_tracking_counts_one_gap_and_one_regression_and_nothing_for_in_order_qps(switch):
+    """QP 0x11 arrives 1 2 3 5 6 4 7: PSN 5 skips 4 (out of order), 4 comes after 6
+    (regression). QP 0x22 arrives 1..7 in order: no anomaly."""
+    c = switch.p4rt
+    basic_router(c)
+    route4(c, "10.0.2.0/24", nexthop=2)
+    c.insert("psn_tracking_table", {"port": 2}, "enable_psn_tracking")
+    frames = [roce4(dst_qp=0x11, psn=p) for p in (1, 2, 3, 5, 6, 4, 7)]
+    frames += [roce4(dst_qp=0x22, psn=p) for p in range(1, 8)]
+    send_paced(switch.port(1), frames)
+    got = collect(switch, [2], len(frames))[2]
+    assert len(got) == len(frames)
+    assert wait_for(lambda: psn_totals(c) == (1, 1), timeout=5), psn_totals(c)
+
+
+def test_psn_tracking_is_off_on_ports_without_an_entry(switch):
+    c = switch.p4rt
+    basic_router(c)
+    route4(c, "10.0.2.0/24", nexthop=2)
+    send_paced(switch.port(1), [roce4(psn=p) for p in (1, 5, 2)])
+    assert len(collect(switch, [2], 3)[2]) == 3
+    assert psn_totals(c) == (0, 0)
+
+
+def setup_postcards(c, session, ports, sample_n=0):
+    c.set_default("switch_config_table", "set_switch_config",
+                  {"switch_id": 0xABCD, "postcard_sample_n": sample_n,
+                   "postcard_session": session, "histogram_shift": 0})
+    c.clone_session(session, ports)
+
+
+def test_watched_flow_sends_a_postcard_packet_in_with_sane_fields(switch):
+    c = switch.p4rt
+    basic_router(c)
+    route4(c, "10.0.2.0/24", nexthop=2)
+    c.insert("qos_classify_table", {"dscp": 26}, "set_traffic_class",
+             {"traffic_class": 3, "lossless": 0})
+    setup_postcards(c, 100, [CPU_PORT])
+    c.insert("postcard_watch_table",
+             {"ip_protocol": (17, 0xFF), "l4_dst_port": (9999, 0xFFFF),
+              "dst_addr": (ip4("10.0.2.1"), (1 << 128) - 1)},
+             "watch_postcard", priority=1)
+    frames = [udp4(dst="10.0.2.1", dport=9999, tos=26 << 2)] * 3
+    frames += [udp4(dst="10.0.2.1", dport=8888, tos=26 << 2)] * 3
+    send_paced(switch.port(1), frames)
+    assert len(collect(switch, [2], 6)[2]) == 6, "the originals are still forwarded"
+    cards = []
+    while len(cards) < 4:
+        pkt = c.wait_packet_in(timeout=5 if len(cards) < 3 else 1)
+        if pkt is None:
+            break
+        cards.append(pkt)
+    assert len(cards) == 3, "one postcard per watched packet, none for the others"
+    for pkt in cards:
+        meta = c.packet_in_metadata(pkt)
+        assert meta == {"ingress_port": 1, "reason": PACKET_IN_REASON_POSTCARD}
+        eth = Ether(pkt.payload[:14])
+        assert eth.type == ETHERTYPE_POSTCARD
+        card, rest = parse_postcard(pkt.payload[14:])
+        assert card["version"] == 1 and card["flags"] == 1
+        assert card["switch_id"] == 0xABCD
+        assert (card["ingress_port"], card["egress_port"], card["queue"]) == (1, 2, 3)
+        assert card["next_type"] == 0x0800
+        assert 0 < card["ingress_ts"] <= card["egress_ts"]
+        assert card["flow_hash"] != 0
+        inner = IP(rest)
+        assert inner.dst == "10.0.2.1" and inner[UDP].dport == 9999
+        assert len(pkt.payload) <= 160
+
+
+def test_one_in_one_sampling_clones_a_postcard_of_every_packet_to_the_collector_port(switch):
+    c = switch.p4rt
+    basic_router(c)
+    route4(c, "10.0.2.0/24", nexthop=2)
+    setup_postcards(c, 101, [4], sample_n=1)
+    send_paced(switch.port(1), [udp4(sport=100 + i) for i in range(10)])
+    got = collect(switch, [2, 4], 20)
+    assert len(got[2]) == 10
+    cards = [p for p in got[4] if p[Ether].type == ETHERTYPE_POSTCARD]
+    assert len(cards) == 10
+    sports = set()
+    for p in cards:
+        card, rest = parse_postcard(bytes(p[Ether].payload))
+        assert card["flags"] == 2 and card["egress_port"] == 2 and card["ingress_port"] == 1
+        sports.add(IP(rest)[UDP].sport)
+    assert sports == {100 + i for i in range(10)}
+    # Postcards are counted as transmitted on the collector port.
+    assert wait_for(lambda: c.counter("port_tx_counter", 4)[0] == 10)

@@ -1,0 +1,410 @@
+//! 10,000 routes end to end, APPL_DB → weft-plugin → BMv2 (issue 6): a real redis-server, a
+//! real `simple_switch_grpc` running Weft's pipeline and the real plugin binary.
+//!
+//! `cargo bench -p weft-sonic-plugin --bench e2e_routes [-- --routes N]`
+//!
+//! Measured, in order:
+//! * end to end: the producer's first write → the last route's SUCCESS response;
+//! * producer: the ProducerStateTable write of all routes into APPL_DB (the plugin already
+//!   consumes while it runs);
+//! * plugin busy: the sum of the plugin's own per-batch times (its `batch applied ... ms=` debug
+//!   log: translate + P4Runtime write + responses), and its batch count;
+//! * the stages alone, in this process, on the same entries: the plugin's translation
+//!   (`Translator::translate_set`), and the P4Runtime write of the translated entries into a
+//!   second, fresh BMv2 the way the plugin writes them (one Write per batch of 1,024 keys,
+//!   one batch after the other) and pipelined (all at once, the client's 8 Writes in flight);
+//!   the Redis side on a table of its own: the consumer's pops and the responses with their
+//!   APPL_STATE_DB copies, in the plugin's batch size.
+//!
+//! Without BMv2 it prints SKIPPED and exits 0 (`WEFT_REQUIRE_BMV2=1` fails instead).
+
+#[allow(dead_code)]
+#[path = "../../tests/src/bmv2.rs"]
+mod bmv2;
+#[allow(dead_code)]
+#[path = "../../tests/src/redis.rs"]
+mod redis_server;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
+use redis_server::RedisServer;
+use weft_appdb::{Call, Encoder, Match, PortMap, Value};
+use weft_p4::{actions as a, tables as t};
+use weft_p4rt::proto::p4::v1::{Update, update};
+use weft_p4rt::{Client, ClientConfig};
+use weft_sonic_db::{
+    ConsumerStateTable, EntryResult, KeyOpFieldValues, Op, P4RT_TABLE, ProducerStateTable,
+    ResponsePublisher, ResponseWaiter, SonicDb, SonicDbId, Table,
+};
+use weft_sonic_plugin::config::PipelineSource;
+use weft_sonic_plugin::translate::Translator;
+
+const BENCH: &str = "e2e_routes";
+/// The plugin's default batch size (keys per consumer pop, one P4Runtime Write each).
+const PLUGIN_BATCH: usize = 1024;
+const PORTS: [(&str, u32); 2] = [("Ethernet0", 1), ("Ethernet4", 2)];
+
+fn main() -> anyhow::Result<()> {
+    let mut routes = 10_000usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--routes" {
+            routes = args
+                .next()
+                .and_then(|v| v.parse().ok())
+                .filter(|n| (1..=65_536).contains(n))
+                .context("--routes takes a number in 1..=65536")?;
+        }
+    }
+    let Some(bin) = bmv2_or_skip(BENCH) else {
+        return Ok(());
+    };
+    let plugin = Path::new(env!("CARGO_BIN_EXE_weft-plugin"));
+    if !plugin.exists() {
+        println!(
+            "SKIPPED: {BENCH}: {} not built; build it with `cargo build --release -p weft-sonic-plugin`",
+            plugin.display()
+        );
+        return Ok(());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(&bin, plugin, routes))
+}
+
+fn start_switch(bin: &Path) -> anyhow::Result<Bmv2> {
+    Bmv2::start(
+        bin,
+        Bmv2Options {
+            cpu_port: Some(255),
+            device_id: Some(1),
+            extra_target_args: vec!["--priority-queues".into(), "8".into()],
+            ..Default::default()
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("BMv2: {e}"))
+}
+
+/// Port config and two nexthops (what the routes need), then `n` /24 routes over them.
+fn entries(n: usize) -> anyhow::Result<(Vec<KeyOpFieldValues>, Vec<KeyOpFieldValues>)> {
+    let info = weft_sonic_plugin::pipeline::weft_p4info()?;
+    let enc = Encoder::new(&info);
+    let mac = |b: u8| Value::Mac([2, 0x57, 0x46, 0, 0, b]);
+    let mut base = Vec::new();
+    for (p, _) in PORTS {
+        let k = enc.key(
+            t::port_config_table::NAME,
+            &[Match::Exact(
+                t::port_config_table::fields::port::NAME,
+                Value::Port(p.into()),
+            )],
+            0,
+        )?;
+        let c = Call {
+            action: a::set_port_config::NAME,
+            params: vec![(a::set_port_config::params::router_mac::NAME, mac(0xaa))],
+        };
+        base.push(enc.entry(k, &c)?.to_set_op());
+    }
+    for (i, (p, _)) in PORTS.iter().enumerate() {
+        let id = i as u8 + 1;
+        let k = enc.key(
+            t::nexthop_table::NAME,
+            &[Match::Exact(
+                t::nexthop_table::fields::nexthop_id::NAME,
+                Value::Uint(u128::from(id)),
+            )],
+            0,
+        )?;
+        let c = Call {
+            action: a::set_nexthop::NAME,
+            params: vec![
+                (
+                    a::set_nexthop::params::egress_port::NAME,
+                    Value::Port(p.to_string()),
+                ),
+                (a::set_nexthop::params::dst_mac::NAME, mac(id)),
+                (a::set_nexthop::params::src_mac::NAME, mac(0xaa)),
+            ],
+        };
+        base.push(enc.entry(k, &c)?.to_set_op());
+    }
+    let mut routes = Vec::with_capacity(n);
+    for i in 0..n as u32 {
+        let net = std::net::Ipv4Addr::from(0x0a00_0000 | (i << 8));
+        let k = enc.key(
+            t::ipv4_table::NAME,
+            &[Match::Lpm(
+                t::ipv4_table::fields::ipv4_dst::NAME,
+                Value::Ipv4(net),
+                24,
+            )],
+            0,
+        )?;
+        let c = Call {
+            action: a::set_nexthop_id::NAME,
+            params: vec![(
+                a::set_nexthop_id::params::nexthop_id::NAME,
+                Value::Uint(u128::from(i % 2 + 1)),
+            )],
+        };
+        routes.push(enc.entry(k, &c)?.to_set_op());
+    }
+    Ok((base, routes))
+}
+
+async fn produce_and_wait(
+    sonic: &SonicDb,
+    ops: &[KeyOpFieldValues],
+) -> anyhow::Result<(Duration, Duration)> {
+    let mut waiter = ResponseWaiter::subscribe(sonic, P4RT_TABLE).await?;
+    let mut prod = ProducerStateTable::new(sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
+    let t0 = Instant::now();
+    prod.apply(ops).await?;
+    let produced = t0.elapsed();
+    let out = waiter
+        .wait(ops.iter().map(|o| o.key.clone()), Duration::from_secs(300))
+        .await?;
+    let total = t0.elapsed();
+    if !out.all_ok() {
+        let first = out.failures().next().map(|r| format!("{r:?}"));
+        bail!(
+            "{} keys without a response, first failure: {first:?}",
+            out.missing.len()
+        );
+    }
+    Ok((produced, total))
+}
+
+/// (batches, keys, ms) from the plugin's `batch applied` debug lines.
+fn plugin_batches(log: &Path) -> (u64, u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut out = (0, 0, 0);
+    for raw in text.lines().filter(|l| l.contains("batch applied")) {
+        let line = strip_ansi(raw);
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        out.0 += 1;
+        out.1 += field("keys=");
+        out.2 += field("ms=");
+    }
+    out
+}
+
+/// The plugin colours its log on a terminal only, but be safe if it does anyway.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut esc = false;
+    for c in s.chars() {
+        match (esc, c) {
+            (false, '\u{1b}') => esc = true,
+            (true, 'm') => esc = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
+
+fn rate(n: usize, d: Duration) -> String {
+    format!("{:.0}/s", n as f64 / d.as_secs_f64().max(1e-9))
+}
+
+async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
+    let redis = RedisServer::start().context("redis-server")?;
+    let sw = start_switch(bin)?;
+    let sonic = SonicDb::from_endpoint(&redis.url())?;
+    let config = Table::new(sonic.connect(SonicDbId::ConfigDb).await?, "PORT")?;
+    for (name, id) in PORTS {
+        config
+            .set(
+                name,
+                &[
+                    ("id", id.to_string()),
+                    ("mtu", "9100".to_string()),
+                    ("admin_status", "up".to_string()),
+                ],
+            )
+            .await?;
+    }
+    let log = std::env::temp_dir().join(format!("weft-e2e-routes-{}.log", std::process::id()));
+    let out = std::fs::File::create(&log)?;
+    let child = Command::new(plugin_bin)
+        .args(["--redis", &redis.url(), "--p4rt", &sw.grpc_addr()])
+        .args(["--device-id", &sw.device_id().to_string()])
+        // The per-batch timing lines, nothing else at debug.
+        .env("RUST_LOG", "info,weft_sonic_plugin::daemon=debug")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .context("spawn weft-plugin")?;
+    let _plugin = ProcessGuard::new("weft-plugin", child);
+
+    let (base, routes) = entries(n)?;
+    // The plugin is up (primary, pipeline pushed, synced) once it answers these.
+    let t_ready = Instant::now();
+    produce_and_wait(&sonic, &base)
+        .await
+        .with_context(|| format!("setup entries; plugin log {}", log.display()))?;
+    let ready = t_ready.elapsed();
+    // The plugin logs a batch after answering it: let the setup batch's line land first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = plugin_batches(&log);
+    let (produced, total) = produce_and_wait(&sonic, &routes)
+        .await
+        .with_context(|| format!("routes; plugin log {}", log.display()))?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = plugin_batches(&log);
+    let (batches, keys, busy_ms) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+
+    // The stages alone. Redis side, on the same redis-server under a table of its own: the
+    // consumer's pops in batches, then the responses with APPL_STATE_DB (a waiter listening,
+    // as the controller would).
+    let bench_table = "WEFT_BENCH_TABLE";
+    let mut prod = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
+    prod.apply(&routes).await?;
+    let mut cons = ConsumerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
+    let t0 = Instant::now();
+    let mut popped = Vec::with_capacity(n);
+    while popped.len() < n {
+        let b = cons.pop(PLUGIN_BATCH).await?;
+        if b.is_empty() {
+            bail!("the consumer found {} of {n} keys", popped.len());
+        }
+        popped.extend(b);
+    }
+    let pops = t0.elapsed();
+    let results: Vec<EntryResult> = popped
+        .into_iter()
+        .map(|o| EntryResult::ok(o.key, Op::Set, o.fields))
+        .collect();
+    let mut waiter = ResponseWaiter::subscribe(&sonic, bench_table).await?;
+    let mut publisher = ResponsePublisher::new(&sonic, bench_table).await?;
+    let t0 = Instant::now();
+    for chunk in results.chunks(PLUGIN_BATCH) {
+        publisher.publish_batch(chunk).await?;
+    }
+    let respond = t0.elapsed();
+    let heard = waiter
+        .wait(
+            results.iter().map(|r| r.key.clone()),
+            Duration::from_secs(60),
+        )
+        .await?;
+    if !heard.missing.is_empty() {
+        bail!("{} bench responses lost", heard.missing.len());
+    }
+    let info = weft_sonic_plugin::pipeline::weft_p4info()?;
+    let mut tr = Translator::new(
+        info.clone(),
+        weft_sonic_plugin::pipeline::owned_tables(),
+        false,
+    );
+    let mut ports = PortMap::default();
+    for (name, id) in PORTS {
+        ports.by_name.insert(name.to_string(), id);
+    }
+    tr.set_ports(ports);
+    let t0 = Instant::now();
+    let mut entities = Vec::with_capacity(n);
+    for o in &routes {
+        let objs = tr
+            .translate_set(&o.key, &o.fields)
+            .map_err(|e| anyhow::anyhow!("{}: {}", o.key, e.message))?;
+        entities.extend(objs.into_values());
+    }
+    let translate = t0.elapsed();
+    let updates: Vec<Update> = entities
+        .into_iter()
+        .map(|e| Update {
+            r#type: update::Type::Insert as i32,
+            entity: Some(e),
+        })
+        .collect();
+    let pipeline = weft_sonic_plugin::pipeline::load(&PipelineSource::Embedded)?;
+    let mut p4rt_alone = Vec::new();
+    for mode in ["one Write per 1,024 keys, in sequence", "pipelined"] {
+        let sw2 = start_switch(bin)?;
+        let client = Client::connect(ClientConfig::new(sw2.grpc_addr(), sw2.device_id(), 1))?;
+        client.wait_primary(Duration::from_secs(30)).await?;
+        client.set_pipeline(&pipeline).await?;
+        let t0 = Instant::now();
+        if mode == "pipelined" {
+            client.write(&updates).await?;
+        } else {
+            for chunk in updates.chunks(PLUGIN_BATCH) {
+                client.write(chunk).await?;
+            }
+        }
+        p4rt_alone.push((mode, t0.elapsed()));
+    }
+
+    let seq = p4rt_alone[0].1;
+    let busy = Duration::from_millis(busy_ms);
+    let rest = busy.saturating_sub(translate + seq + respond);
+    println!("{BENCH}: {n} FIXED_IPV4_TABLE routes, APPL_DB → weft-plugin → BMv2");
+    println!("  plugin ready (primary, pipeline pushed, first 4 entries answered): {ready:.2?}");
+    println!(
+        "  end to end: {total:.2?} = {} (first producer write → last SUCCESS response)",
+        rate(n, total)
+    );
+    println!(
+        "  1. producer write into APPL_DB: {produced:.2?} ({}; the plugin consumes meanwhile)",
+        rate(n, produced)
+    );
+    println!(
+        "  2-4. plugin busy in its batches: {busy:.2?} in {batches} batches of ≤ {PLUGIN_BATCH} ({keys} keys), {}",
+        rate(n, busy)
+    );
+    println!(
+        "    2. translation (measured alone, Translator::translate_set): {translate:.2?} ({})",
+        rate(n, translate)
+    );
+    for (mode, d) in &p4rt_alone {
+        println!(
+            "    3. P4Runtime write (measured alone into a fresh BMv2, {mode}): {d:.2?} ({})",
+            rate(n, *d)
+        );
+    }
+    println!(
+        "    4. responses + APPL_STATE_DB (measured alone, ResponsePublisher, batches of {PLUGIN_BATCH}): {respond:.2?} ({})",
+        rate(n, respond)
+    );
+    println!(
+        "    5. the rest (busy − 2 − 3 − 4): ≈ {rest:.2?}: the engine's diff, and the 2 cores shared by redis, BMv2, plugin and producer while all run at once"
+    );
+    println!(
+        "  consumer pops alone (ConsumerStateTable, batches of {PLUGIN_BATCH}; a task beside the batches): {pops:.2?} ({})",
+        rate(n, pops)
+    );
+    let limit = [
+        ("translation", translate),
+        ("P4Runtime write into BMv2", seq),
+        ("responses + APPL_STATE_DB", respond),
+    ]
+    .into_iter()
+    .max_by_key(|(_, d)| *d)
+    .unwrap_or(("?", Duration::ZERO));
+    println!(
+        "  limit: the plugin's batch loop ({:.0}% of end to end busy; batches are serial: translate → write → respond); \
+         largest piece measured alone: {} ({:.2?}); the producer overlaps and is not the limit",
+        100.0 * busy.as_secs_f64() / total.as_secs_f64().max(1e-9),
+        limit.0,
+        limit.1,
+    );
+    drop(sw);
+    let _ = std::fs::remove_file(&log);
+    Ok(())
+}

@@ -1,0 +1,1031 @@
+//! Run-time ECN tuning: every `--tuning-interval-ms` (default 50 ms) the plugin samples each
+//! (egress port, queue) that has a `WEFT_ECN_ENVELOPE` row, feeds the sample to that queue's
+//! [`weft_tuning::Tuner`] (none when the envelope says `tuning: off`) and, on a change, writes
+//! `ecn_threshold_table` and records it.
+//!
+//! ```text
+//!   CONFIG_DB WRED_PROFILE/QUEUE (static) + WEFT_ECN_ENVELOPE ─► QueueIntent ─► Tuner::new(static)
+//!   tick: P4Runtime counter read ─► deltas over the interval ─► Sample ─► Tuner::step
+//!            port_tx_counter[p]                 departure rate / line rate  → utilization
+//!            queue_depth_histogram[p×16+b]      mean, p99 (bytes)           → depth_mean, depth_p99
+//!            queue_tx / ecn_mark_counter[p×8+q] marked / sent               → marked_fraction
+//!            pfc_tx_pause_counter[*×8+q]        PAUSEs this queue caused    → pfc_sent
+//!            pfc_rx_pause_counter[p×8+q]                                    → pfc_received
+//!   Change ─► owned objects (ecn_threshold_table entry with the tuned values) ─► P4Runtime
+//!          ─► STATE_DB WEFT_ECN_TUNING|EthernetN|<q> + a tracing event
+//! ```
+//!
+//! Choices, each for a reason:
+//! * **Units.** Depth is sampled in packets (BMv2 counts packets) and converted to bytes with
+//!   the same cell size and `--bmv2-queue-scale` as [`crate::qos`] converts thresholds the other
+//!   way (`bytes = packets × cell / scale`), so the tuner compares like with like.
+//! * **Histogram.** The pipeline keeps one depth histogram per port (`enq_qdepth` of the
+//!   packet's own queue, all queues together), so every tuned queue of a port sees the port's
+//!   histogram; with one congested class per port (the lossless one) that is its queue. The
+//!   plugin sets `histogram_shift` so the 16 buckets span `--queue-depth` (64 packets → shift 2,
+//!   4-packet buckets). Mean uses bucket midpoints; percentiles use the bucket's upper edge, so
+//!   they err towards acting.
+//! * **Line rate.** `PORT|EthernetN speed` (Mb/s) over `cell` bytes per packet, unless
+//!   `--tuning-line-rate PORT=PPS` says otherwise. On BMv2 the real service rate of a port is
+//!   what Thrift `set_queue_rate` configured (packets/s), far below the nominal speed, so the
+//!   testbed passes it with that flag; utilization is the port's departures over that rate.
+//! * **PFC attribution.** A PAUSE leaves through the upstream port, not the congested one, so
+//!   the pipeline's counter cannot tell which queue caused it. The pauses of priority q sent by
+//!   the whole switch in an interval go to the queues q whose depth reached xoff in that
+//!   interval (the condition that makes the pipeline send them), or, if none did by the
+//!   histogram's resolution, to the deepest queue q.
+//! * **Drops.** BMv2 drops on a full queue before egress, invisible to the pipeline, so
+//!   `drops` is 0 here; the tuner does not use it.
+//! * **Idle ports.** Only ports whose transmit counter moved in the previous interval get the
+//!   full read (histogram, queue counters), so an idle fabric costs one small read per tick.
+//!
+//! Intent changes: a (port, queue) whose static values or envelope changed gets a fresh tuner
+//! from the new static values; unchanged rows (a reapply writing the same values) keep the
+//! tuned values, so a reapply never puts static values back. After a plugin restart the tuned
+//! values come back from STATE_DB when its static values still match the intent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use weft_appdb::PortMap;
+use weft_p4::{actions as a, counters as c, tables as t};
+use weft_p4rt::P4Info;
+use weft_p4rt::proto::p4::v1::{Entity, entity};
+use weft_tuning::{Change, Envelope, Params, Sample, Thresholds, Tuner};
+
+use crate::config::QueueModel;
+use crate::counters::{Cells, QUEUES};
+use crate::qos::{self, ConfigView, DEFAULT_MTU};
+
+/// STATE_DB table of the tuned values per (port, queue).
+pub const TUNING_TABLE: &str = "WEFT_ECN_TUNING";
+/// Buckets of the pipeline's queue-depth histogram per port.
+pub const HIST_BUCKETS: u32 = 16;
+/// Written with each COUNTERS_DB `COUNTERS:EthernetN` histogram: bucket b counts packets that
+/// found `[b << shift, (b+1) << shift)` packets queued (the last bucket: at least `15 << shift`).
+pub const HIST_FIELD_PREFIX: &str = "WEFT_QUEUE_DEPTH_BUCKET_";
+pub const HIST_SHIFT_FIELD: &str = "WEFT_QUEUE_DEPTH_HISTOGRAM_SHIFT";
+
+pub type QueueKey = (String, u8);
+
+/// Smallest shift that makes 16 buckets cover a queue of `queue_depth` packets.
+pub fn histogram_shift(queue_depth: u32) -> u8 {
+    let mut s = 0u8;
+    while s < 31 && (queue_depth.saturating_sub(1) >> s) >= HIST_BUCKETS {
+        s += 1;
+    }
+    s
+}
+
+/// What the controller asks of one (port, queue): static values, envelope, on/off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueIntent {
+    pub statics: Thresholds,
+    pub envelope: Envelope,
+    pub auto: bool,
+}
+
+fn num<T: std::str::FromStr>(f: &BTreeMap<String, String>, name: &str) -> Option<T> {
+    f.get(name).and_then(|v| v.trim().parse().ok())
+}
+
+/// Every (port, queue) with an envelope and an ECN profile, from CONFIG_DB.
+pub fn intents(view: &ConfigView) -> (BTreeMap<QueueKey, QueueIntent>, Vec<String>) {
+    let mut out = BTreeMap::new();
+    let mut warn = Vec::new();
+    for (key, f) in view.rows("WEFT_ECN_ENVELOPE") {
+        let Some((port, q)) = key
+            .split_once('|')
+            .and_then(|(p, q)| Some((p, q.trim().parse::<u8>().ok().filter(|q| *q < 8)?)))
+        else {
+            warn.push(format!(
+                "WEFT_ECN_ENVELOPE|{key}: not EthernetN|<queue 0..7>"
+            ));
+            continue;
+        };
+        let envelope = (|| {
+            Some(Envelope {
+                kmin_min: num(f, "kmin_min")?,
+                kmin_max: num(f, "kmin_max")?,
+                kmax_min: num(f, "kmax_min")?,
+                kmax_max: num(f, "kmax_max")?,
+                pmax_min: num::<f64>(f, "pmax_min").filter(|p| p.is_finite())?,
+                pmax_max: num::<f64>(f, "pmax_max").filter(|p| p.is_finite())?,
+            })
+        })();
+        let Some(envelope) = envelope else {
+            warn.push(format!(
+                "WEFT_ECN_ENVELOPE|{key}: kmin_min/kmin_max/kmax_min/kmax_max/pmax_min/pmax_max missing or not numbers"
+            ));
+            continue;
+        };
+        let qkey = format!("{port}|{q}");
+        let Some(profile) = view.field("QUEUE", &qkey, "wred_profile") else {
+            continue;
+        };
+        let Some(p) = view.tables.get("WRED_PROFILE").and_then(|m| m.get(profile)) else {
+            continue;
+        };
+        if p.get("ecn").is_none_or(|e| e == "ecn_none") {
+            continue;
+        }
+        let (Some(kmin), Some(kmax)) = (
+            num::<f64>(p, "green_min_threshold"),
+            num::<f64>(p, "green_max_threshold"),
+        ) else {
+            continue;
+        };
+        let pct = num::<f64>(p, "green_drop_probability").unwrap_or(100.0);
+        out.insert(
+            (port.to_string(), q),
+            QueueIntent {
+                statics: Thresholds {
+                    kmin: kmin.max(0.0) as u64,
+                    kmax: kmax.max(0.0) as u64,
+                    pmax: (pct / 100.0).clamp(0.0, 1.0),
+                },
+                envelope,
+                auto: f.get("tuning").is_none_or(|v| v != "off"),
+            },
+        );
+    }
+    (out, warn)
+}
+
+fn cell_bytes(view: &ConfigView, model: &QueueModel, port: &str) -> u32 {
+    model.cell_bytes.unwrap_or_else(|| {
+        view.field("PORT", port, "mtu")
+            .and_then(|m| m.parse().ok())
+            .filter(|m: &u32| *m > 0)
+            .unwrap_or(DEFAULT_MTU)
+    })
+}
+
+/// The pause threshold and xon hysteresis (bytes) [`qos::plan`] uses for this queue, so a tuned
+/// Kmax is clamped under xoff exactly as the static one is.
+fn pause_of(view: &ConfigView, port: &str, q: u8) -> Option<(u64, u64)> {
+    if !view.pfc_enabled(port).contains(&q) {
+        return None;
+    }
+    let threshold = view
+        .field(
+            "WEFT_ECN_ENVELOPE",
+            &format!("{port}|{q}"),
+            "pause_threshold",
+        )
+        .and_then(|v| v.parse::<u64>().ok())?;
+    let xon = view
+        .field("BUFFER_PG", &format!("{port}|{q}"), "profile")
+        .and_then(|p| view.field("BUFFER_PROFILE", p, "xon"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .map_or(0, |x| x as u64);
+    Some((threshold, xon))
+}
+
+fn pmax_percent(p: f64) -> u32 {
+    (p * 100.0).round().clamp(0.0, 100.0) as u32
+}
+
+/// (Kmin, Kmax, Pmax %) in packets for `th`, converted as [`qos::convert`] does.
+pub fn to_packets(
+    view: &ConfigView,
+    model: &QueueModel,
+    port: &str,
+    q: u8,
+    th: Thresholds,
+) -> (u32, u32, u32) {
+    let cell = cell_bytes(view, model, port);
+    qos::convert(
+        model,
+        cell,
+        Some((th.kmin, th.kmax, pmax_percent(th.pmax))),
+        pause_of(view, port, q),
+    )
+    .ecn
+    .unwrap_or((0, 1, 0))
+}
+
+/// Queue-depth statistics of one interval's histogram deltas, in packets.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DepthStats {
+    pub packets: u64,
+    pub mean: f64,
+    pub p50: u32,
+    pub p99: u32,
+    pub max: u32,
+}
+
+/// Bucket `b`'s packet range (the top bucket ends at the queue's depth).
+fn bucket_range(b: usize, shift: u8, queue_depth: u32) -> (u32, u32) {
+    let lo = (b as u32) << shift;
+    let hi = if b as u32 == HIST_BUCKETS - 1 {
+        queue_depth.max(lo)
+    } else {
+        (((b as u32) + 1) << shift) - 1
+    };
+    (lo, hi.min(queue_depth.max(lo)))
+}
+
+/// Mean (bucket midpoints) and percentiles (bucket upper edges) of histogram deltas.
+pub fn depth_stats(
+    delta: &[u64; HIST_BUCKETS as usize],
+    shift: u8,
+    queue_depth: u32,
+) -> DepthStats {
+    let packets: u64 = delta.iter().sum();
+    if packets == 0 {
+        return DepthStats::default();
+    }
+    let mut sum = 0.0;
+    let mut max = 0;
+    for (b, n) in delta.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let (lo, hi) = bucket_range(b, shift, queue_depth);
+        sum += *n as f64 * (f64::from(lo) + f64::from(hi)) / 2.0;
+        max = hi;
+    }
+    let pct = |p: f64| {
+        let rank = ((packets as f64) * p).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, n) in delta.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return bucket_range(b, shift, queue_depth).1;
+            }
+        }
+        max
+    };
+    DepthStats {
+        packets,
+        mean: sum / packets as f64,
+        p50: pct(0.50),
+        p99: pct(0.99),
+        max,
+    }
+}
+
+/// Packets → bytes, the inverse of the threshold conversion.
+pub fn packets_to_bytes(packets: f64, cell: u32, scale: f64) -> u64 {
+    (packets * f64::from(cell) / scale).round().max(0.0) as u64
+}
+
+/// One (port, queue)'s tuning state.
+#[derive(Debug, Clone)]
+pub struct QueueState {
+    pub intent: QueueIntent,
+    pub tuner: Option<Tuner>,
+    pub current: Thresholds,
+    pub changes: u64,
+    pub reason: String,
+    pub changed_at_ms: u128,
+    pub last: Option<Sample>,
+}
+
+impl QueueState {
+    fn fresh(intent: QueueIntent, params: Params) -> Self {
+        let tuner = intent
+            .auto
+            .then(|| Tuner::new(intent.statics, intent.envelope, params));
+        QueueState {
+            current: tuner.as_ref().map_or(intent.statics, |t| t.current),
+            intent,
+            tuner,
+            changes: 0,
+            reason: if intent.auto { "static" } else { "tuning-off" }.to_string(),
+            changed_at_ms: 0,
+            last: None,
+        }
+    }
+
+    /// Resumes from a STATE_DB record when it was tuned from the same static values and its
+    /// values still lie in the envelope.
+    fn resume(intent: QueueIntent, params: Params, rec: &BTreeMap<String, String>) -> Option<Self> {
+        if !intent.auto {
+            return None;
+        }
+        let f = |n: &str| rec.get(n).and_then(|v| v.parse::<f64>().ok());
+        let same = f("static_kmin")? as u64 == intent.statics.kmin
+            && f("static_kmax")? as u64 == intent.statics.kmax
+            && (f("static_pmax")? - intent.statics.pmax).abs() < 1e-6;
+        if !same {
+            return None;
+        }
+        let cur = Thresholds {
+            kmin: f("kmin")? as u64,
+            kmax: f("kmax")? as u64,
+            pmax: f("pmax")?,
+        };
+        let mut t = Tuner::new(cur, intent.envelope, params);
+        if t.current != cur {
+            return None;
+        }
+        t.current = cur;
+        Some(QueueState {
+            intent,
+            current: cur,
+            tuner: Some(t),
+            changes: f("changes").map_or(0, |c| c as u64),
+            reason: rec.get("reason").cloned().unwrap_or_default(),
+            changed_at_ms: f("changed_at").map_or(0, |c| c as u128),
+            last: None,
+        })
+    }
+
+    /// The STATE_DB record.
+    pub fn record(&self) -> Vec<(&'static str, String)> {
+        let s = self.intent.statics;
+        let mut v = vec![
+            ("kmin", self.current.kmin.to_string()),
+            ("kmax", self.current.kmax.to_string()),
+            ("pmax", format!("{:.4}", self.current.pmax)),
+            ("static_kmin", s.kmin.to_string()),
+            ("static_kmax", s.kmax.to_string()),
+            ("static_pmax", format!("{:.4}", s.pmax)),
+            (
+                "tuning",
+                if self.intent.auto { "auto" } else { "off" }.to_string(),
+            ),
+            ("reason", self.reason.clone()),
+            ("changed_at", self.changed_at_ms.to_string()),
+            ("changes", self.changes.to_string()),
+        ];
+        if let Some(l) = &self.last {
+            v.extend([
+                ("depth_mean", l.depth_mean.to_string()),
+                ("depth_p99", l.depth_p99.to_string()),
+                ("utilization", format!("{:.3}", l.utilization)),
+                ("marked_fraction", format!("{:.3}", l.marked_fraction)),
+                ("pfc_sent", l.pfc_sent.to_string()),
+                ("pfc_received", l.pfc_received.to_string()),
+            ]);
+        }
+        v
+    }
+}
+
+/// What one tick found and did.
+#[derive(Debug, Default)]
+pub struct TickOutcome {
+    pub changes: Vec<(QueueKey, Change)>,
+    /// Ports whose histogram was read this tick, with the cumulative bucket counts.
+    pub histograms: BTreeMap<String, [u64; HIST_BUCKETS as usize]>,
+}
+
+/// The plugin's tuning: one [`QueueState`] per (port, queue) with an envelope.
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    pub params: Params,
+    pub model: QueueModel,
+    pub shift: u8,
+    /// `--tuning-line-rate`: port (or `*`) → packets per second.
+    pub line_rate: BTreeMap<String, f64>,
+    pub queues: BTreeMap<QueueKey, QueueState>,
+    view: ConfigView,
+    prev: Option<(Instant, Cells)>,
+    active: BTreeSet<u32>,
+}
+
+impl Tuning {
+    pub fn new(model: QueueModel, line_rate: BTreeMap<String, f64>) -> Self {
+        Tuning {
+            params: Params::default(),
+            shift: histogram_shift(model.queue_depth),
+            model,
+            line_rate,
+            queues: BTreeMap::new(),
+            view: ConfigView::default(),
+            prev: None,
+            active: BTreeSet::new(),
+        }
+    }
+
+    /// Takes a new CONFIG_DB view. `restored` are STATE_DB records, used for queues this run
+    /// has not seen yet. Returns the keys whose record must be (re)written and those to delete.
+    pub fn reconfigure(
+        &mut self,
+        view: &ConfigView,
+        restored: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> (Vec<QueueKey>, Vec<QueueKey>, Vec<String>) {
+        let (intents, warn) = intents(view);
+        let mut write = Vec::new();
+        let gone: Vec<QueueKey> = self
+            .queues
+            .keys()
+            .filter(|k| !intents.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.queues.remove(k);
+        }
+        for (k, intent) in intents {
+            match self.queues.get(&k) {
+                Some(s) if s.intent == intent => {}
+                Some(_) => {
+                    tracing::info!(port = %k.0, queue = k.1, auto = intent.auto, "ECN intent changed: tuner restarts from the static values");
+                    self.queues
+                        .insert(k.clone(), QueueState::fresh(intent, self.params));
+                    write.push(k);
+                }
+                None => {
+                    let rec = restored.get(&format!("{}|{}", k.0, k.1));
+                    let s = rec
+                        .and_then(|r| QueueState::resume(intent, self.params, r))
+                        .inspect(|s| {
+                            tracing::info!(port = %k.0, queue = k.1, kmin = s.current.kmin, kmax = s.current.kmax, pmax = s.current.pmax, "tuned ECN thresholds resumed from STATE_DB");
+                        })
+                        .unwrap_or_else(|| QueueState::fresh(intent, self.params));
+                    self.queues.insert(k.clone(), s);
+                    write.push(k);
+                }
+            }
+        }
+        self.view = view.clone();
+        (write, gone, warn)
+    }
+
+    /// The plugin-owned entries tuning contributes: the tuned `ecn_threshold_table` entries
+    /// (replacing the static ones [`qos::plan`] built under the same key) and the switch config
+    /// with the histogram shift.
+    pub fn objects(
+        &self,
+        info: &P4Info,
+        ports: &PortMap,
+        device_id: u64,
+    ) -> Result<Vec<Entity>, weft_p4rt::Error> {
+        let mut out = Vec::new();
+        let call = info
+            .action_call(a::set_switch_config::NAME)?
+            .param(
+                a::set_switch_config::params::switch_id::NAME,
+                (device_id & 0xffff_ffff) as u32,
+            )?
+            .param(a::set_switch_config::params::postcard_sample_n::NAME, 0u32)?
+            .param(a::set_switch_config::params::postcard_session::NAME, 0u32)?
+            .param(
+                a::set_switch_config::params::histogram_shift::NAME,
+                self.shift,
+            )?;
+        out.push(table_entity(
+            info.table_entry(t::switch_config_table::NAME)?
+                .default_entry()
+                .action(call)?
+                .build()?,
+        ));
+        for ((port, q), s) in &self.queues {
+            let (Some(_), Some(id)) = (&s.tuner, ports.id(port)) else {
+                continue;
+            };
+            let (kmin, kmax, pmax) = to_packets(&self.view, &self.model, port, *q, s.current);
+            let call = info
+                .action_call(a::set_ecn_thresholds::NAME)?
+                .param(a::set_ecn_thresholds::params::kmin::NAME, kmin)?
+                .param(a::set_ecn_thresholds::params::kmax::NAME, kmax)?
+                .param(a::set_ecn_thresholds::params::pmax_percent::NAME, pmax)?;
+            out.push(table_entity(
+                info.table_entry(t::ecn_threshold_table::NAME)?
+                    .exact(t::ecn_threshold_table::fields::port::NAME, id)?
+                    .exact(t::ecn_threshold_table::fields::queue::NAME, *q)?
+                    .action(call)?
+                    .build()?,
+            ));
+        }
+        Ok(out)
+    }
+
+    fn ports_of(&self, ports: &PortMap) -> BTreeMap<u32, (String, BTreeSet<u8>)> {
+        let mut out: BTreeMap<u32, (String, BTreeSet<u8>)> = BTreeMap::new();
+        for (port, q) in self.queues.keys() {
+            if let Some(id) = ports.id(port) {
+                out.entry(id)
+                    .or_insert_with(|| (port.clone(), BTreeSet::new()))
+                    .1
+                    .insert(*q);
+            }
+        }
+        out
+    }
+
+    /// The counter cells of one tick: transmit and PAUSE counters of every tuned port, the
+    /// rest only for ports that were busy last tick.
+    pub fn reads(&self, info: &P4Info, ports: &PortMap) -> Vec<Entity> {
+        let mut out = Vec::new();
+        let mut cell = |name: &str, idx: u32| {
+            if let Ok(ce) = info.counter_entry(name, Some(i64::from(idx))) {
+                out.push(Entity {
+                    entity: Some(entity::Entity::CounterEntry(ce)),
+                });
+            }
+        };
+        for (id, (_, qs)) in self.ports_of(ports) {
+            cell(c::port_tx_counter::NAME, id);
+            for q in &qs {
+                cell(c::pfc_tx_pause_counter::NAME, id * QUEUES + u32::from(*q));
+            }
+            if self.active.contains(&id) {
+                for b in 0..HIST_BUCKETS {
+                    cell(c::queue_depth_histogram::NAME, id * HIST_BUCKETS + b);
+                }
+                for q in &qs {
+                    let i = id * QUEUES + u32::from(*q);
+                    cell(c::queue_tx_counter::NAME, i);
+                    cell(c::ecn_mark_counter::NAME, i);
+                    cell(c::pfc_rx_pause_counter::NAME, i);
+                }
+            }
+        }
+        out
+    }
+
+    fn line_rate_pps(&self, port: &str, cell: u32) -> f64 {
+        if let Some(r) = self.line_rate.get(port).or_else(|| self.line_rate.get("*")) {
+            return *r;
+        }
+        let mbps: f64 = self
+            .view
+            .field("PORT", port, "speed")
+            .and_then(|s| s.parse().ok())
+            .filter(|s: &f64| *s > 0.0)
+            .unwrap_or(100_000.0);
+        mbps * 1e6 / (8.0 * f64::from(cell))
+    }
+
+    /// Feeds one tick's counter cells; returns the changes made (already applied to the state:
+    /// the caller writes them to the switch and records them).
+    pub fn observe(&mut self, cells: Cells, now: Instant, ports: &PortMap) -> TickOutcome {
+        let mut out = TickOutcome::default();
+        let by_port = self.ports_of(ports);
+        let Some((t0, prev)) = self.prev.replace((now, cells.clone())) else {
+            self.active = by_port.keys().copied().collect();
+            return out;
+        };
+        let dt = now.duration_since(t0).as_secs_f64();
+        // Deltas of cells present in both reads only: a cell read for the first time has no
+        // interval behind it.
+        let delta = |id: u32, idx: u32| -> Option<u64> {
+            let k = (id, i64::from(idx));
+            Some(cells.get(&k)?.0.saturating_sub(prev.get(&k)?.0))
+        };
+        let mut active = BTreeSet::new();
+        let mut depth: BTreeMap<u32, DepthStats> = BTreeMap::new();
+        for (id, (name, _)) in &by_port {
+            if delta(c::port_tx_counter::ID, *id).is_some_and(|d| d > 0) {
+                active.insert(*id);
+            }
+            let mut hist = [0u64; HIST_BUCKETS as usize];
+            let mut cum = [0u64; HIST_BUCKETS as usize];
+            let mut complete = true;
+            for b in 0..HIST_BUCKETS {
+                let idx = id * HIST_BUCKETS + b;
+                match delta(c::queue_depth_histogram::ID, idx) {
+                    Some(d) => hist[b as usize] = d,
+                    None => complete = false,
+                }
+                if let Some(v) = cells.get(&(c::queue_depth_histogram::ID, i64::from(idx))) {
+                    cum[b as usize] = v.0;
+                }
+            }
+            if cells.contains_key(&(c::queue_depth_histogram::ID, i64::from(id * HIST_BUCKETS))) {
+                out.histograms.insert(name.clone(), cum);
+            }
+            if complete {
+                depth.insert(*id, depth_stats(&hist, self.shift, self.model.queue_depth));
+            }
+        }
+        // PAUSEs per priority, switch-wide, and who caused them.
+        let mut pauses: BTreeMap<u8, u64> = BTreeMap::new();
+        for (id, (_, qs)) in &by_port {
+            for q in qs {
+                if let Some(d) = delta(c::pfc_tx_pause_counter::ID, id * QUEUES + u32::from(*q)) {
+                    *pauses.entry(*q).or_default() += d;
+                }
+            }
+        }
+        let mut blamed: BTreeMap<u8, BTreeSet<u32>> = BTreeMap::new();
+        for (q, n) in &pauses {
+            if *n == 0 {
+                continue;
+            }
+            let cands: Vec<(u32, u32, u32)> = by_port
+                .iter()
+                .filter(|(_, (_, qs))| qs.contains(q))
+                .filter_map(|(id, (name, _))| {
+                    let d = depth.get(id)?;
+                    let cell = cell_bytes(&self.view, &self.model, name);
+                    let xoff =
+                        qos::convert(&self.model, cell, None, pause_of(&self.view, name, *q))
+                            .pfc
+                            .map_or(u32::MAX, |p| p.0);
+                    Some((*id, d.max, xoff))
+                })
+                .collect();
+            let mut set: BTreeSet<u32> = cands
+                .iter()
+                .filter(|(_, max, xoff)| max >= xoff)
+                .map(|c| c.0)
+                .collect();
+            if set.is_empty()
+                && let Some(deepest) = cands.iter().filter(|c| c.1 > 0).max_by_key(|c| c.1)
+            {
+                set.insert(deepest.0);
+            }
+            blamed.insert(*q, set);
+        }
+        let rates: BTreeMap<&str, (u32, f64)> = by_port
+            .values()
+            .map(|(name, _)| {
+                let cell = cell_bytes(&self.view, &self.model, name);
+                (name.as_str(), (cell, self.line_rate_pps(name, cell)))
+            })
+            .collect();
+        let scale = self.model.scale;
+        for ((port, q), st) in self.queues.iter_mut() {
+            let Some(id) = ports.id(port) else { continue };
+            let Some(&(cell, rate)) = rates.get(port.as_str()) else {
+                continue;
+            };
+            let Some(d) = depth.get(&id) else { continue };
+            let i = id * QUEUES + u32::from(*q);
+            let (Some(tx_q), Some(marked), Some(tx_port)) = (
+                delta(c::queue_tx_counter::ID, i),
+                delta(c::ecn_mark_counter::ID, i),
+                delta(c::port_tx_counter::ID, id),
+            ) else {
+                continue;
+            };
+            let sample = Sample {
+                depth_mean: packets_to_bytes(d.mean, cell, scale),
+                depth_p99: packets_to_bytes(f64::from(d.p99), cell, scale),
+                utilization: if dt > 0.0 && rate > 0.0 {
+                    (tx_port as f64 / dt / rate).min(1.0)
+                } else {
+                    0.0
+                },
+                marked_fraction: if tx_q > 0 {
+                    marked as f64 / tx_q as f64
+                } else {
+                    0.0
+                },
+                pfc_sent: if blamed.get(q).is_some_and(|s| s.contains(&id)) {
+                    pauses.get(q).copied().unwrap_or(0)
+                } else {
+                    0
+                },
+                pfc_received: delta(c::pfc_rx_pause_counter::ID, i).unwrap_or(0),
+                drops: 0,
+            };
+            st.last = Some(sample);
+            // An idle queue says nothing about its thresholds.
+            if tx_q == 0 && sample.pfc_sent == 0 {
+                continue;
+            }
+            let Some(tuner) = st.tuner.as_mut() else {
+                continue;
+            };
+            if let Some(ch) = tuner.step(&sample) {
+                st.current = ch.to;
+                st.changes += 1;
+                st.reason = ch.reason.as_str().to_string();
+                st.changed_at_ms = crate::tuning::now_ms();
+                out.changes.push(((port.clone(), *q), ch));
+            }
+        }
+        self.active = active;
+        out
+    }
+}
+
+fn table_entity(te: weft_p4rt::proto::p4::v1::TableEntry) -> Entity {
+    Entity {
+        entity: Some(entity::Entity::TableEntry(te)),
+    }
+}
+
+pub fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Row<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+    fn view(rows: &[Row]) -> ConfigView {
+        let mut v = ConfigView::default();
+        for (t, k, f) in rows {
+            v.tables.entry(t.to_string()).or_default().insert(
+                k.to_string(),
+                f.iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect(),
+            );
+        }
+        v
+    }
+
+    const ENV: &[(&str, &str)] = &[
+        ("kmin_min", "100000"),
+        ("kmin_max", "800000"),
+        ("kmax_min", "400000"),
+        ("kmax_max", "3200000"),
+        ("pmax_min", "0.01"),
+        ("pmax_max", "1"),
+        ("pause_threshold", "9000000"),
+        ("tuning", "auto"),
+    ];
+
+    fn fabric_view(env: &[(&str, &str)], kmin: &str) -> ConfigView {
+        view(&[
+            (
+                "PORT",
+                "Ethernet0",
+                &[("id", "1"), ("mtu", "9100"), ("speed", "100000")],
+            ),
+            (
+                "PORT",
+                "Ethernet4",
+                &[("id", "2"), ("mtu", "9100"), ("speed", "100000")],
+            ),
+            ("PORT_QOS_MAP", "Ethernet0", &[("pfc_enable", "3")]),
+            ("PORT_QOS_MAP", "Ethernet4", &[("pfc_enable", "3")]),
+            (
+                "WRED_PROFILE",
+                "W",
+                &[
+                    ("ecn", "ecn_all"),
+                    ("green_min_threshold", kmin),
+                    ("green_max_threshold", "1600000"),
+                    ("green_drop_probability", "20"),
+                ],
+            ),
+            ("QUEUE", "Ethernet0|3", &[("wred_profile", "W")]),
+            ("QUEUE", "Ethernet4|3", &[("wred_profile", "W")]),
+            ("WEFT_ECN_ENVELOPE", "Ethernet0|3", env),
+            ("WEFT_ECN_ENVELOPE", "Ethernet4|3", env),
+        ])
+    }
+
+    fn model() -> QueueModel {
+        QueueModel {
+            scale: 1.0,
+            queue_depth: 64,
+            cell_bytes: None,
+            pfc_quanta: 0xffff,
+        }
+    }
+
+    /// A fake counter source: one port's cumulative pipeline counters, advanced by what a
+    /// simulated interval sends, returned as the cells a P4Runtime read would give.
+    struct FakeCounters {
+        port: u32,
+        q: u8,
+        tx: u64,
+        marked: u64,
+        hist: [u64; 16],
+        pauses: u64,
+    }
+
+    impl FakeCounters {
+        fn new(port: u32, q: u8) -> Self {
+            FakeCounters {
+                port,
+                q,
+                tx: 0,
+                marked: 0,
+                hist: [0; 16],
+                pauses: 0,
+            }
+        }
+        /// Sends packets that found `depths` packets queued (shift 2: bucket = depth / 4).
+        fn send(&mut self, depths: &[u32], kmin: u32, pauses: u64) {
+            for d in depths {
+                self.tx += 1;
+                self.hist[((d >> 2) as usize).min(15)] += 1;
+                if *d >= kmin {
+                    self.marked += 1;
+                }
+            }
+            self.pauses += pauses;
+        }
+        fn cells(&self) -> Cells {
+            let mut out = Cells::new();
+            let i = i64::from(self.port * QUEUES + u32::from(self.q));
+            out.insert((c::port_tx_counter::ID, i64::from(self.port)), (self.tx, 0));
+            out.insert((c::queue_tx_counter::ID, i), (self.tx, 0));
+            out.insert((c::ecn_mark_counter::ID, i), (self.marked, 0));
+            out.insert((c::pfc_rx_pause_counter::ID, i), (0, 0));
+            // PAUSEs leave through the upstream port (2), not the congested one.
+            out.insert((c::pfc_tx_pause_counter::ID, i), (0, 0));
+            out.insert(
+                (
+                    c::pfc_tx_pause_counter::ID,
+                    i64::from(2 * QUEUES + u32::from(self.q)),
+                ),
+                (self.pauses, 0),
+            );
+            for (b, n) in self.hist.iter().enumerate() {
+                out.insert(
+                    (
+                        c::queue_depth_histogram::ID,
+                        i64::from(self.port * 16) + b as i64,
+                    ),
+                    (*n, 0),
+                );
+            }
+            out
+        }
+    }
+
+    fn ports() -> PortMap {
+        let mut p = PortMap::default();
+        p.by_name.insert("Ethernet0".into(), 1);
+        p.by_name.insert("Ethernet4".into(), 2);
+        p
+    }
+
+    #[test]
+    fn the_histogram_shift_spreads_sixteen_buckets_over_the_queue() {
+        assert_eq!(histogram_shift(16), 0);
+        assert_eq!(histogram_shift(64), 2);
+        assert_eq!(histogram_shift(65), 3);
+        assert_eq!(histogram_shift(1000), 6);
+    }
+
+    #[test]
+    fn depth_stats_take_midpoints_for_the_mean_and_upper_edges_for_percentiles() {
+        // Shift 2: 100 packets, 90 found 0..3 queued, 9 found 20..23, 1 found 40..43.
+        let mut h = [0u64; 16];
+        h[0] = 90;
+        h[5] = 9;
+        h[10] = 1;
+        let s = depth_stats(&h, 2, 64);
+        assert_eq!(s.packets, 100);
+        assert!((s.mean - (90.0 * 1.5 + 9.0 * 21.5 + 41.5) / 100.0).abs() < 1e-9);
+        assert_eq!((s.p50, s.p99, s.max), (3, 23, 43));
+        // The top bucket saturates: it reaches the queue's depth.
+        let mut h = [0u64; 16];
+        h[15] = 10;
+        assert_eq!(depth_stats(&h, 2, 64).p99, 64);
+        assert_eq!(depth_stats(&[0; 16], 2, 64), DepthStats::default());
+        // Bytes use the same cell and scale as the threshold conversion.
+        assert_eq!(packets_to_bytes(23.0, 9100, 1.0), 209_300);
+        assert_eq!(packets_to_bytes(23.0, 9100, 0.05), 4_186_000);
+    }
+
+    #[test]
+    fn sampling_turns_counter_deltas_into_bytes_rates_and_fractions() {
+        let v = fabric_view(ENV, "400000");
+        let mut line = BTreeMap::new();
+        line.insert("*".to_string(), 100.0);
+        let mut tu = Tuning::new(model(), line);
+        tu.reconfigure(&v, &BTreeMap::new());
+        let mut fake = FakeCounters::new(1, 3);
+        let t0 = Instant::now();
+        let out = tu.observe(fake.cells(), t0, &ports());
+        assert!(out.changes.is_empty());
+        // Port 1 is now read in full (first tick marks every tuned port active).
+        let reads = tu.reads(&crate::pipeline::weft_p4info().expect("p4info"), &ports());
+        assert!(reads.len() > 16, "{} cells", reads.len());
+        // One 100 ms interval: 9 packets at depth 0, 1 at depth 40 (marked at kmin 30).
+        let mut depths = vec![0u32; 9];
+        depths.push(40);
+        fake.send(&depths, 30, 0);
+        tu.observe(
+            fake.cells(),
+            t0 + std::time::Duration::from_millis(100),
+            &ports(),
+        );
+        let s = tu.queues[&("Ethernet0".to_string(), 3)]
+            .last
+            .expect("sampled");
+        assert_eq!(s.depth_p99, 43 * 9100);
+        assert_eq!(
+            s.depth_mean,
+            packets_to_bytes((9.0 * 1.5 + 41.5) / 10.0, 9100, 1.0)
+        );
+        assert!(
+            (s.utilization - 1.0).abs() < 1e-6,
+            "10 packets in 0.1 s at 100 pps: {s:?}"
+        );
+        assert!((s.marked_fraction - 0.1).abs() < 1e-9);
+        assert_eq!(s.pfc_sent, 0);
+    }
+
+    #[test]
+    fn pauses_sent_upstream_are_blamed_on_the_queue_that_reached_xoff_and_act_at_once() {
+        let v = fabric_view(ENV, "400000");
+        let mut tu = Tuning::new(model(), [("*".to_string(), 100.0)].into());
+        tu.reconfigure(&v, &BTreeMap::new());
+        let mut fake = FakeCounters::new(1, 3);
+        let t0 = Instant::now();
+        tu.observe(fake.cells(), t0, &ports());
+        fake.send(&[63; 10], 44, 3);
+        let out = tu.observe(
+            fake.cells(),
+            t0 + std::time::Duration::from_millis(100),
+            &ports(),
+        );
+        assert_eq!(out.changes.len(), 1, "{:?}", out.changes);
+        let (k, ch) = &out.changes[0];
+        assert_eq!(k, &("Ethernet0".to_string(), 3));
+        assert_eq!(ch.reason, weft_tuning::Reason::Pfc);
+        assert_eq!(ch.to.kmax, 800_000);
+        let st = &tu.queues[k];
+        assert_eq!((st.changes, st.reason.as_str()), (1, "pfc"));
+        assert_eq!(st.last.expect("sample").pfc_sent, 3);
+        // The histogram published to COUNTERS_DB is cumulative.
+        assert_eq!(out.histograms["Ethernet0"][15], 10);
+    }
+
+    #[test]
+    fn tuned_entries_replace_the_static_ones_and_an_identical_reapply_keeps_them() {
+        let info = crate::pipeline::weft_p4info().expect("p4info");
+        let v = fabric_view(ENV, "400000");
+        let mut tu = Tuning::new(model(), BTreeMap::new());
+        let (write, gone, warn) = tu.reconfigure(&v, &BTreeMap::new());
+        assert_eq!((write.len(), gone.len(), warn.len()), (2, 0, 0));
+        let static_plan = qos::plan(&info, &v, &model(), 1).expect("plan");
+        let key = ("Ethernet0".to_string(), 3);
+        tu.queues.get_mut(&key).expect("queue").current = Thresholds {
+            kmin: 100_000,
+            kmax: 400_000,
+            pmax: 0.8,
+        };
+        let mut objs = static_plan.objects.clone();
+        let n = objs.len();
+        for e in tu.objects(&info, &ports(), 1).expect("objects") {
+            let k = crate::objects::ObjKey::of(&e).expect("key");
+            assert!(
+                objs.contains_key(&k),
+                "tuning only replaces entries qos::plan makes"
+            );
+            objs.insert(k, e);
+        }
+        assert_eq!(objs.len(), n);
+        assert_ne!(
+            objs, static_plan.objects,
+            "the tuned entry differs from the static one"
+        );
+        assert_eq!(
+            to_packets(&v, &model(), "Ethernet0", 3, tu.queues[&key].current),
+            (11, 43, 80)
+        );
+        // The same rows again: nothing restarts, the tuned values stay.
+        let (write, _, _) = tu.reconfigure(&v.clone(), &BTreeMap::new());
+        assert!(write.is_empty());
+        assert_eq!(tu.queues[&key].current.kmax, 400_000);
+        // A changed static value is a changed intent: back to the (new) static values.
+        let (write, _, _) = tu.reconfigure(&fabric_view(ENV, "300000"), &BTreeMap::new());
+        assert_eq!(write.len(), 2);
+        assert_eq!(tu.queues[&key].current.kmin, 300_000);
+        assert_eq!(tu.queues[&key].current.kmax, 1_600_000);
+    }
+
+    #[test]
+    fn tuning_off_has_no_tuner_and_restarts_resume_only_matching_records() {
+        let mut env: Vec<(&str, &str)> = ENV.to_vec();
+        env.retain(|(k, _)| *k != "tuning");
+        env.push(("tuning", "off"));
+        let mut tu = Tuning::new(model(), BTreeMap::new());
+        tu.reconfigure(&fabric_view(&env, "400000"), &BTreeMap::new());
+        let key = ("Ethernet0".to_string(), 3);
+        assert!(tu.queues[&key].tuner.is_none());
+        assert_eq!(tu.queues[&key].reason, "tuning-off");
+        let info = crate::pipeline::weft_p4info().expect("p4info");
+        assert_eq!(
+            tu.objects(&info, &ports(), 1).expect("objects").len(),
+            1,
+            "only the switch config"
+        );
+
+        let rec = |static_kmin: &str| -> BTreeMap<String, BTreeMap<String, String>> {
+            let f: BTreeMap<String, String> = [
+                ("kmin", "200000"),
+                ("kmax", "800000"),
+                ("pmax", "0.4"),
+                ("static_kmin", static_kmin),
+                ("static_kmax", "1600000"),
+                ("static_pmax", "0.2"),
+                ("changes", "1"),
+                ("reason", "pfc"),
+            ]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+            [("Ethernet0|3".to_string(), f)].into()
+        };
+        let mut tu = Tuning::new(model(), BTreeMap::new());
+        tu.reconfigure(&fabric_view(ENV, "400000"), &rec("400000"));
+        assert_eq!(tu.queues[&key].current.kmax, 800_000, "resumed");
+        assert_eq!(tu.queues[&key].changes, 1);
+        let mut tu = Tuning::new(model(), BTreeMap::new());
+        tu.reconfigure(&fabric_view(ENV, "400000"), &rec("300000"));
+        assert_eq!(
+            tu.queues[&key].current.kmax, 1_600_000,
+            "other static values: not resumed"
+        );
+    }
+}
