@@ -347,6 +347,10 @@ pub async fn run(t: &Topology, opts: RunOptions) -> anyhow::Result<()> {
         changed.sort_unstable();
         changed.dedup();
         if changed.is_empty() {
+            if first_event.is_some() {
+                // Flaps of a suppressed link change nothing but its penalty: show that.
+                write_status(&opts, t, &mut dampers, &compiler, &status, now_ns(start));
+            }
             continue;
         }
         let mut rec = Reconvergence {
@@ -408,7 +412,9 @@ pub async fn run(t: &Topology, opts: RunOptions) -> anyhow::Result<()> {
         }
         rec.total_ms = first_event.map_or(0.0, |f| f.elapsed().as_secs_f64() * 1e3);
         if rec.changes.is_empty() && rec.entries_written == 0 && rec.failed == 0 {
-            continue; // a resync that found nothing to repair
+            // A resync that found nothing to repair.
+            write_status(&opts, t, &mut dampers, &compiler, &status, now_ns(start));
+            continue;
         }
         status.reconvergences += 1;
         status.writes += rec.entries_written as u64;
