@@ -13,7 +13,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== cargo test"
-cargo test --workspace -j2 -- --test-threads=2
+cargo test --workspace -j2 --no-fail-fast -- --test-threads=2
 if compgen -G "p4/tests/test_*.py" >/dev/null; then
   echo "== pytest p4/tests"
   PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python .venv/bin/python -m pytest -q p4/tests

@@ -242,9 +242,17 @@ async fn counters_direct_and_indexed_are_written_and_read_back() {
         let mut cell = info
             .counter_entry(&c.name, Some(idx))
             .expect("counter entry");
+        // A packets-only (or bytes-only) counter keeps only its own unit: write what reads back.
+        let unit = info
+            .raw()
+            .counters
+            .iter()
+            .find(|x| x.preamble.as_ref().map(|p| p.id) == Some(c.id))
+            .and_then(|x| x.spec.as_ref())
+            .map_or(3, |s| s.unit);
         cell.data = Some(CounterData {
-            byte_count: 1000 + idx,
-            packet_count: 7,
+            byte_count: if unit == 2 { 0 } else { 1000 + idx },
+            packet_count: if unit == 1 { 0 } else { 7 },
         });
         client
             .write(&[Update::modify(cell)])
