@@ -678,6 +678,18 @@ impl Tuning {
             if tx_q == 0 && sample.pfc_sent == 0 {
                 continue;
             }
+            tracing::debug!(
+                %port,
+                queue = q,
+                depth_mean = sample.depth_mean,
+                depth_p99 = sample.depth_p99,
+                utilization = sample.utilization,
+                marked = sample.marked_fraction,
+                pfc_sent = sample.pfc_sent,
+                kmin = st.current.kmin,
+                kmax = st.current.kmax,
+                "ECN tuning sample"
+            );
             let Some(tuner) = st.tuner.as_mut() else {
                 continue;
             };

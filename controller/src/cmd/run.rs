@@ -61,7 +61,17 @@ pub fn status(
             Ok(v) => v.clone(),
             Err(_) => serde_json::json!({}),
         };
-        v["ecn_tuning"] = serde_json::to_value(&tuning)?;
+        let per_switch: serde_json::Map<String, serde_json::Value> = tuning
+            .iter()
+            .map(|(sw, r)| {
+                let v = match r {
+                    Ok(rows) => serde_json::to_value(rows).unwrap_or_default(),
+                    Err(e) => serde_json::json!({ "error": e }),
+                };
+                (sw.clone(), v)
+            })
+            .collect();
+        v["ecn_tuning"] = serde_json::Value::Object(per_switch);
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(Outcome::Ok);
     }
