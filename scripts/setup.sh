@@ -39,6 +39,6 @@ if command -v simple_switch_grpc >/dev/null 2>&1 || [[ -x /opt/p4/bin/simple_swi
   echo "setup: BMv2 simple_switch_grpc found"
 else
   echo "setup: NOTE: BMv2 simple_switch_grpc not found (PATH or /opt/p4/bin): BMv2 tests will print SKIPPED."
-  echo "setup:       Build p4lang/PI, behavioral-model (--with-pi --with-thrift) and simple_switch_grpc into /opt/p4 (README)."
+  echo "setup:       Build p4lang/PI and behavioral-model (with PI and Thrift) into /opt/p4; see the README."
 fi
 echo "setup: done"

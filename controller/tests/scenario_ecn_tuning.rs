@@ -17,6 +17,8 @@
 //! published by the plugin to COUNTERS_DB), delivered packets/s at the receiver, CE-marked
 //! fraction at the receiver, PFC PAUSE frames leaf4 sent.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -166,14 +168,6 @@ sd.add_argument("--period", type=float, default=0.1)
 a = ap.parse_args()
 recv(a) if a.cmd == "recv" else send(a)
 "#;
-
-fn skip_or_fail(why: &str) {
-    if std::env::var_os("WEFT_REQUIRE_BMV2").is_some_and(|v| v == "1") {
-        panic!("WEFT_REQUIRE_BMV2=1 but {why}");
-    }
-    println!("SKIPPED: {TEST}: {why}");
-    eprintln!("SKIPPED: {TEST}: {why}");
-}
 
 /// The testbed, torn down (processes by PID, namespaces, veths) when dropped, also on failure.
 struct Fixture {
@@ -507,11 +501,14 @@ fn mixed() -> Vec<Flow<'static>> {
 #[test]
 fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bottleneck() {
     let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        skip_or_fail("BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)");
+        common::skip_or_fail(
+            TEST,
+            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
+        );
         return;
     };
-    if !is_root() {
-        skip_or_fail("needs root for network namespaces");
+    if !common::is_root() {
+        common::skip_or_fail(TEST, "needs root for network namespaces");
         return;
     }
     let plugin = Path::new(env!("CARGO_BIN_EXE_weft"))
@@ -519,10 +516,13 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
         .expect("bin dir")
         .join("weft-plugin");
     if !plugin.exists() {
-        skip_or_fail(&format!(
-            "{} not built (cargo test --workspace builds it)",
-            plugin.display()
-        ));
+        common::skip_or_fail(
+            TEST,
+            &format!(
+                "{} not built (cargo test --workspace builds it)",
+                plugin.display()
+            ),
+        );
         return;
     }
     let thrift_ok = Command::new("/usr/bin/python3")
@@ -530,7 +530,8 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
         .status()
         .is_ok_and(|s| s.success());
     if !thrift_ok || !bmv2_cli().exists() {
-        skip_or_fail(
+        common::skip_or_fail(
+            TEST,
             "BMv2's simple_switch_CLI or Debian python3-thrift missing (scripts/setup.sh)",
         );
         return;
@@ -799,15 +800,4 @@ fn goal(results: &[Measured]) -> Result<(), String> {
         return Err(format!("tuning must cut PFC PAUSEs: {results:?}"));
     }
     Ok(())
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }

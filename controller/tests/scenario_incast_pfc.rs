@@ -11,6 +11,8 @@
 //!    independent p4rt-dump, lossless traffic toward the port dropped), and restores the queue
 //!    once the pauses stop.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,14 +24,6 @@ const TEST: &str = "scenario_incast_pfc";
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// DSCP 26 (the example's lossless `roce` class) with ECT(0).
 const TOS_ROCE_ECT0: &str = "106";
-
-fn skip_or_fail(why: &str) {
-    if std::env::var_os("WEFT_REQUIRE_BMV2").is_some_and(|v| v == "1") {
-        panic!("WEFT_REQUIRE_BMV2=1 but {why}");
-    }
-    println!("SKIPPED: {TEST}: {why}");
-    eprintln!("SKIPPED: {TEST}: {why}");
-}
 
 struct Fixture {
     dir: PathBuf,
@@ -237,24 +231,30 @@ fn wait_until(deadline: Duration, mut ok: impl FnMut() -> bool) -> Option<Durati
 #[test]
 fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_and_restored() {
     let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        skip_or_fail("BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)");
+        common::skip_or_fail(
+            TEST,
+            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
+        );
         return;
     };
-    if !is_root() {
-        skip_or_fail("needs root for network namespaces");
+    if !common::is_root() {
+        common::skip_or_fail(TEST, "needs root for network namespaces");
         return;
     }
     let cli = bmv2.with_file_name("simple_switch_CLI");
     if !cli.exists() {
-        skip_or_fail(&format!("{} not found next to BMv2", cli.display()));
+        common::skip_or_fail(TEST, &format!("{} not found next to BMv2", cli.display()));
         return;
     }
     let plugin = Path::new(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-plugin");
     if !plugin.exists() {
-        skip_or_fail(&format!(
-            "{} not built (cargo test --workspace builds it)",
-            plugin.display()
-        ));
+        common::skip_or_fail(
+            TEST,
+            &format!(
+                "{} not built (cargo test --workspace builds it)",
+                plugin.display()
+            ),
+        );
         return;
     }
     let programs = tb::Programs {
@@ -451,15 +451,4 @@ fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_a
         after["received"].as_u64().unwrap_or(0) >= 180,
         "lossless traffic does not flow again: {after}"
     );
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }

@@ -6,19 +6,13 @@
 //! reachability, multipath spread, failover loss window under a link failure, a flap storm,
 //! and recovery after the controller and a plugin are killed.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weft_testbed as tb;
-
-fn skip_or_fail(why: &str) {
-    if std::env::var_os("WEFT_REQUIRE_BMV2").is_some_and(|v| v == "1") {
-        panic!("WEFT_REQUIRE_BMV2=1 but {why}");
-    }
-    println!("SKIPPED: scenario_testbed: {why}");
-    eprintln!("SKIPPED: scenario_testbed: {why}");
-}
 
 struct Fixture {
     dir: PathBuf,
@@ -187,11 +181,14 @@ fn stream(
 #[test]
 fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
     if tb::Programs::locate().is_err() && weft_tests_bmv2().is_none() {
-        skip_or_fail("BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)");
+        common::skip_or_fail(
+            "scenario_testbed",
+            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
+        );
         return;
     }
-    if !is_root() {
-        skip_or_fail("needs root for network namespaces");
+    if !common::is_root() {
+        common::skip_or_fail("scenario_testbed", "needs root for network namespaces");
         return;
     }
     let here = Path::new(env!("CARGO_BIN_EXE_weft"))
@@ -200,10 +197,13 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         .to_path_buf();
     let plugin = here.join("weft-plugin");
     if !plugin.exists() {
-        skip_or_fail(&format!(
-            "{} not built (cargo test --workspace builds it)",
-            plugin.display()
-        ));
+        common::skip_or_fail(
+            "scenario_testbed",
+            &format!(
+                "{} not built (cargo test --workspace builds it)",
+                plugin.display()
+            ),
+        );
         return;
     }
     let programs = tb::Programs {
@@ -357,17 +357,6 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         out.contains("total: 0 to add, 0 to modify, 0 to delete"),
         "not converged:\n{out}"
     );
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 fn weft_tests_bmv2() -> Option<PathBuf> {
