@@ -194,8 +194,8 @@ pub struct Compiler<'t> {
     equal_weights: bool,
     dests: Vec<SwitchIdx>,
     infos: Vec<DestInfo>,
-    /// Every destination leaf's prefixes, sorted by address: (prefix, index into dests).
-    order: Vec<(IpNet, u32)>,
+    /// Every destination leaf's prefixes and how they may merge (computed once).
+    order: MergePlan,
     classes: Vec<Class>,
     class_of_dest: Vec<usize>,
     /// route_set[s][d]: interned next-hop set of switch s toward dests[d].
@@ -234,7 +234,7 @@ impl<'t> Compiler<'t> {
             equal_weights: t.qos.classes.iter().all(|c| c.routing == RoutingMode::Ecmp),
             links,
             g,
-            order: Vec::new(),
+            order: MergePlan::default(),
             infos,
             classes: Vec::new(),
             class_of_dest: vec![0; dests.len()],
@@ -267,13 +267,13 @@ impl<'t> Compiler<'t> {
         for (d, &dest) in c.dests.iter().enumerate() {
             let leaf = &t.switches[dest];
             if let Some(net) = leaf.host_subnet_v4 {
-                c.order.push((IpNet::V4(net), d as u32));
+                c.order.leaves.push((IpNet::V4(net), d as u32));
             }
             if let Some(net) = leaf.host_subnet_v6 {
-                c.order.push((IpNet::V6(net), d as u32));
+                c.order.leaves.push((IpNet::V6(net), d as u32));
             }
         }
-        c.order.sort_by_key(|(n, _)| (n.network(), n.prefix_len()));
+        c.order.build();
         c.switches = (0..n).map(|s| c.compile_switch(s)).collect();
         c
     }
@@ -600,7 +600,7 @@ fn compile_switch(
     t: &Topology,
     s: SwitchIdx,
     dests: &[DestInfo],
-    order: &[(IpNet, u32)],
+    order: &MergePlan,
     route_set: &[u32],
     sets: &SetTable,
     notes: &mut Vec<String>,
@@ -651,16 +651,15 @@ fn compile_switch(
             host_routes.extend(info.host_routes.iter().map(|&(net, ok)| (net, (set, ok))));
         }
     }
-    // Leaf prefixes in address order (sorted once for all switches), so aggregation is one pass.
-    for &(net, d) in order {
-        let info = &dests[d as usize];
-        if info.switch != s {
-            leaf_routes.push((net, (route_set[d as usize], info.all_ok)));
-        }
-    }
-    if t.routing.aggregate {
-        leaf_routes = aggregate_sorted(leaf_routes);
-    }
+    // Leaf prefixes, merged bottom-up along the fabric-wide merge tree where siblings agree.
+    order.evaluate(
+        |d| {
+            let info = &dests[d as usize];
+            (info.switch != s).then_some((route_set[d as usize], info.all_ok))
+        },
+        t.routing.aggregate,
+        &mut leaf_routes,
+    );
     leaf_routes.extend(host_routes);
 
     // Groups: one per distinct (member set, per-packet allowed) with two or more members.
@@ -808,31 +807,89 @@ fn assign_group_ids(
     ids
 }
 
-/// Merges sibling prefixes with the same key into their parent, as far as it goes; a prefix
-/// whose sibling is missing or differs stays as it is, so no address changes its next hops.
-/// One pass over the prefixes in address order with a stack.
-fn aggregate_sorted<K: Copy + Eq>(v: Vec<(IpNet, K)>) -> Vec<(IpNet, K)> {
-    debug_assert!(v.windows(2).all(
-        |w| (w[0].0.network(), w[0].0.prefix_len()) <= (w[1].0.network(), w[1].0.prefix_len())
-    ));
-    let mut stack: Vec<(IpNet, K)> = Vec::with_capacity(v.len());
-    for item in v {
-        stack.push(item);
-        while stack.len() >= 2 {
-            let (b, kb) = stack[stack.len() - 1];
-            let (a, ka) = stack[stack.len() - 2];
-            match (a.supernet(), b.supernet()) {
-                (Some(pa), Some(pb))
-                    if ka == kb && a != b && a.prefix_len() == b.prefix_len() && pa == pb =>
-                {
-                    stack.truncate(stack.len() - 2);
-                    stack.push((pa, ka));
+/// Every destination leaf prefix, and the tree of supernets that sibling prefixes may merge
+/// into. Built once per fabric; per switch, merging is then one pass of integer compares
+/// instead of prefix arithmetic over thousands of routes.
+#[derive(Debug, Default)]
+struct MergePlan {
+    /// (prefix, destination index), sorted by address after `build`.
+    leaves: Vec<(IpNet, u32)>,
+    /// Every node: the leaves first, then the supernets.
+    nodes: Vec<IpNet>,
+    /// Bottom-up merges: (left child, right child, parent).
+    ops: Vec<(u32, u32, u32)>,
+    parent: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl MergePlan {
+    fn build(&mut self) {
+        self.leaves
+            .sort_by_key(|(n, _)| (n.network(), n.prefix_len()));
+        self.nodes = self.leaves.iter().map(|l| l.0).collect();
+        // The same one-pass stack merge as a per-switch aggregation, ignoring next hops: every
+        // pair of sibling prefixes present gets a parent node.
+        let mut stack: Vec<u32> = Vec::with_capacity(self.nodes.len());
+        for i in 0..self.leaves.len() as u32 {
+            stack.push(i);
+            while stack.len() >= 2 {
+                let (r, l) = (stack[stack.len() - 1], stack[stack.len() - 2]);
+                let (a, b) = (self.nodes[l as usize], self.nodes[r as usize]);
+                match (a.supernet(), b.supernet()) {
+                    (Some(pa), Some(pb))
+                        if a != b && a.prefix_len() == b.prefix_len() && pa == pb =>
+                    {
+                        let p = self.nodes.len() as u32;
+                        self.nodes.push(pa);
+                        self.ops.push((l, r, p));
+                        stack.truncate(stack.len() - 2);
+                        stack.push(p);
+                    }
+                    _ => break,
                 }
-                _ => break,
+            }
+        }
+        self.parent = vec![NONE; self.nodes.len()];
+        for &(l, r, p) in &self.ops {
+            self.parent[l as usize] = p;
+            self.parent[r as usize] = p;
+        }
+    }
+
+    /// Pushes the routes of one switch: `key(dest)` is its (next-hop set, per-packet allowed)
+    /// toward a destination, None for its own leaf (never merged, never routed).
+    fn evaluate(
+        &self,
+        key: impl Fn(u32) -> Option<(u32, bool)>,
+        aggregate: bool,
+        out: &mut Vec<(IpNet, (u32, bool))>,
+    ) {
+        let mut vals: Vec<Option<(u32, bool)>> = Vec::with_capacity(self.nodes.len());
+        vals.extend(self.leaves.iter().map(|&(_, d)| key(d)));
+        if !aggregate {
+            out.extend(
+                self.leaves
+                    .iter()
+                    .zip(&vals)
+                    .filter_map(|(l, v)| v.map(|k| (l.0, k))),
+            );
+            return;
+        }
+        vals.resize(self.nodes.len(), None);
+        for &(l, r, p) in &self.ops {
+            let (a, b) = (vals[l as usize], vals[r as usize]);
+            vals[p as usize] = if a.is_some() && a == b { a } else { None };
+        }
+        for (n, v) in vals.iter().enumerate() {
+            if let Some(k) = v {
+                let p = self.parent[n];
+                if p == NONE || vals[p as usize].is_none() {
+                    out.push((self.nodes[n], *k));
+                }
             }
         }
     }
-    stack
 }
 
 /// Longest-prefix match over a switch's compiled routes (for checkers and tests).

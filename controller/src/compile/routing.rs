@@ -247,6 +247,9 @@ pub fn update(
     use std::collections::BinaryHeap;
     let n = g.tier.len();
     let mut queued = vec![false; n];
+    // Switches whose (distance, reach, capacity) changed: only they and their neighbours can
+    // have new next hops.
+    let mut moved = vec![false; n];
     let mut phase_b: Vec<usize> = touched.to_vec();
 
     // Phase A: downward distances and capacities, lowest tier first.
@@ -283,6 +286,7 @@ pub fn update(
         // gained), so phase B revisits it either way.
         phase_b.push(s);
         if down != sc.down[s] || (down != UNREACHABLE && cap != sc.cap[s]) {
+            moved[s] = true;
             let was_down = sc.down[s];
             sc.down[s] = down;
             if down != UNREACHABLE {
@@ -337,11 +341,22 @@ pub fn update(
                 (best + 1, cap)
             }
         };
-        let moved = reach != sc.reach[s] || cap != sc.cap[s];
+        let now_moved = reach != sc.reach[s] || cap != sc.cap[s];
         sc.reach[s] = reach;
         sc.cap[s] = cap;
-        changed(s);
-        if moved || touched.contains(&s) {
+        moved[s] |= now_moved;
+        // Its next hops read its down-neighbours (going down) or up-neighbours (going up).
+        let relevant = if sc.down[s] != UNREACHABLE {
+            &g.down[s]
+        } else {
+            &g.up[s]
+        };
+        if moved[s] || touched.contains(&s) || relevant.iter().any(|&(m, _, _)| moved[m as usize]) {
+            changed(s);
+        }
+        // Phase A already stored its new totals, so `moved` (not just this comparison) decides
+        // whether the switches that read it must look again.
+        if moved[s] || touched.contains(&s) {
             for &(m, _, _) in &g.down[s] {
                 let m = m as usize;
                 if !queued[m] {
