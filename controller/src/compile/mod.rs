@@ -145,8 +145,26 @@ pub struct Desired {
 /// Per-switch interning of next-hop sets: (nexthop id, weight) lists → small ids.
 #[derive(Default)]
 struct SetTable {
-    by_hash: HashMap<u64, u32>,
+    by_hash: HashMap<u64, u32, std::hash::BuildHasherDefault<PreHashed>>,
     sets: Vec<Vec<(u16, u32)>>,
+}
+
+/// The keys of `SetTable::by_hash` are hashes already: hashing them again only costs time.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl std::hash::Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 impl SetTable {
@@ -201,6 +219,9 @@ pub struct Compiler<'t> {
     /// route_set[s][d]: interned next-hop set of switch s toward dests[d].
     route_set: Vec<Vec<u32>>,
     tables: Vec<SetTable>,
+    /// Reused by `intern`, which runs thousands of times per link change.
+    members_buf: Vec<(u16, u32)>,
+    last_intern: Vec<Option<(Vec<Hop>, u32)>>,
     switches: Vec<SwitchDesired>,
     notes: Vec<Vec<String>>,
 }
@@ -240,6 +261,8 @@ impl<'t> Compiler<'t> {
             class_of_dest: vec![0; dests.len()],
             route_set: vec![vec![NO_ROUTE; dests.len()]; n],
             tables: (0..n).map(|_| SetTable::default()).collect(),
+            members_buf: Vec::with_capacity(64),
+            last_intern: vec![None; n],
             dests,
             switches: Vec::new(),
             notes: vec![Vec::new(); n],
@@ -313,25 +336,40 @@ impl<'t> Compiler<'t> {
         if hops.is_empty() {
             return NO_ROUTE;
         }
+        // A switch usually meets the same hops for many destinations in a row (every remote
+        // class looks alike from below): remember the last answer.
+        if let Some((last, id)) = &self.last_intern[s]
+            && last.as_slice() == hops
+        {
+            return *id;
+        }
         let t = self.t;
-        let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
-        let w = if self.equal_weights {
-            vec![1; hops.len()]
-        } else {
-            routing::weights(&caps, MAX_GROUP_WEIGHT)
-        };
-        let mut members: Vec<(u16, u32)> = hops
-            .iter()
-            .zip(w)
-            .map(|(h, w)| {
+        let sw = &t.switches[s];
+        let equal = self.equal_weights || hops.iter().all(|h| h.capacity == hops[0].capacity);
+        let mut members = std::mem::take(&mut self.members_buf);
+        members.clear();
+        if equal {
+            members.extend(hops.iter().map(|h| {
                 (
-                    t.switches[s].ports[t.links[h.link as usize].end_at(s).port].id as u16,
+                    sw.ports[t.links[h.link as usize].end_at(s).port].id as u16,
+                    1,
+                )
+            }));
+        } else {
+            let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
+            let w = routing::weights(&caps, MAX_GROUP_WEIGHT);
+            members.extend(hops.iter().zip(w).map(|(h, w)| {
+                (
+                    sw.ports[t.links[h.link as usize].end_at(s).port].id as u16,
                     w,
                 )
-            })
-            .collect();
+            }));
+        }
         members.sort_unstable();
-        self.tables[s].intern(&members)
+        let id = self.tables[s].intern(&members);
+        self.members_buf = members;
+        self.last_intern[s] = Some((hops.to_vec(), id));
+        id
     }
 
     /// Full routing of one class: the representative by BFS, the other members by copy+patch.

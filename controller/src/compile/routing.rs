@@ -374,7 +374,18 @@ pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
     if caps.is_empty() {
         return Vec::new();
     }
-    let g = caps.iter().copied().fold(0u64, gcd).max(1);
+    // The common case (every next hop equally good) needs no arithmetic.
+    if caps.iter().all(|&c| c == caps[0]) {
+        return vec![1; caps.len()];
+    }
+    let mut g = 0u64;
+    for &c in caps {
+        g = gcd(g, c);
+        if g == 1 {
+            break;
+        }
+    }
+    let g = g.max(1);
     let mut w: Vec<u64> = caps.iter().map(|c| c / g).collect();
     let sum: u64 = w.iter().sum();
     let limit = u64::from(max_sum.max(caps.len() as u32));
@@ -388,8 +399,11 @@ pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
     w.into_iter().map(|x| x as u32).collect()
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 #[cfg(test)]
