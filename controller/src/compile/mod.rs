@@ -675,7 +675,7 @@ fn compile_switch(
 
     // Routes toward every other destination leaf. A route's key is (next-hop set, whether
     // per-packet modes are allowed toward it).
-    let mut leaf_routes: Vec<(IpNet, (u32, bool))> = Vec::with_capacity(dests.len() * 2);
+    let mut leaf_routes: Vec<(IpNet, (u32, bool))> = Vec::with_capacity(64);
     let mut host_routes: Vec<(IpNet, (u32, bool))> = Vec::new();
     for (d, info) in dests.iter().enumerate() {
         if info.switch != s && route_set[d] == NO_ROUTE {
@@ -903,30 +903,43 @@ impl MergePlan {
         aggregate: bool,
         out: &mut Vec<(IpNet, (u32, bool))>,
     ) {
-        let mut vals: Vec<Option<(u32, bool)>> = Vec::with_capacity(self.nodes.len());
-        vals.extend(self.leaves.iter().map(|&(_, d)| key(d)));
-        if !aggregate {
-            out.extend(
-                self.leaves
-                    .iter()
-                    .zip(&vals)
-                    .filter_map(|(l, v)| v.map(|k| (l.0, k))),
-            );
-            return;
+        // Keys packed in a u64 (set << 1 | ok), u64::MAX for none: the merge is then plain
+        // integer compares over one reused buffer.
+        const ABSENT: u64 = u64::MAX;
+        let pack = |k: Option<(u32, bool)>| {
+            k.map_or(ABSENT, |(set, ok)| u64::from(set) << 1 | u64::from(ok))
+        };
+        let unpack = |v: u64| ((v >> 1) as u32, v & 1 == 1);
+        thread_local! {
+            static VALS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        vals.resize(self.nodes.len(), None);
-        for &(l, r, p) in &self.ops {
-            let (a, b) = (vals[l as usize], vals[r as usize]);
-            vals[p as usize] = if a.is_some() && a == b { a } else { None };
-        }
-        for (n, v) in vals.iter().enumerate() {
-            if let Some(k) = v {
-                let p = self.parent[n];
-                if p == NONE || vals[p as usize].is_none() {
-                    out.push((self.nodes[n], *k));
+        VALS.with_borrow_mut(|vals| {
+            vals.clear();
+            vals.extend(self.leaves.iter().map(|&(_, d)| pack(key(d))));
+            if !aggregate {
+                out.extend(
+                    self.leaves
+                        .iter()
+                        .zip(vals.iter())
+                        .filter(|(_, v)| **v != ABSENT)
+                        .map(|(l, v)| (l.0, unpack(*v))),
+                );
+                return;
+            }
+            vals.resize(self.nodes.len(), ABSENT);
+            for &(l, r, p) in &self.ops {
+                let (a, b) = (vals[l as usize], vals[r as usize]);
+                vals[p as usize] = if a == b { a } else { ABSENT };
+            }
+            for (n, &v) in vals.iter().enumerate() {
+                if v != ABSENT {
+                    let p = self.parent[n];
+                    if p == NONE || vals[p as usize] == ABSENT {
+                        out.push((self.nodes[n], unpack(v)));
+                    }
                 }
             }
-        }
+        });
     }
 }
 
