@@ -131,8 +131,8 @@ pub fn stage_of(table: &str, stages: &BTreeMap<String, Stage>) -> Stage {
 pub fn route_views(t: &Topology, sw: &SwitchDesired) -> Vec<RouteView> {
     let nh_view = |id: u16, weight: u32| {
         sw.nexthops.get(&id).map(|n| NextHopView {
-            neighbour: n.neighbour.clone(),
-            port: n.port.clone(),
+            neighbour: n.neighbour.to_string(),
+            port: n.port.to_string(),
             weight,
         })
     };

@@ -74,7 +74,7 @@ fn two_failures_make_wcmp_weights_follow_remaining_capacity() {
         .expect("remote host");
     let r = weft_controller::compile::lookup(&leaf.routes, remote.ipv4.into()).expect("route");
     match r.target {
-        Target::Nexthop(id) => assert_eq!(leaf.nexthops[&id].neighbour, "pod1-spine2"),
+        Target::Nexthop(id) => assert_eq!(&*leaf.nexthops[&id].neighbour, "pod1-spine2"),
         other => panic!("expected the single live uplink, got {other:?}"),
     }
 }
@@ -151,7 +151,7 @@ fn checker_catches_blackholes_loops_and_wrong_weights() {
     let back = spine
         .nexthops
         .values()
-        .find(|n| n.neighbour == "pod1-leaf1")
+        .find(|n| &*n.neighbour == "pod1-leaf1")
         .expect("down nexthop")
         .id;
     let r = weft_controller::compile::lookup(&spine.routes, dst.ipv4.into())

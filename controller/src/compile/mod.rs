@@ -32,6 +32,43 @@ pub const MAX_GROUP_WEIGHT: u32 = 256;
 /// Group ids live in 1..4096 (the pipeline's per-group register has 4096 slots).
 pub const GROUP_ID_SPACE: u16 = 4096;
 
+/// A port or device name shared by every entry that mentions it (cloning is a reference count).
+pub type Name = std::sync::Arc<str>;
+
+/// Every switch, host and port name as a shared [`Name`], made once per compiler.
+struct Names {
+    switch: Vec<Name>,
+    host: Vec<Name>,
+    port: Vec<Vec<Name>>,
+}
+
+impl Names {
+    fn new(t: &Topology) -> Self {
+        Names {
+            switch: t
+                .switches
+                .iter()
+                .map(|s| Name::from(s.name.as_str()))
+                .collect(),
+            host: t
+                .hosts
+                .iter()
+                .map(|h| Name::from(h.name.as_str()))
+                .collect(),
+            port: t
+                .switches
+                .iter()
+                .map(|s| {
+                    s.ports
+                        .iter()
+                        .map(|p| Name::from(p.name.as_str()))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Which links are down (by index into `Topology::links`).
 #[derive(Debug, Clone, Default)]
 pub struct LinkState {
@@ -64,7 +101,7 @@ impl LinkState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PortConfig {
     pub port_id: u32,
-    pub port: String,
+    pub port: Name,
     pub router_mac: MacAddr,
 }
 
@@ -72,19 +109,19 @@ pub struct PortConfig {
 pub struct Nexthop {
     pub id: u16,
     pub port_id: u32,
-    pub port: String,
+    pub port: Name,
     pub dst_mac: MacAddr,
     pub src_mac: MacAddr,
     /// The switch or host behind the port.
-    pub neighbour: String,
+    pub neighbour: Name,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Member {
     pub nexthop_id: u16,
     pub port_id: u32,
-    pub port: String,
-    pub neighbour: String,
+    pub port: Name,
+    pub neighbour: Name,
     pub weight: u32,
 }
 
@@ -214,6 +251,7 @@ pub struct Compiler<'t> {
     infos: Vec<DestInfo>,
     /// Every destination leaf's prefixes and how they may merge (computed once).
     order: MergePlan,
+    names: Names,
     classes: Vec<Class>,
     class_of_dest: Vec<usize>,
     /// route_set[s][d]: interned next-hop set of switch s toward dests[d].
@@ -256,6 +294,7 @@ impl<'t> Compiler<'t> {
             links,
             g,
             order: MergePlan::default(),
+            names: Names::new(t),
             infos,
             classes: Vec::new(),
             class_of_dest: vec![0; dests.len()],
@@ -547,10 +586,11 @@ impl<'t> Compiler<'t> {
 
     /// Re-derives the tables of `switches`; each depends only on its own row of next-hop sets.
     fn recompile(&mut self, switches: &[SwitchIdx]) {
-        let (t, infos, order, route_set, tables) = (
+        let (t, infos, order, names, route_set, tables) = (
             self.t,
             &self.infos,
             &self.order,
+            &self.names,
             &self.route_set,
             &self.tables,
         );
@@ -559,8 +599,16 @@ impl<'t> Compiler<'t> {
                 .iter()
                 .map(|&s| {
                     let mut notes = Vec::new();
-                    let d =
-                        compile_switch(t, s, infos, order, &route_set[s], &tables[s], &mut notes);
+                    let d = compile_switch(
+                        t,
+                        s,
+                        infos,
+                        order,
+                        names,
+                        &route_set[s],
+                        &tables[s],
+                        &mut notes,
+                    );
                     (s, d, notes)
                 })
                 .collect()
@@ -580,6 +628,7 @@ impl<'t> Compiler<'t> {
             s,
             &self.infos,
             &self.order,
+            &self.names,
             &self.route_set[s],
             &self.tables[s],
             &mut notes,
@@ -639,6 +688,7 @@ fn compile_switch(
     s: SwitchIdx,
     dests: &[DestInfo],
     order: &MergePlan,
+    names: &Names,
     route_set: &[u32],
     sets: &SetTable,
     notes: &mut Vec<String>,
@@ -646,18 +696,19 @@ fn compile_switch(
     let sw = &t.switches[s];
     let mut ports = Vec::new();
     let mut nexthops = BTreeMap::new();
-    for p in &sw.ports {
+    for (pi, p) in sw.ports.iter().enumerate() {
         let (neighbour, mac) = match p.peer {
             Peer::None => continue,
-            Peer::Host { host } => (t.hosts[host].name.clone(), t.hosts[host].mac),
+            Peer::Host { host } => (names.host[host].clone(), t.hosts[host].mac),
             Peer::Switch { link } => {
-                let o = &t.switches[t.links[link].other(s).switch];
-                (o.name.clone(), o.router_mac)
+                let o = t.links[link].other(s).switch;
+                (names.switch[o].clone(), t.switches[o].router_mac)
             }
         };
+        let port = names.port[s][pi].clone();
         ports.push(PortConfig {
             port_id: p.id,
-            port: p.name.clone(),
+            port: port.clone(),
             router_mac: sw.router_mac,
         });
         nexthops.insert(
@@ -665,7 +716,7 @@ fn compile_switch(
             Nexthop {
                 id: p.id as u16,
                 port_id: p.id,
-                port: p.name.clone(),
+                port,
                 dst_mac: mac,
                 src_mac: sw.router_mac,
                 neighbour,

@@ -64,7 +64,7 @@ pub fn entries(
         sw.ports
             .iter()
             .find(|p| p.port_id == id)
-            .map_or_else(|| format!("{id:#x}"), |p| p.port.clone())
+            .map_or_else(|| format!("{id:#x}"), |p| p.port.to_string())
     };
 
     for p in &sw.ports {
@@ -73,7 +73,7 @@ pub fn entries(
                 tb::port_config_table::NAME,
                 &[Match::Exact(
                     tb::port_config_table::fields::port::NAME,
-                    Value::Port(p.port.clone()),
+                    Value::Port(p.port.to_string()),
                 )],
                 0,
             )
@@ -102,7 +102,7 @@ pub fn entries(
                     tb::psn_tracking_table::NAME,
                     &[Match::Exact(
                         tb::psn_tracking_table::fields::port::NAME,
-                        Value::Port(p.port.clone()),
+                        Value::Port(p.port.to_string()),
                     )],
                     0,
                 )
@@ -136,7 +136,7 @@ pub fn entries(
             params: vec![
                 (
                     a::set_nexthop::params::egress_port::NAME,
-                    Value::Port(nh.port.clone()),
+                    Value::Port(nh.port.to_string()),
                 ),
                 (
                     a::set_nexthop::params::dst_mac::NAME,
