@@ -683,6 +683,9 @@ impl DestInfo {
     }
 }
 
+// The inputs are borrowed one by one from the compiler, whose other fields are written at the
+// same time; bundling them would only add a struct to unpack.
+#[allow(clippy::too_many_arguments)]
 fn compile_switch(
     t: &Topology,
     s: SwitchIdx,
