@@ -542,19 +542,7 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
         redis: PathBuf::from("/usr/bin/redis-server"),
         plugin,
     };
-    let dir = std::env::temp_dir().join(format!("weft-ecn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let fabric = format!("ecn{}", std::process::id() % 100_000);
-    let base = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../topology/examples/leaf-spine-small.yaml"
-    ))
-    .expect("example")
-    .replace("name: small", &format!("name: {fabric}"))
-    .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/db", dir.display()),
-    );
+    let (dir, fabric, base) = common::small_example("ecn");
     assert!(base.contains("tuning: auto"), "the example turns tuning on");
     let on = dir.join("fabric-on.yaml");
     let off = dir.join("fabric-off.yaml");

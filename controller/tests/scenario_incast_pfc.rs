@@ -263,17 +263,7 @@ fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_a
         plugin,
     };
 
-    let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("weft-ipf-{pid}"));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let fabric = format!("ipf{}", pid % 100_000);
-    let text = std::fs::read_to_string(format!("{REPO}/topology/examples/leaf-spine-small.yaml"))
-        .expect("example")
-        .replace("name: small", &format!("name: {fabric}"))
-        .replace(
-            "db_socket_dir: /run/weft/small",
-            &format!("db_socket_dir: {}/db", dir.display()),
-        );
+    let (dir, fabric, text) = common::small_example("ipf");
     let file = dir.join("fabric.yaml");
     std::fs::write(&file, text).expect("intent");
     let topo = weft_topology::load_file(&file).expect("valid intent");

@@ -212,19 +212,7 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         plugin,
     };
 
-    let dir = std::env::temp_dir().join(format!("weft-scn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let fabric = format!("scn{}", std::process::id() % 100_000);
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../topology/examples/leaf-spine-small.yaml"
-    ))
-    .expect("example")
-    .replace("name: small", &format!("name: {fabric}"))
-    .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/db", dir.display()),
-    );
+    let (dir, fabric, text) = common::small_example("scn");
     let file = dir.join("fabric.yaml");
     std::fs::write(&file, text).expect("intent");
     let t = weft_topology::load_file(&file).expect("valid intent");

@@ -360,113 +360,55 @@ fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) ->
         }
         interfaces[h.switch].insert(p.name.clone(), si);
         let gw_mac = sw.router_mac.to_string();
-        let cmds: Vec<Vec<String>> = vec![
-            vec![
-                "ip".into(),
-                "-n".into(),
-                hns.clone(),
-                "link".into(),
-                "set".into(),
-                "lo".into(),
-                "up".into(),
+        let (mac, addr, gw) = (
+            h.mac.to_string(),
+            format!("{}/32", h.ipv4),
+            h.gateway_v4.to_string(),
+        );
+        for c in [
+            &["ip", "-n", &hns, "link", "set", "lo", "up"][..],
+            &["ip", "-n", &hns, "link", "set", &tmp, "name", "eth0"],
+            &["ip", "-n", &hns, "link", "set", "eth0", "address", &mac],
+            &[
+                "ip",
+                "netns",
+                "exec",
+                &hns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.accept_dad=0",
+                "net.ipv6.conf.default.accept_dad=0",
+                "net.ipv6.conf.all.router_solicitations=0",
+                "net.ipv6.conf.default.router_solicitations=0",
             ],
-            vec![
-                "ip".into(),
-                "-n".into(),
-                hns.clone(),
-                "link".into(),
-                "set".into(),
-                tmp.clone(),
-                "name".into(),
-                "eth0".into(),
-            ],
-            vec![
-                "ip".into(),
-                "-n".into(),
-                hns.clone(),
-                "link".into(),
-                "set".into(),
-                "eth0".into(),
-                "address".into(),
-                h.mac.to_string(),
-            ],
-            vec![
-                "ip".into(),
-                "netns".into(),
-                "exec".into(),
-                hns.clone(),
-                "sysctl".into(),
-                "-qw".into(),
-                "net.ipv6.conf.all.accept_dad=0".into(),
-                "net.ipv6.conf.default.accept_dad=0".into(),
-                "net.ipv6.conf.all.router_solicitations=0".into(),
-                "net.ipv6.conf.default.router_solicitations=0".into(),
-            ],
-            vec![
-                "ip".into(),
-                "-n".into(),
-                hns.clone(),
-                "link".into(),
-                "set".into(),
-                "eth0".into(),
-                "up".into(),
-            ],
+            &["ip", "-n", &hns, "link", "set", "eth0", "up"],
             // Veths offload UDP/TCP checksums to "hardware": the frame carries only a partial
             // sum, which BMv2 forwards as is and the receiver drops. Checksum in software.
-            vec![
-                "ip".into(),
-                "netns".into(),
-                "exec".into(),
-                hns.clone(),
-                "ethtool".into(),
-                "-K".into(),
-                "eth0".into(),
-                "tx".into(),
-                "off".into(),
+            &[
+                "ip", "netns", "exec", &hns, "ethtool", "-K", "eth0", "tx", "off",
             ],
             // A /32 and an on-link default route: every packet goes to the leaf, never ARPs
             // for a neighbour host.
-            vec![
-                "ip".into(),
-                "-n".into(),
-                hns.clone(),
-                "addr".into(),
-                "add".into(),
-                format!("{}/32", h.ipv4),
-                "dev".into(),
-                "eth0".into(),
+            &["ip", "-n", &hns, "addr", "add", &addr, "dev", "eth0"],
+            &[
+                "ip",
+                "-n",
+                &hns,
+                "neigh",
+                "replace",
+                &gw,
+                "lladdr",
+                &gw_mac,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
             ],
-            vec![
-                "ip".into(),
-                "-n".into(),
-                hns.clone(),
-                "neigh".into(),
-                "replace".into(),
-                h.gateway_v4.to_string(),
-                "lladdr".into(),
-                gw_mac.clone(),
-                "dev".into(),
-                "eth0".into(),
-                "nud".into(),
-                "permanent".into(),
+            &[
+                "ip", "-n", &hns, "route", "add", "default", "via", &gw, "dev", "eth0", "onlink",
             ],
-            vec![
-                "ip".into(),
-                "-n".into(),
-                hns.clone(),
-                "route".into(),
-                "add".into(),
-                "default".into(),
-                "via".into(),
-                h.gateway_v4.to_string(),
-                "dev".into(),
-                "eth0".into(),
-                "onlink".into(),
-            ],
-        ];
-        for c in cmds {
-            let refs: Vec<&str> = c.iter().map(String::as_str).collect();
-            run(&refs)?;
+        ] {
+            run(c)?;
         }
         if let (Some(a6), Some(g6)) = (h.ipv6, h.gateway_v6) {
             for c in [

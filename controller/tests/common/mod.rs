@@ -21,3 +21,23 @@ pub fn is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+/// A private copy of the small leaf-spine example for one test: its own fabric name (so its
+/// namespaces do not clash) and its own DB socket directory. Returns (dir, fabric, intent text).
+pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("weft-{prefix}-{pid}"));
+    std::fs::create_dir_all(&dir).expect("test directory");
+    let fabric = format!("{prefix}{}", pid % 100_000);
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../topology/examples/leaf-spine-small.yaml"
+    ))
+    .expect("example")
+    .replace("name: small", &format!("name: {fabric}"))
+    .replace(
+        "db_socket_dir: /run/weft/small",
+        &format!("db_socket_dir: {}/db", dir.display()),
+    );
+    (dir, fabric, text)
+}
