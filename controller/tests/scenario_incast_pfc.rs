@@ -286,23 +286,18 @@ fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_a
         },
     )
     .expect("testbed up");
-    // A plugin still starting on a loaded machine may miss the first apply's deadline; apply
-    // writes only what is missing, so another attempt converges. Failed attempts are printed.
-    let mut applied = String::new();
-    for attempt in 1..=3 {
-        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(["apply", &file.to_string_lossy()])
-            .output()
-            .expect("weft apply");
-        applied = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        if out.status.success() {
-            applied.clear();
-            break;
-        }
-        println!("weft apply attempt {attempt} failed:\n{applied}");
-    }
-    assert!(applied.is_empty(), "weft apply never succeeded: {applied}");
+    // Plugins still starting pick up what was written once they have synced: one apply, with a
+    // deadline generous enough for a loaded machine.
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["apply", &file.to_string_lossy(), "--timeout", "60s"])
+        .output()
+        .expect("weft apply");
+    assert!(
+        out.status.success(),
+        "weft apply failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (ok, n) = f.wait_all_reachable(Duration::from_secs(90));
     assert_eq!(
         ok,
