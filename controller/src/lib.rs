@@ -1,8 +1,5 @@
-//! The Weft controller: validation and reporting commands now; compiler, plan and apply next.
+//! The `weft` command's library: one module per subcommand. The compiler and the reconciler
+//! live in their own crates (`weft-compiler`, `weft-reconcile`), which know nothing of the
+//! testbed.
 
-pub mod apply;
 pub mod cmd;
-pub mod compile;
-pub mod damping;
-pub mod plan;
-pub mod run;

@@ -9,9 +9,9 @@ use anyhow::{Context, bail};
 use weft_topology::Topology;
 
 use super::{Outcome, OutputFormat, load_valid};
-use crate::apply::{self, Progress, SwitchResult};
-use crate::compile::{LinkState, compile, p4map};
-use crate::plan::{self, Installed, Plan};
+use weft_compiler::{LinkState, compile, p4map};
+use weft_reconcile::apply::{self, Progress, SwitchResult};
+use weft_reconcile::plan::{self, Installed, Plan};
 
 /// Parses `--down` port references into the links they name.
 pub fn links_down(t: &Topology, down: &[String]) -> anyhow::Result<LinkState> {

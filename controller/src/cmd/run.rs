@@ -12,7 +12,7 @@ use anyhow::Context;
 use weft_sonic_db::{SonicDb, SonicDbId, Table};
 
 use super::{Outcome, OutputFormat, load_valid};
-use crate::run::{self, DaemonStatus, RunOptions};
+use weft_reconcile::run::{self, DaemonStatus, RunOptions};
 
 pub async fn run(
     file: &str,

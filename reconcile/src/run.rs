@@ -26,10 +26,10 @@ use weft_sonic_db::{
 use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
 
 use crate::apply::{self, P4RT_TABLE};
-use crate::compile::p4map::{self, Stage};
-use crate::compile::{Compiler, LinkState};
 use crate::damping::{LinkDamper, Nanos};
 use crate::plan;
+use weft_compiler::p4map::{self, Stage};
+use weft_compiler::{Compiler, LinkState};
 
 pub const PORT_TABLE: &str = "PORT_TABLE";
 
@@ -194,7 +194,7 @@ pub async fn run(t: &Topology, opts: RunOptions) -> anyhow::Result<()> {
     let mut plans = Vec::new();
     for (si, sw) in compiler.switches().iter().enumerate() {
         let desired = p4map::entries(t, &info, sw)?;
-        let config = crate::compile::qos::compile_switch(t, si).rows;
+        let config = weft_compiler::qos::compile_switch(t, si).rows;
         let inst = installed.get(&sw.name).cloned().unwrap_or_default();
         plans.push(plan::switch_plan(
             t,

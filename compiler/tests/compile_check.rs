@@ -2,7 +2,7 @@
 //! blackholes, full reachability, shortest valley-free paths, weights that match capacities;
 //! also after link failures.
 
-use weft_controller::compile::{LinkState, Target, check::check, compile};
+use weft_compiler::{LinkState, Target, check::check, compile};
 use weft_topology::Topology;
 
 fn example(name: &str) -> Topology {
@@ -72,7 +72,7 @@ fn two_failures_make_wcmp_weights_follow_remaining_capacity() {
         .iter()
         .find(|h| h.name.starts_with("pod3"))
         .expect("remote host");
-    let r = weft_controller::compile::lookup(&leaf.routes, remote.ipv4.into()).expect("route");
+    let r = weft_compiler::lookup(&leaf.routes, remote.ipv4.into()).expect("route");
     match r.target {
         Target::Nexthop(id) => assert_eq!(&*leaf.nexthops[&id].neighbour, "pod1-spine2"),
         other => panic!("expected the single live uplink, got {other:?}"),
@@ -154,11 +154,11 @@ fn checker_catches_blackholes_loops_and_wrong_weights() {
         .find(|n| &*n.neighbour == "pod1-leaf1")
         .expect("down nexthop")
         .id;
-    let r = weft_controller::compile::lookup(&spine.routes, dst.ipv4.into())
+    let r = weft_compiler::lookup(&spine.routes, dst.ipv4.into())
         .expect("route")
         .prefix;
     spine.routes.retain(|x| x.prefix != r);
-    spine.routes.push(weft_controller::compile::Route {
+    spine.routes.push(weft_compiler::Route {
         prefix: r,
         target: Target::Nexthop(back),
     });

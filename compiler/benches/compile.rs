@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use weft_controller::compile::{Compiler, LinkState, compile};
+use weft_compiler::{Compiler, LinkState, compile};
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")

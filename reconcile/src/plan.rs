@@ -10,9 +10,9 @@ use serde::Serialize;
 use weft_sonic_db::{FieldValues, P4rtEntry, P4rtKey};
 use weft_topology::Topology;
 
-use crate::compile::p4map::{self, MapError, Stage};
-use crate::compile::qos::ConfigRow;
-use crate::compile::{Desired, SwitchDesired, Target};
+use weft_compiler::p4map::{self, MapError, Stage};
+use weft_compiler::qos::ConfigRow;
+use weft_compiler::{Desired, SwitchDesired, Target};
 
 /// CONFIG_DB tables Weft owns: rows there that the intent does not produce are removed.
 pub const OWNED_CONFIG_TABLES: &[&str] = &[
@@ -341,7 +341,7 @@ pub fn plan(
     let mut switches = Vec::with_capacity(d.switches.len());
     for (si, sw) in d.switches.iter().enumerate() {
         let desired = p4map::entries(t, info, sw)?;
-        let config = crate::compile::qos::compile_switch(t, si).rows;
+        let config = weft_compiler::qos::compile_switch(t, si).rows;
         switches.push(switch_plan(
             t,
             sw,

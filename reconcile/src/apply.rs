@@ -12,8 +12,8 @@ use weft_sonic_db::{
     KeyOpFieldValues, ProducerStateTable, ResponseWaiter, SonicDb, SonicDbError, SonicDbId, Table,
 };
 
-use crate::compile::p4map::Stage;
 use crate::plan::{Installed, OWNED_CONFIG_TABLES, SwitchPlan};
+use weft_compiler::p4map::Stage;
 
 pub const P4RT_TABLE: &str = "P4RT_TABLE";
 
@@ -131,7 +131,7 @@ async fn apply_inner(
 
     // CONFIG_DB first: the plugin resolves port names in entries through PORT|EthernetN.
     let conn = sonic.connect(SonicDbId::ConfigDb).await?;
-    let mut rows: Vec<&crate::compile::qos::ConfigRow> = plan.config_set.iter().collect();
+    let mut rows: Vec<&weft_compiler::qos::ConfigRow> = plan.config_set.iter().collect();
     rows.sort_by_key(|r| config_rank(&r.table));
     for row in rows {
         let t = Table::new(conn.clone(), &row.table)?;

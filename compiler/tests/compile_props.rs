@@ -2,7 +2,7 @@
 //! state the independent checker accepts.
 
 use proptest::prelude::*;
-use weft_controller::compile::{LinkState, check::check, compile};
+use weft_compiler::{LinkState, check::check, compile};
 
 fn fabric(kind: u8, a: u32, b: u32, c: u32, mode: &str) -> String {
     let generator = match kind {
@@ -67,7 +67,7 @@ proptest! {
     ) {
         let yaml = fabric(kind, a, b, c, mode);
         let t = weft_topology::load_str(&yaml, "prop.yaml").map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
-        let mut inc = weft_controller::compile::Compiler::new(&t, LinkState::all_up(&t));
+        let mut inc = weft_compiler::Compiler::new(&t, LinkState::all_up(&t));
         let mut ls = LinkState::all_up(&t);
         for (l, down) in events {
             let l = l % t.links.len();
