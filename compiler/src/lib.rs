@@ -357,6 +357,11 @@ impl<'t> Compiler<'t> {
         &self.links
     }
 
+    /// What the operator should know about the current state (unreachable leaves, ...).
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.iter().flatten().cloned().collect()
+    }
+
     fn down_link_names(&self) -> Vec<String> {
         let t = self.t;
         self.links

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use weft_appdb::{Call, Encoder, Match, Value};
 use weft_p4::{actions as a, constants as k, tables as tb};
 use weft_p4rt::P4Info;
-use weft_sonic_db::P4rtEntry;
+use weft_sonic_db::{FieldValues, P4rtEntry};
 use weft_topology::{RoutingMode, Topology};
 
 use super::{SwitchDesired, Target};
@@ -22,6 +22,16 @@ pub enum Stage {
     Mode = 3,
     Route = 4,
 }
+
+/// One P4RT_TABLE entry as it is written: its stage and its fields, sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireEntry {
+    pub stage: Stage,
+    pub fields: FieldValues,
+}
+
+/// A switch's entries by APPL_DB key without the `P4RT_TABLE:` prefix (`FIXED_X:{json}`).
+pub type Entries = BTreeMap<String, WireEntry>;
 
 #[derive(Debug, thiserror::Error)]
 #[error("switch {switch}: {source}")]
@@ -45,12 +55,8 @@ fn mode_code(m: RoutingMode) -> u128 {
     })
 }
 
-/// All P4RT_TABLE entries of one switch, keyed by their APPL_DB key (`FIXED_X:{json}`).
-pub fn entries(
-    t: &Topology,
-    info: &P4Info,
-    sw: &SwitchDesired,
-) -> Result<BTreeMap<String, (Stage, P4rtEntry)>, MapError> {
+/// All P4RT_TABLE entries of one switch.
+pub fn entries(t: &Topology, info: &P4Info, sw: &SwitchDesired) -> Result<Entries, MapError> {
     let err = |source| MapError {
         switch: sw.name.clone(),
         source,
@@ -58,7 +64,9 @@ pub fn entries(
     let enc = Encoder::new(info);
     let mut out = BTreeMap::new();
     let mut put = |stage: Stage, e: P4rtEntry| {
-        out.insert(e.key.to_table_key(), (stage, e));
+        let mut fields = e.to_fields();
+        fields.sort();
+        out.insert(e.key.to_table_key(), WireEntry { stage, fields });
     };
     let port_name = |id: u32| -> String {
         sw.ports
@@ -288,4 +296,31 @@ pub fn entries(
         put(Stage::Route, enc.entry(key, &call).map_err(err)?);
     }
     Ok(out)
+}
+
+/// The stage of an installed entry, by its SONiC table name (`FIXED_NEXTHOP_TABLE`), so deletes
+/// run in reverse dependency order; tables the pipeline does not know are deleted first.
+pub fn stage_of_table(table: &str) -> Stage {
+    use std::sync::OnceLock;
+    static MAP: OnceLock<BTreeMap<String, Stage>> = OnceLock::new();
+    let map = MAP.get_or_init(|| {
+        [
+            (tb::port_config_table::ALIAS, Stage::Port),
+            (tb::psn_tracking_table::ALIAS, Stage::Port),
+            (tb::nexthop_table::ALIAS, Stage::Nexthop),
+            (tb::wcmp_group_table::ALIAS, Stage::Group),
+            (tb::multipath_mode_table::ALIAS, Stage::Mode),
+            (tb::ipv4_table::ALIAS, Stage::Route),
+            (tb::ipv6_table::ALIAS, Stage::Route),
+        ]
+        .into_iter()
+        .map(|(alias, stage)| {
+            (
+                weft_sonic_db::sonic_table_name(alias, weft_sonic_db::P4rtTableKind::Fixed),
+                stage,
+            )
+        })
+        .collect()
+    });
+    map.get(table).copied().unwrap_or(Stage::Route)
 }

@@ -1,62 +1,86 @@
-//! QoS of one switch as SONiC CONFIG_DB rows, so a real SONiC switch could take the same intent
-//! and Weft's plugin derives the pipeline's QoS tables from the same rows.
+//! QoS of one switch as SONiC CONFIG_DB rows (typed in `weft-sonic-schema`), so a real SONiC
+//! switch could take the same intent and Weft's plugin derives the pipeline's QoS tables from
+//! the same rows.
 //!
 //! ```text
 //!   PORT|EthernetN                 id, speed, mtu, admin_status
-//!   DSCP_TO_TC_MAP|WEFT            "<dscp>": "<tc>" for all 64 values
+//!   DSCP_TO_TC_MAP|WEFT            "<dscp>": "<tc>" for every DSCP a class names
 //!   TC_TO_QUEUE_MAP|WEFT           "<tc>": "<queue>" (identity)
 //!   TC_TO_PRIORITY_GROUP_MAP|WEFT  "<tc>": "<pg>" (identity)
 //!   PORT_QOS_MAP|EthernetN         dscp_to_tc_map, tc_to_queue_map, tc_to_pg_map, pfc_enable
-//!   WRED_PROFILE|WEFT_<class>_<speed>   ecn ecn_all, green_min/max_threshold (bytes), green_drop_probability (%)
+//!   WRED_PROFILE|WEFT_<class>_<speed>   ECN marking thresholds (bytes) and probability (%)
 //!   QUEUE|EthernetN|<tc>           wred_profile
 //!   CABLE_LENGTH|AZURE             EthernetN: "<len>m"
-//!   BUFFER_PROFILE|pg_lossless_<speed>_<cable>_profile   xon, xoff, size, dynamic_th, pool
+//!   BUFFER_PROFILE|pg_lossless_<speed>_<cable>_profile   xon, xoff, size (headroom model)
 //!   BUFFER_PG|EthernetN|<tc>       profile
-//!   PFC_WD|EthernetN               action, detection_time, restoration_time (ms)
-//!   PFC_WD|GLOBAL                  POLL_INTERVAL (ms)
-//!   WEFT_ECN_ENVELOPE|EthernetN|<tc>  kmin_min, kmin_max, kmax_min, kmax_max, pmax_min, pmax_max,
-//!                                     pause_threshold, tuning (the run-time tuner's bounds)
+//!   PFC_WD|EthernetN, PFC_WD|GLOBAL  watchdog action and times (ms), poll interval
+//!   WEFT_ECN_ENVELOPE|EthernetN|<tc>  the run-time tuner's bounds, under the pause threshold
 //! ```
+//!
+//! Validation refuses intents whose buffers cannot hold the headroom or whose ECN thresholds
+//! lie above the pause threshold; the compiler checks the same again on every row it emits
+//! ([`QosError`]), so nothing unsafe reaches a switch even if a check upstream has a hole.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-use weft_topology::{Peer, SwitchIdx, Topology, Tuning};
-
-/// One CONFIG_DB row: `<table>|<key>` with its fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConfigRow {
-    pub table: String,
-    pub key: String,
-    pub fields: BTreeMap<String, String>,
-}
-
-impl ConfigRow {
-    fn new(table: &str, key: impl Into<String>, fields: &[(&str, String)]) -> Self {
-        ConfigRow {
-            table: table.to_string(),
-            key: key.into(),
-            fields: fields
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SwitchQos {
-    pub rows: Vec<ConfigRow>,
-}
-
-pub const MAP_NAME: &str = "WEFT";
+use weft_sonic_schema::config::{
+    self as c, AdminStatus, BufferPg, BufferProfile, CableLength, ConfigRow, DscpToTcMap,
+    EcnEnvelope, EcnMode, MAP_NAME, PfcWd, PfcWdAction, PfcWdGlobal, Port, PortQosMap, Queue,
+    TcToPriorityGroupMap, TcToQueueMap, WredProfile,
+};
+use weft_sonic_schema::{ClassList, Metres};
+use weft_topology::{Peer, SwitchIdx, Topology, Tuning, WatchdogAction};
 
 /// The tuner may move Kmin and Kmax down to this fraction of their static values...
 const ENVELOPE_LOW: f64 = 0.25;
 /// ...and up to this multiple, but never past the pause threshold.
 const ENVELOPE_HIGH: f64 = 2.0;
 
-pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
+/// A row the compiler refuses to emit: the intent's QoS would be unsafe on this port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QosError {
+    #[error(
+        "switch {switch} port {port} class {class}: PFC headroom {headroom} B does not fit the port buffer {buffer} B (cable {cable_m} m at {speed_gbps} Gb/s)"
+    )]
+    HeadroomExceedsBuffer {
+        switch: String,
+        port: String,
+        class: String,
+        headroom: u64,
+        buffer: u64,
+        cable_m: u64,
+        speed_gbps: u64,
+    },
+    #[error(
+        "switch {switch} port {port} class {class}: ECN Kmax {kmax} B is not under the PFC pause threshold {pause} B (ECN must act before PFC)"
+    )]
+    EcnAfterPfc {
+        switch: String,
+        port: String,
+        class: String,
+        kmax: u64,
+        pause: u64,
+    },
+    #[error("switch {switch} port {port} class {class}: PFC xon {xon} B is above xoff {xoff} B")]
+    XonAboveXoff {
+        switch: String,
+        port: String,
+        class: String,
+        xon: u64,
+        xoff: u64,
+    },
+}
+
+fn wd_action(a: WatchdogAction) -> PfcWdAction {
+    match a {
+        WatchdogAction::Drop => PfcWdAction::Drop,
+        WatchdogAction::Forward => PfcWdAction::Forward,
+        WatchdogAction::Alert => PfcWdAction::Alert,
+    }
+}
+
+/// Every CONFIG_DB row of switch `s`, sorted by (table, key).
+pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosError> {
     let sw = &t.switches[s];
     let q = &t.qos;
     let mut rows = Vec::new();
@@ -64,49 +88,40 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
     let mut dscp = BTreeMap::new();
     for c in &q.classes {
         for d in &c.dscp {
-            dscp.insert(d.to_string(), c.traffic_class.to_string());
+            dscp.insert(*d, c.traffic_class);
         }
     }
-    rows.push(ConfigRow {
-        table: "DSCP_TO_TC_MAP".into(),
-        key: MAP_NAME.into(),
-        fields: dscp,
-    });
-    let identity: BTreeMap<String, String> =
-        (0..8).map(|i| (i.to_string(), i.to_string())).collect();
-    rows.push(ConfigRow {
-        table: "TC_TO_QUEUE_MAP".into(),
-        key: MAP_NAME.into(),
-        fields: identity.clone(),
-    });
-    rows.push(ConfigRow {
-        table: "TC_TO_PRIORITY_GROUP_MAP".into(),
-        key: MAP_NAME.into(),
-        fields: identity,
-    });
+    rows.push(ConfigRow::DscpToTcMap(DscpToTcMap {
+        name: MAP_NAME.into(),
+        map: dscp,
+    }));
+    let identity: BTreeMap<u8, u8> = (0..8).map(|i| (i, i)).collect();
+    rows.push(ConfigRow::TcToQueueMap(TcToQueueMap {
+        name: MAP_NAME.into(),
+        map: identity.clone(),
+    }));
+    rows.push(ConfigRow::TcToPriorityGroupMap(TcToPriorityGroupMap {
+        name: MAP_NAME.into(),
+        map: identity,
+    }));
 
     let lossless: Vec<&weft_topology::TrafficClass> =
         q.classes.iter().filter(|c| c.lossless).collect();
-    let pfc_enable = if q.pfc_enabled {
-        lossless
-            .iter()
-            .map(|c| c.traffic_class.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
+    let pfc_enable: ClassList = if q.pfc_enabled {
+        lossless.iter().map(|c| c.traffic_class).collect()
     } else {
-        String::new()
+        ClassList::default()
     };
     let wd = &q.watchdog;
     if wd.enabled && q.pfc_enabled && !lossless.is_empty() {
-        rows.push(ConfigRow::new(
-            "PFC_WD",
-            "GLOBAL",
-            &[("POLL_INTERVAL", wd.poll_interval.as_millis().to_string())],
-        ));
+        rows.push(ConfigRow::PfcWdGlobal(PfcWdGlobal {
+            name: c::PFC_WD_GLOBAL.into(),
+            poll_interval: millis(wd.poll_interval.as_millis()),
+        }));
     }
     let mut cable = BTreeMap::new();
-    let mut profiles: BTreeMap<String, ConfigRow> = BTreeMap::new();
-    let mut wred: BTreeMap<String, ConfigRow> = BTreeMap::new();
+    let mut profiles: BTreeMap<String, BufferProfile> = BTreeMap::new();
+    let mut wred: BTreeMap<String, WredProfile> = BTreeMap::new();
     for p in &sw.ports {
         let connected = !matches!(p.peer, Peer::None);
         let (speed, len) = match p.peer {
@@ -114,99 +129,112 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
             Peer::Host { host } => (t.hosts[host].speed, t.hosts[host].cable_length),
             Peer::None => (p.speed, p.cable_length),
         };
-        rows.push(ConfigRow::new(
-            "PORT",
-            &p.name,
-            &[
-                ("id", p.id.to_string()),
-                ("speed", (speed.bits_per_sec() / 1_000_000).to_string()),
-                ("mtu", t.mtu.to_string()),
-                (
-                    "admin_status",
-                    if p.admin_up { "up" } else { "down" }.to_string(),
-                ),
-            ],
-        ));
+        rows.push(ConfigRow::Port(Port {
+            port: p.name.clone(),
+            id: p.id,
+            speed: speed.bits_per_sec() / 1_000_000,
+            mtu: t.mtu,
+            admin_status: if p.admin_up {
+                AdminStatus::Up
+            } else {
+                AdminStatus::Down
+            },
+        }));
         if !connected {
             continue;
         }
-        cable.insert(p.name.clone(), format!("{}m", len.as_metres()));
-        rows.push(ConfigRow::new(
-            "PORT_QOS_MAP",
-            &p.name,
-            &[
-                ("dscp_to_tc_map", MAP_NAME.to_string()),
-                ("tc_to_queue_map", MAP_NAME.to_string()),
-                ("tc_to_pg_map", MAP_NAME.to_string()),
-                ("pfc_enable", pfc_enable.clone()),
-            ],
-        ));
+        let metres = len.as_metres().round() as u64;
+        cable.insert(p.name.clone(), Metres(metres));
+        rows.push(ConfigRow::PortQosMap(PortQosMap {
+            port: p.name.clone(),
+            dscp_to_tc_map: MAP_NAME.into(),
+            tc_to_queue_map: MAP_NAME.into(),
+            tc_to_pg_map: MAP_NAME.into(),
+            pfc_enable: pfc_enable.clone(),
+        }));
         for c in &q.classes {
             let pq = q.port_qos(speed, len, t.mtu, c);
+            let lossless_here = c.lossless && q.pfc_enabled;
+            let at = || (sw.name.clone(), p.name.clone(), c.name.clone());
+            if lossless_here {
+                let (switch, port, class) = at();
+                if pq.headroom.xon.0 > pq.headroom.xoff.0 {
+                    return Err(QosError::XonAboveXoff {
+                        switch,
+                        port,
+                        class,
+                        xon: pq.headroom.xon.0,
+                        xoff: pq.headroom.xoff.0,
+                    });
+                }
+                if pq.headroom.size.0 >= pq.port_buffer.0 {
+                    return Err(QosError::HeadroomExceedsBuffer {
+                        switch,
+                        port,
+                        class,
+                        headroom: pq.headroom.size.0,
+                        buffer: pq.port_buffer.0,
+                        cable_m: metres,
+                        speed_gbps: speed.bits_per_sec() / 1_000_000_000,
+                    });
+                }
+                if pq.ecn.kmax.0 >= pq.pause_threshold.0 {
+                    return Err(QosError::EcnAfterPfc {
+                        switch,
+                        port,
+                        class,
+                        kmax: pq.ecn.kmax.0,
+                        pause: pq.pause_threshold.0,
+                    });
+                }
+            }
             let profile = format!("WEFT_{}_{}", c.name.to_uppercase(), speed);
-            wred.entry(profile.clone()).or_insert_with(|| {
-                ConfigRow::new(
-                    "WRED_PROFILE",
-                    &profile,
-                    &[
-                        ("ecn", "ecn_all".to_string()),
-                        ("wred_green_enable", "true".to_string()),
-                        ("green_min_threshold", pq.ecn.kmin.0.to_string()),
-                        ("green_max_threshold", pq.ecn.kmax.0.to_string()),
-                        (
-                            "green_drop_probability",
-                            format!("{}", (pq.ecn.pmax * 100.0).round() as u32),
-                        ),
-                    ],
-                )
+            wred.entry(profile.clone()).or_insert_with(|| WredProfile {
+                name: profile.clone(),
+                ecn: EcnMode::All,
+                wred_green_enable: true,
+                green_min_threshold: pq.ecn.kmin.0,
+                green_max_threshold: pq.ecn.kmax.0,
+                green_drop_probability: (pq.ecn.pmax * 100.0).round(),
             });
-            rows.push(ConfigRow::new(
-                "QUEUE",
-                format!("{}|{}", p.name, c.traffic_class),
-                &[("wred_profile", profile)],
-            ));
-            if c.lossless && q.pfc_enabled {
+            rows.push(ConfigRow::Queue(Queue {
+                port: p.name.clone(),
+                queues: ClassList::single(c.traffic_class),
+                wred_profile: profile,
+            }));
+            if lossless_here {
                 let prof = format!(
                     "pg_lossless_{}_{}m_profile",
                     speed.bits_per_sec() / 1_000_000,
-                    len.as_metres()
+                    metres
                 );
-                profiles.entry(prof.clone()).or_insert_with(|| {
-                    ConfigRow::new(
-                        "BUFFER_PROFILE",
-                        &prof,
-                        &[
-                            ("pool", "ingress_lossless_pool".to_string()),
-                            ("xon", pq.headroom.xon.0.to_string()),
-                            ("xoff", pq.headroom.xoff.0.to_string()),
-                            ("size", pq.headroom.size.0.to_string()),
-                            ("dynamic_th", "0".to_string()),
-                        ],
-                    )
-                });
-                rows.push(ConfigRow::new(
-                    "BUFFER_PG",
-                    format!("{}|{}", p.name, c.traffic_class),
-                    &[("profile", prof)],
-                ));
+                profiles
+                    .entry(prof.clone())
+                    .or_insert_with(|| BufferProfile {
+                        name: prof.clone(),
+                        pool: "ingress_lossless_pool".into(),
+                        xon: pq.headroom.xon.0,
+                        xoff: pq.headroom.xoff.0,
+                        size: pq.headroom.size.0,
+                        dynamic_th: 0,
+                    });
+                rows.push(ConfigRow::BufferPg(BufferPg {
+                    port: p.name.clone(),
+                    classes: ClassList::single(c.traffic_class),
+                    profile: prof,
+                }));
                 if wd.enabled && c.traffic_class == lossless[0].traffic_class {
-                    rows.push(ConfigRow::new(
-                        "PFC_WD",
-                        &p.name,
-                        &[
-                            ("action", wd.action.as_str().to_string()),
-                            ("detection_time", wd.detection_time.as_millis().to_string()),
-                            (
-                                "restoration_time",
-                                wd.restoration_time.as_millis().to_string(),
-                            ),
-                        ],
-                    ));
+                    rows.push(ConfigRow::PfcWd(PfcWd {
+                        port: p.name.clone(),
+                        action: wd_action(wd.action),
+                        detection_time: millis(wd.detection_time.as_millis()),
+                        restoration_time: millis(wd.restoration_time.as_millis()),
+                    }));
                 }
             }
             // The tuner's bounds: never under a quarter of the static values, never past the
             // pause threshold (so ECN still acts before PFC) nor past the port's buffer share.
-            let ceiling = if c.lossless && q.pfc_enabled {
+            let ceiling = if lossless_here {
                 pq.pause_threshold.0
             } else {
                 pq.port_buffer.0
@@ -214,44 +242,108 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> SwitchQos {
             let kmax_max = ((pq.ecn.kmax.0 as f64 * ENVELOPE_HIGH) as u64).min(ceiling);
             let kmin_max =
                 ((pq.ecn.kmin.0 as f64 * ENVELOPE_HIGH) as u64).min(kmax_max.saturating_sub(1));
-            rows.push(ConfigRow::new(
-                "WEFT_ECN_ENVELOPE",
-                format!("{}|{}", p.name, c.traffic_class),
-                &[
-                    (
-                        "kmin_min",
-                        ((pq.ecn.kmin.0 as f64 * ENVELOPE_LOW) as u64).to_string(),
-                    ),
-                    ("kmin_max", kmin_max.to_string()),
-                    (
-                        "kmax_min",
-                        ((pq.ecn.kmax.0 as f64 * ENVELOPE_LOW) as u64).to_string(),
-                    ),
-                    ("kmax_max", kmax_max.to_string()),
-                    ("pmax_min", "0.01".to_string()),
-                    ("pmax_max", "1".to_string()),
-                    ("pause_threshold", pq.pause_threshold.0.to_string()),
-                    (
-                        "tuning",
-                        match q.tuning {
-                            Tuning::Auto => "auto",
-                            Tuning::Off => "off",
-                        }
-                        .to_string(),
-                    ),
-                ],
-            ));
+            rows.push(ConfigRow::EcnEnvelope(EcnEnvelope {
+                port: p.name.clone(),
+                tc: c.traffic_class,
+                kmin_min: (pq.ecn.kmin.0 as f64 * ENVELOPE_LOW) as u64,
+                kmin_max,
+                kmax_min: (pq.ecn.kmax.0 as f64 * ENVELOPE_LOW) as u64,
+                kmax_max,
+                pmax_min: 0.01,
+                pmax_max: 1.0,
+                pause_threshold: pq.pause_threshold.0,
+                tuning: match q.tuning {
+                    Tuning::Auto => c::Tuning::Auto,
+                    Tuning::Off => c::Tuning::Off,
+                },
+            }));
         }
     }
-    rows.extend(wred.into_values());
-    rows.extend(profiles.into_values());
+    rows.extend(wred.into_values().map(ConfigRow::WredProfile));
+    rows.extend(profiles.into_values().map(ConfigRow::BufferProfile));
     if !cable.is_empty() {
-        rows.push(ConfigRow {
-            table: "CABLE_LENGTH".into(),
-            key: "AZURE".into(),
-            fields: cable,
-        });
+        rows.push(ConfigRow::CableLength(CableLength {
+            name: c::CABLE_LENGTH_NAME.into(),
+            map: cable,
+        }));
     }
-    rows.sort_by(|a, b| (&a.table, &a.key).cmp(&(&b.table, &b.key)));
-    SwitchQos { rows }
+    rows.sort_by_cached_key(|r| (r.table(), r.key()));
+    Ok(rows)
+}
+
+fn millis(ms: u64) -> u32 {
+    u32::try_from(ms).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Topology {
+        weft_topology::load_file(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topology/examples/leaf-spine-small.yaml"
+        ))
+        .expect("example")
+    }
+
+    #[test]
+    fn every_lossless_port_gets_headroom_under_its_buffer_and_ecn_before_pfc() {
+        let t = small();
+        for s in 0..t.switches.len() {
+            let rows = compile_switch(&t, s).expect("the example is safe");
+            let profiles: BTreeMap<String, &BufferProfile> = rows
+                .iter()
+                .filter_map(|r| match r {
+                    ConfigRow::BufferProfile(p) => Some((p.name.clone(), p)),
+                    _ => None,
+                })
+                .collect();
+            let lossless: std::collections::BTreeSet<(String, u8)> = rows
+                .iter()
+                .filter_map(|r| match r {
+                    ConfigRow::BufferPg(pg) => {
+                        pg.classes.iter().next().map(|c| (pg.port.clone(), c))
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert!(!lossless.is_empty() || t.switches[s].ports.is_empty());
+            for r in &rows {
+                if let ConfigRow::EcnEnvelope(e) = r {
+                    if lossless.contains(&(e.port.clone(), e.tc)) {
+                        assert!(e.kmax_max <= e.pause_threshold, "{e:?}");
+                    }
+                    assert!(e.kmin_max < e.kmax_max, "{e:?}");
+                }
+                if let ConfigRow::BufferPg(pg) = r {
+                    let p = profiles[&pg.profile];
+                    assert!(p.xon <= p.xoff && p.size == p.xon + p.xoff);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_cable_too_long_for_the_buffer_is_refused_not_emitted() {
+        // 40 km at 400G needs ~20 MB of headroom: more than any port buffer the defaults give.
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topology/examples/leaf-spine-small.yaml"
+        ))
+        .expect("example");
+        let mut t = weft_topology::load_str(&text, "x.yaml").expect("valid");
+        for l in &mut t.links {
+            l.cable_length = weft_topology::units::Length::metres(40_000);
+        }
+        let errs: Vec<QosError> = (0..t.switches.len())
+            .filter_map(|s| compile_switch(&t, s).err())
+            .collect();
+        assert!(!errs.is_empty(), "40 km links must be refused");
+        assert!(
+            errs.iter()
+                .all(|e| matches!(e, QosError::HeadroomExceedsBuffer { .. })),
+            "{errs:?}"
+        );
+    }
 }

@@ -145,6 +145,9 @@ enum Command {
         /// How long to wait for a switch to answer one stage of entries.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         timeout: std::time::Duration,
+        /// How long to retry a switch whose DB is unreachable or whose plugin is not in sync.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        retry: std::time::Duration,
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
@@ -282,10 +285,19 @@ fn main() {
             dry_run,
             no_wait,
             timeout,
+            retry,
             output,
         } => runtime().and_then(|rt| {
-            let timeout = (!no_wait).then_some(timeout);
-            rt.block_on(cmd::plan::run_apply(&file, &down, dry_run, timeout, output))
+            rt.block_on(cmd::plan::run_apply(
+                &file,
+                cmd::plan::ApplyArgs {
+                    down,
+                    dry_run,
+                    timeout: (!no_wait).then_some(timeout),
+                    retry_for: retry,
+                    output,
+                },
+            ))
         }),
     };
     match result {

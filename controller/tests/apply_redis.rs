@@ -10,6 +10,8 @@ use std::time::Duration;
 use weft_sonic_db::{
     ConsumerStateTable, EntryResult, Op, ResponsePublisher, SonicDb, SonicDbId, StatusCode, Table,
 };
+use weft_sonic_schema::Row;
+use weft_sonic_schema::state::{PluginState, PluginStatus};
 use weft_tests::redis::RedisServer;
 
 /// Answers every P4RT_TABLE key: SUCCESS, except IPv6 routes when `refuse_v6`.
@@ -25,6 +27,47 @@ async fn responder(url: String, refuse_v6: bool) {
     let Ok(mut publisher) = ResponsePublisher::new(&sonic, "P4RT_TABLE").await else {
         return;
     };
+    // Like the plugin, say that APPL_STATE_DB is what the switch holds.
+    let status = PluginStatus {
+        name: "status".into(),
+        state: PluginState::Running,
+        pid: std::process::id(),
+        device_id: 0,
+        p4rt: "stand-in".into(),
+        pipeline_cookie: 1,
+        switch_updates: 0,
+        batches: 0,
+        keys_ok: 0,
+        keys_failed: 0,
+        syncs: 1,
+        last_sync_updates: 0,
+        sync_failures: 0,
+        installed_keys: 0,
+        pending_keys: 0,
+        sessions: 1,
+        pipeline_pushes: 0,
+        redis_restores: 0,
+        ports_down: 0,
+        port_mask_writes: 0,
+        link_events: 0,
+        pfc_wd_storms: 0,
+        counter_polls: 0,
+        uptime_s: 0,
+        updated_ms: 0,
+    };
+    let Ok(conn) = sonic.connect(SonicDbId::StateDb).await else {
+        return;
+    };
+    let Ok(table) = Table::new(conn, PluginStatus::TABLE) else {
+        return;
+    };
+    if table
+        .replace(&status.key(), &status.to_fields())
+        .await
+        .is_err()
+    {
+        return;
+    }
     while let Ok(batch) = consumer.next_batch(1024).await {
         let results: Vec<EntryResult> = batch
             .into_iter()
@@ -68,7 +111,14 @@ fn intent(dir: &std::path::Path, leaf1: &str, spine1: &str) -> std::path::PathBu
 
 fn weft_apply(file: &std::path::Path) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["apply", &file.to_string_lossy(), "--timeout", "10s"])
+        .args([
+            "apply",
+            &file.to_string_lossy(),
+            "--timeout",
+            "10s",
+            "--retry",
+            "1s",
+        ])
         .output()
         .expect("run weft");
     (

@@ -16,7 +16,10 @@ fn check(name: &str, args: &[&str]) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let got = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The command streams compact JSON; the golden file is pretty, for reviewable diffs.
+    let value: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("plan output is one JSON document");
+    let got = serde_json::to_string_pretty(&value).expect("json") + "\n";
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name);

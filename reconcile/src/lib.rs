@@ -1,7 +1,11 @@
-//! Weft's reconciler: what each switch should hold compared with what it has, and the loops
-//! that write the difference (`weft apply` once, `weft run` for ever).
+//! Weft's reconciler: what each switch should hold compared with what it has ([`plan`]), one
+//! core state machine that writes the difference ([`core`]), and the shell that carries its
+//! requests out against each switch's SONiC DBs ([`io`]): `weft apply` is one pass of it,
+//! `weft run` the loop.
 
 pub mod apply;
+pub mod core;
 pub mod damping;
+pub mod io;
 pub mod plan;
 pub mod run;

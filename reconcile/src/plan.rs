@@ -1,46 +1,123 @@
-//! The plan: what each switch should hold, compared with what it has. Pure: the installed state
-//! is an input (read by `apply` from the switch's SONiC DB, or empty).
+//! The diff: what one switch should hold (compiled entries and CONFIG_DB rows) against what it
+//! has (read from its SONiC DB). Pure. `weft plan` prints it, `weft apply` and `weft run` write
+//! it stage by stage through the reconciler's core (`crate::core`): there is no other diff.
 //!
-//! `weft plan --output json` prints [`Plan`]; its format is documented in the README ("Plan
-//! JSON") so other tools can read it.
+//! `weft plan --output json` prints [`Plan`] (as a stream, one switch at a time); its format is
+//! documented in the README ("Plan JSON") so other tools can read it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use weft_sonic_db::{FieldValues, P4rtEntry, P4rtKey};
-use weft_topology::Topology;
+use weft_compiler::p4map::{self, Entries, MapError, Stage, stage_of_table};
+use weft_compiler::qos::QosError;
+use weft_compiler::{SwitchDesired, Target};
+use weft_sonic_db::FieldValues;
+use weft_sonic_schema::config::ConfigRow;
+use weft_sonic_schema::state::PluginStatus;
+use weft_topology::{Peer, SwitchIdx, Topology};
 
-use weft_compiler::p4map::{self, MapError, Stage};
-use weft_compiler::qos::ConfigRow;
-use weft_compiler::{Desired, SwitchDesired, Target};
+/// Why a switch's desired state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum DesiredError {
+    #[error(transparent)]
+    Map(#[from] MapError),
+    #[error(transparent)]
+    Qos(#[from] QosError),
+}
 
-/// CONFIG_DB tables Weft owns: rows there that the intent does not produce are removed.
-pub const OWNED_CONFIG_TABLES: &[&str] = &[
-    "PORT",
-    "DSCP_TO_TC_MAP",
-    "TC_TO_QUEUE_MAP",
-    "TC_TO_PRIORITY_GROUP_MAP",
-    "PORT_QOS_MAP",
-    "WRED_PROFILE",
-    "QUEUE",
-    "CABLE_LENGTH",
-    "BUFFER_PROFILE",
-    "BUFFER_PG",
-    "PFC_WD",
-    "WEFT_ECN_ENVELOPE",
-];
+/// Everything one switch should hold, as written.
+#[derive(Debug, Clone, Default)]
+pub struct DesiredSwitch {
+    pub entries: Entries,
+    /// CONFIG_DB rows by `TABLE|key`.
+    pub config: BTreeMap<String, (u8, FieldValues)>,
+    /// The typed rows, for the plan's JSON.
+    pub rows: Vec<ConfigRow>,
+}
+
+/// Compiles switch `si` down to what is written into its DBs.
+pub fn desired_switch(
+    t: &Topology,
+    info: &weft_p4rt::P4Info,
+    sw: &SwitchDesired,
+    si: SwitchIdx,
+) -> Result<DesiredSwitch, DesiredError> {
+    let entries = p4map::entries(t, info, sw)?;
+    let rows = weft_compiler::qos::compile_switch(t, si)?;
+    let config = rows
+        .iter()
+        .map(|r| {
+            let mut f = r.to_fields();
+            f.sort();
+            (r.redis_key(), (r.write_rank(), f))
+        })
+        .collect();
+    Ok(DesiredSwitch {
+        entries,
+        config,
+        rows,
+    })
+}
+
+/// Where an installed state came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Read from the switch's APPL_STATE_DB and CONFIG_DB.
+    ApplStateDb,
+    /// Not read (`--offline`) or not readable: planned against nothing.
+    Empty(String),
+}
 
 /// What a switch has, as read from its SONiC DB.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Installed {
-    /// APPL_STATE_DB P4RT_TABLE: entries the switch acknowledged.
-    pub entries: BTreeMap<P4rtKey, P4rtEntry>,
-    /// APPL_STATE_DB keys that do not parse: removed as strays.
-    pub malformed: Vec<String>,
-    /// CONFIG_DB rows of the owned tables, keyed `TABLE|key`.
+    /// APPL_STATE_DB P4RT_TABLE (key without the `P4RT_TABLE:` prefix → fields, sorted): entries
+    /// the switch acknowledged.
+    pub entries: BTreeMap<String, FieldValues>,
+    /// CONFIG_DB rows of the owned tables by `TABLE|key`, fields sorted.
     pub config: BTreeMap<String, FieldValues>,
-    /// Where this came from: "APPL_STATE_DB" or why it is empty.
-    pub source: String,
+    pub source: Source,
+    /// The plugin's status row, when one was there (it expires when the plugin dies).
+    pub plugin: Option<PluginStatus>,
+}
+
+impl Default for Installed {
+    fn default() -> Self {
+        Installed::empty("not read")
+    }
+}
+
+impl Installed {
+    pub fn empty(why: impl Into<String>) -> Self {
+        Installed {
+            entries: BTreeMap::new(),
+            config: BTreeMap::new(),
+            source: Source::Empty(why.into()),
+            plugin: None,
+        }
+    }
+
+    /// What the plan's `installed_from` says.
+    pub fn describe(&self) -> String {
+        match &self.source {
+            Source::ApplStateDb => match &self.plugin {
+                Some(p) if p.in_sync() => "APPL_STATE_DB".into(),
+                Some(p) => format!(
+                    "APPL_STATE_DB (plugin {}: not what the switch holds)",
+                    p.state
+                ),
+                None => "APPL_STATE_DB (no live plugin: not what the switch holds)".into(),
+            },
+            Source::Empty(why) => format!("empty: {why}"),
+        }
+    }
+
+    /// The switch holds what APPL_STATE_DB says only while its plugin is running (primary,
+    /// pipeline pushed, synced).
+    pub fn trusted(&self) -> bool {
+        self.source == Source::ApplStateDb && self.plugin.as_ref().is_some_and(|p| p.in_sync())
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -49,11 +126,24 @@ pub struct EntryChange {
     pub stage: Stage,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fields: FieldValues,
-    #[serde(skip)]
-    pub entry: Option<P4rtEntry>,
+    /// For a modification: the fields the switch has now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<FieldValues>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A CONFIG_DB row to write: `table|key` with its fields, and what the switch has now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConfigChange {
+    pub table: String,
+    pub key: String,
+    pub fields: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<BTreeMap<String, String>>,
+    #[serde(skip)]
+    pub rank: u8,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Counts {
     pub entries: usize,
     pub add: usize,
@@ -92,10 +182,18 @@ pub struct RouteView {
     pub modes: Vec<ModeView>,
 }
 
+/// A connected port: to a switch or a host, with the link's speed and state.
 #[derive(Debug, Clone, Serialize)]
 pub struct LinkView {
     pub port: String,
+    /// The P4Runtime port id of `port` (CONFIG_DB `PORT|port id`).
+    pub port_id: u32,
+    /// `switch:port` or the host's name.
     pub peer: String,
+    /// "switch" or "host".
+    pub peer_kind: &'static str,
+    /// Bits per second.
+    pub speed_bps: u64,
     pub state: &'static str,
 }
 
@@ -104,17 +202,40 @@ pub struct SwitchPlan {
     pub name: String,
     pub device_id: u64,
     pub db: String,
+    pub p4rt: String,
     pub installed_from: String,
+    /// False when the switch's plugin is not running: APPL_STATE_DB is then not what the
+    /// switch holds, and the plan compares against it anyway.
+    pub installed_trusted: bool,
     pub counts: Counts,
     pub add: Vec<EntryChange>,
     pub modify: Vec<EntryChange>,
     pub delete: Vec<EntryChange>,
-    pub config_set: Vec<ConfigRow>,
+    pub config_set: Vec<ConfigChange>,
     pub config_delete: Vec<String>,
     pub routes: Vec<RouteView>,
     pub links: Vec<LinkView>,
 }
 
+impl SwitchPlan {
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty()
+            && self.modify.is_empty()
+            && self.delete.is_empty()
+            && self.config_set.is_empty()
+            && self.config_delete.is_empty()
+    }
+
+    pub fn changes(&self) -> usize {
+        self.counts.add
+            + self.counts.modify
+            + self.counts.delete
+            + self.counts.config_set
+            + self.counts.config_delete
+    }
+}
+
+/// The plan of a whole fabric (what `weft plan --output json` prints).
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub fabric: String,
@@ -123,12 +244,7 @@ pub struct Plan {
     pub switches: Vec<SwitchPlan>,
 }
 
-/// The stage of an installed key, by its table, so deletes run in reverse dependency order.
-pub fn stage_of(table: &str, stages: &BTreeMap<String, Stage>) -> Stage {
-    stages.get(table).copied().unwrap_or(Stage::Route)
-}
-
-pub fn route_views(t: &Topology, sw: &SwitchDesired) -> Vec<RouteView> {
+pub fn route_views(sw: &SwitchDesired) -> Vec<RouteView> {
     let nh_view = |id: u16, weight: u32| {
         sw.nexthops.get(&id).map(|n| NextHopView {
             neighbour: n.neighbour.to_string(),
@@ -136,7 +252,6 @@ pub fn route_views(t: &Topology, sw: &SwitchDesired) -> Vec<RouteView> {
             weight,
         })
     };
-    let _ = t;
     sw.routes
         .iter()
         .map(|r| match r.target {
@@ -185,116 +300,72 @@ pub fn route_views(t: &Topology, sw: &SwitchDesired) -> Vec<RouteView> {
         .collect()
 }
 
-fn link_views(t: &Topology, name: &str, down: &BTreeSet<String>) -> Vec<LinkView> {
-    let Some(si) = t.switch_index(name) else {
-        return Vec::new();
-    };
-    t.neighbours(si)
-        .map(|(l, pi, peer)| {
-            let link = &t.links[l];
-            let label = format!("{} ↔ {}", t.end_name(link.a), t.end_name(link.b));
-            let state = if !t.link_admin_up(l) {
-                "admin-down"
-            } else if down.contains(&label) {
-                "down"
-            } else {
-                "up"
+/// Every connected port of switch `si`: fabric links and host links.
+pub fn link_views(t: &Topology, si: SwitchIdx, down: &BTreeSet<usize>) -> Vec<LinkView> {
+    let sw = &t.switches[si];
+    sw.ports
+        .iter()
+        .filter_map(|p| {
+            let (peer, peer_kind, speed, state) = match p.peer {
+                Peer::None => return None,
+                Peer::Switch { link } => {
+                    let l = &t.links[link];
+                    let state = if !t.link_admin_up(link) {
+                        "admin-down"
+                    } else if down.contains(&link) {
+                        "down"
+                    } else {
+                        "up"
+                    };
+                    (t.end_name(l.other(si)), "switch", l.speed, state)
+                }
+                Peer::Host { host } => {
+                    let h = &t.hosts[host];
+                    let state = if p.admin_up { "up" } else { "admin-down" };
+                    (h.name.clone(), "host", h.speed, state)
+                }
             };
-            LinkView {
-                port: t.switches[si].ports[pi].name.clone(),
-                peer: t.end_name(peer),
+            Some(LinkView {
+                port: p.name.clone(),
+                port_id: p.id,
+                peer,
+                peer_kind,
+                speed_bps: speed.bits_per_sec(),
                 state,
-            }
+            })
         })
         .collect()
 }
 
-/// Compares one switch's desired entries and config rows with what it has.
-pub fn switch_plan(
+fn field_map(f: &FieldValues) -> BTreeMap<String, String> {
+    f.iter().cloned().collect()
+}
+
+/// The one diff: `desired` against `installed`. Entries and rows compare as field sets.
+pub fn diff(
     t: &Topology,
+    si: SwitchIdx,
     sw: &SwitchDesired,
-    desired: &BTreeMap<String, (Stage, P4rtEntry)>,
-    config: &[ConfigRow],
+    desired: &DesiredSwitch,
     installed: &Installed,
-    stages: &BTreeMap<String, Stage>,
-    down: &BTreeSet<String>,
+    down: &BTreeSet<usize>,
 ) -> SwitchPlan {
-    let mut add = Vec::new();
-    let mut modify = Vec::new();
-    let mut delete = Vec::new();
-    let installed_by_key: BTreeMap<String, &P4rtEntry> = installed
-        .entries
-        .iter()
-        .map(|(k, e)| (k.to_table_key(), e))
-        .collect();
-    for (key, (stage, entry)) in desired {
-        let change = || EntryChange {
-            key: key.clone(),
-            stage: *stage,
-            fields: entry.to_fields(),
-            entry: Some(entry.clone()),
-        };
-        match installed_by_key.get(key) {
-            None => add.push(change()),
-            Some(have) if *have != entry => modify.push(change()),
-            Some(_) => {}
-        }
-    }
-    for (key, entry) in &installed_by_key {
-        if !desired.contains_key(key) {
-            delete.push(EntryChange {
-                key: key.clone(),
-                stage: stage_of(&entry.key.table, stages),
-                fields: Vec::new(),
-                entry: None,
-            });
-        }
-    }
-    for key in &installed.malformed {
-        let table = key.split(':').next().unwrap_or_default();
-        delete.push(EntryChange {
-            key: key.clone(),
-            stage: stage_of(table, stages),
-            fields: Vec::new(),
-            entry: None,
-        });
-    }
-    let mut config_set = Vec::new();
-    let mut wanted = BTreeSet::new();
-    for row in config {
-        let k = format!("{}|{}", row.table, row.key);
-        let want: FieldValues = row
-            .fields
-            .iter()
-            .map(|(a, b)| (a.clone(), b.clone()))
-            .collect();
-        let same = installed.config.get(&k).is_some_and(|have| {
-            let mut h = have.clone();
-            h.sort();
-            h == want
-        });
-        if !same {
-            config_set.push(row.clone());
-        }
-        wanted.insert(k);
-    }
-    let config_delete: Vec<String> = installed
-        .config
-        .keys()
-        .filter(|k| !wanted.contains(*k))
-        .cloned()
-        .collect();
+    let (add, modify, delete) = diff_entries(&desired.entries, &installed.entries);
+    let (config_set, config_delete) = diff_config(&desired.config, &installed.config);
+    let s = &t.switches[si];
     SwitchPlan {
-        name: sw.name.clone(),
-        device_id: sw.device_id,
-        db: t.switch(&sw.name).map(|s| s.db.clone()).unwrap_or_default(),
-        installed_from: installed.source.clone(),
+        name: s.name.clone(),
+        device_id: s.device_id,
+        db: s.db.clone(),
+        p4rt: s.p4rt_address.clone(),
+        installed_from: installed.describe(),
+        installed_trusted: installed.trusted(),
         counts: Counts {
-            entries: desired.len(),
+            entries: desired.entries.len(),
             add: add.len(),
             modify: modify.len(),
             delete: delete.len(),
-            config_rows: config.len(),
+            config_rows: desired.config.len(),
             config_set: config_set.len(),
             config_delete: config_delete.len(),
         },
@@ -303,78 +374,105 @@ pub fn switch_plan(
         delete,
         config_set,
         config_delete,
-        routes: route_views(t, sw),
-        links: link_views(t, &sw.name, down),
+        routes: route_views(sw),
+        links: link_views(t, si, down),
     }
 }
 
-/// The SONiC table name → stage map of the pipeline.
-pub fn stage_map(info: &weft_p4rt::P4Info) -> BTreeMap<String, Stage> {
-    use weft_p4::tables as tb;
-    let enc = weft_appdb::Encoder::new(info);
-    let mut m = BTreeMap::new();
-    for (name, stage) in [
-        (tb::port_config_table::NAME, Stage::Port),
-        (tb::psn_tracking_table::NAME, Stage::Port),
-        (tb::nexthop_table::NAME, Stage::Nexthop),
-        (tb::wcmp_group_table::NAME, Stage::Group),
-        (tb::multipath_mode_table::NAME, Stage::Mode),
-        (tb::ipv4_table::NAME, Stage::Route),
-        (tb::ipv6_table::NAME, Stage::Route),
-    ] {
-        if let Ok(s) = enc.table_name(name) {
-            m.insert(s, stage);
+/// Adds, modifications and deletes of P4RT entries.
+pub fn diff_entries(
+    desired: &Entries,
+    installed: &BTreeMap<String, FieldValues>,
+) -> (Vec<EntryChange>, Vec<EntryChange>, Vec<EntryChange>) {
+    let mut add = Vec::new();
+    let mut modify = Vec::new();
+    let mut delete = Vec::new();
+    for (key, want) in desired {
+        match installed.get(key) {
+            None => add.push(EntryChange {
+                key: key.clone(),
+                stage: want.stage,
+                fields: want.fields.clone(),
+                old: None,
+            }),
+            Some(have) if !same_fields(have, &want.fields) => modify.push(EntryChange {
+                key: key.clone(),
+                stage: want.stage,
+                fields: want.fields.clone(),
+                old: Some(have.clone()),
+            }),
+            Some(_) => {}
         }
     }
-    m
-}
-
-/// Builds the whole plan. `installed(switch)` gives what a switch has.
-pub fn plan(
-    t: &Topology,
-    d: &Desired,
-    info: &weft_p4rt::P4Info,
-    mut installed: impl FnMut(&str) -> Installed,
-) -> Result<Plan, MapError> {
-    let stages = stage_map(info);
-    let down: BTreeSet<String> = d.down_links.iter().cloned().collect();
-    let mut switches = Vec::with_capacity(d.switches.len());
-    for (si, sw) in d.switches.iter().enumerate() {
-        let desired = p4map::entries(t, info, sw)?;
-        let config = weft_compiler::qos::compile_switch(t, si).rows;
-        switches.push(switch_plan(
-            t,
-            sw,
-            &desired,
-            &config,
-            &installed(&sw.name),
-            &stages,
-            &down,
-        ));
+    for key in installed.keys() {
+        if !desired.contains_key(key) {
+            let table = key.split(':').next().unwrap_or_default();
+            delete.push(EntryChange {
+                key: key.clone(),
+                stage: stage_of_table(table),
+                fields: Vec::new(),
+                old: None,
+            });
+        }
     }
-    Ok(Plan {
-        fabric: t.name.clone(),
-        links_down: d.down_links.clone(),
-        notes: d.notes.clone(),
-        switches,
-    })
+    (add, modify, delete)
 }
 
-/// Operator-facing text of a plan.
-pub fn render(p: &Plan, verbose: bool) -> String {
+/// CONFIG_DB rows to write (whole rows: a row with a field too many is rewritten) and to delete.
+pub fn diff_config(
+    desired: &BTreeMap<String, (u8, FieldValues)>,
+    installed: &BTreeMap<String, FieldValues>,
+) -> (Vec<ConfigChange>, Vec<String>) {
+    let mut set = Vec::new();
+    for (k, (rank, want)) in desired {
+        let have = installed.get(k);
+        if have.is_some_and(|h| same_fields(h, want)) {
+            continue;
+        }
+        let (table, key) = k.split_once('|').unwrap_or((k.as_str(), ""));
+        set.push(ConfigChange {
+            table: table.to_string(),
+            key: key.to_string(),
+            fields: field_map(want),
+            old: have.map(field_map),
+            rank: *rank,
+        });
+    }
+    let del = installed
+        .keys()
+        .filter(|k| !desired.contains_key(*k))
+        .cloned()
+        .collect();
+    (set, del)
+}
+
+/// Field lists compare as sets (Redis hashes have no order).
+pub fn same_fields(a: &FieldValues, b: &FieldValues) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    fn sorted(f: &FieldValues) -> Vec<(&str, &str)> {
+        let mut v: Vec<(&str, &str)> = f.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        v.sort_unstable();
+        v
+    }
+    sorted(a) == sorted(b)
+}
+
+/// Operator-facing text of a plan's header.
+pub fn render_header(fabric: &str, links_down: &[String]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "plan for fabric {}{}",
-        p.fabric,
-        if p.links_down.is_empty() {
+        "plan for fabric {fabric}{}",
+        if links_down.is_empty() {
             String::new()
         } else {
-            format!(" with {} link(s) down", p.links_down.len())
+            format!(" with {} link(s) down", links_down.len())
         }
     );
-    for l in &p.links_down {
+    for l in links_down {
         let _ = writeln!(o, "  down: {l}");
     }
     let _ = writeln!(
@@ -382,71 +480,137 @@ pub fn render(p: &Plan, verbose: bool) -> String {
         "{:<20} {:>8} {:>6} {:>7} {:>7} {:>8} {:>8}  installed state",
         "switch", "entries", "add", "modify", "delete", "config±", "groups"
     );
-    for s in &p.switches {
-        let groups = s
-            .add
-            .iter()
-            .chain(&s.modify)
-            .filter(|c| c.stage == Stage::Group)
-            .count();
-        let _ = writeln!(
-            o,
-            "{:<20} {:>8} {:>6} {:>7} {:>7} {:>8} {:>8}  {}",
-            s.name,
-            s.counts.entries,
-            s.counts.add,
-            s.counts.modify,
-            s.counts.delete,
-            s.counts.config_set + s.counts.config_delete,
-            groups,
-            s.installed_from
-        );
-        if verbose {
-            for c in &s.add {
-                let _ = writeln!(o, "    + {}", c.key);
+    o
+}
+
+/// One switch's line (and with `verbose`, every change with old → new fields).
+pub fn render_switch(s: &SwitchPlan, verbose: bool) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let groups = s
+        .add
+        .iter()
+        .chain(&s.modify)
+        .filter(|c| c.stage == Stage::Group)
+        .count();
+    let _ = writeln!(
+        o,
+        "{:<20} {:>8} {:>6} {:>7} {:>7} {:>8} {:>8}  {}",
+        s.name,
+        s.counts.entries,
+        s.counts.add,
+        s.counts.modify,
+        s.counts.delete,
+        s.counts.config_set + s.counts.config_delete,
+        groups,
+        s.installed_from
+    );
+    if verbose {
+        for c in &s.add {
+            let _ = writeln!(o, "    + {}", c.key);
+        }
+        for c in &s.modify {
+            let _ = writeln!(o, "    ~ {}", c.key);
+            let old = c.old.as_ref().map(field_map).unwrap_or_default();
+            let new = field_map(&c.fields);
+            for (f, v) in &new {
+                match old.get(f) {
+                    Some(o2) if o2 == v => {}
+                    Some(o2) => {
+                        let _ = writeln!(o, "        {f}: {o2} → {v}");
+                    }
+                    None => {
+                        let _ = writeln!(o, "        {f}: (none) → {v}");
+                    }
+                }
             }
-            for c in &s.modify {
-                let _ = writeln!(o, "    ~ {}", c.key);
-            }
-            for c in &s.delete {
-                let _ = writeln!(o, "    - {}", c.key);
+            for (f, v) in &old {
+                if !new.contains_key(f) {
+                    let _ = writeln!(o, "        {f}: {v} → (none)");
+                }
             }
         }
+        for c in &s.delete {
+            let _ = writeln!(o, "    - {}", c.key);
+        }
+        for c in &s.config_set {
+            let _ = writeln!(
+                o,
+                "    {} {}|{}",
+                if c.old.is_some() { "~" } else { "+" },
+                c.table,
+                c.key
+            );
+        }
+        for k in &s.config_delete {
+            let _ = writeln!(o, "    - {k}");
+        }
     }
-    let fallbacks: BTreeSet<String> = p
-        .switches
-        .iter()
-        .flat_map(|s| s.routes.iter())
-        .flat_map(|r| r.modes.iter())
-        .filter_map(|m| {
-            m.fallback_from.as_ref().map(|f| {
-                format!(
-                    "class {}: {f} falls back to {} toward NICs that cannot take reordering",
-                    m.class, m.mode
-                )
-            })
-        })
-        .collect();
+    o
+}
+
+/// Summary lines after the switches: per-class fallbacks, notes (summarised), totals.
+pub fn render_footer(
+    switches: usize,
+    totals: (usize, usize, usize),
+    fallbacks: &BTreeSet<String>,
+    notes: &[String],
+    verbose: bool,
+) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     for f in fallbacks {
         let _ = writeln!(o, "note: {f}");
     }
-    for n in p.notes.iter().take(20) {
+    let shown = if verbose { notes.len() } else { 20 };
+    for n in notes.iter().take(shown) {
         let _ = writeln!(o, "note: {n}");
     }
-    if p.notes.len() > 20 {
-        let _ = writeln!(o, "note: ... and {} more", p.notes.len() - 20);
+    if notes.len() > shown {
+        let _ = writeln!(
+            o,
+            "note: ... and {} more (all of them with -v or --output json)",
+            notes.len() - shown
+        );
     }
-    let (a, m, d): (usize, usize, usize) = p.switches.iter().fold((0, 0, 0), |x, s| {
-        (
-            x.0 + s.counts.add,
-            x.1 + s.counts.modify,
-            x.2 + s.counts.delete,
-        )
-    });
+    let (a, m, d) = totals;
     let _ = writeln!(
         o,
-        "total: {a} to add, {m} to modify, {d} to delete on {} switches",
-        p.switches.len()
+        "total: {a} to add, {m} to modify, {d} to delete on {switches} switches"
     );
+    o
+}
+
+/// The per-class fallback notes a switch's routes imply.
+pub fn fallbacks(s: &SwitchPlan, out: &mut BTreeSet<String>) {
+    for m in s.routes.iter().flat_map(|r| r.modes.iter()) {
+        if let Some(f) = &m.fallback_from {
+            out.insert(format!(
+                "class {}: {f} falls back to {} toward NICs that cannot take reordering",
+                m.class, m.mode
+            ));
+        }
+    }
+}
+
+/// A whole plan as text (for small fabrics and tests; the command streams).
+pub fn render(p: &Plan, verbose: bool) -> String {
+    let mut o = render_header(&p.fabric, &p.links_down);
+    let mut fb = BTreeSet::new();
+    let mut totals = (0, 0, 0);
+    for s in &p.switches {
+        o.push_str(&render_switch(s, verbose));
+        fallbacks(s, &mut fb);
+        totals.0 += s.counts.add;
+        totals.1 += s.counts.modify;
+        totals.2 += s.counts.delete;
+    }
+    o.push_str(&render_footer(
+        p.switches.len(),
+        totals,
+        &fb,
+        &p.notes,
+        verbose,
+    ));
     o
 }

@@ -1,37 +1,36 @@
-//! `weft run`: the controller as a daemon that keeps the fabric converged while links flap.
+//! `weft run`: the reconciler's core as a loop. It converges every switch, then follows each
+//! switch's STATE_DB `PORT_TABLE` and keeps the fabric converged while links flap.
 //!
 //! ```text
-//!   per switch: STATE_DB PORT_TABLE subscriber ──(switch, port, up, t)──┐
-//!                                                                       ▼
-//!   main loop: port state → link state (down if either end is down)
-//!              → LinkDamper (penalty, suppression, hold-down)        ← timers (next deadline)
-//!              → Compiler::set_link (only what changes)              ← periodic full resync
-//!              → per changed switch: diff against what it has → write, wait for answers
+//!   per switch: STATE_DB PORT_TABLE watch task ──Input::Port──┐
+//!   read / write tasks (crate::io) ──ReadBack / Written────────┤
+//!   timer at Core::next_wake ──Tick─────────────────────────────┤
+//!                                                               ▼
+//!                            Core::step ──► Read / Write requests ──► io tasks
+//!                                      └──► Reconverged, switch states ──► status file, log,
+//!                                                                          events log
 //! ```
 //! Events that arrive together are handled together, so a burst costs one recomputation; a
 //! suppressed link costs nothing however often it flaps.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::Context;
 use serde::Serialize;
 use tokio::sync::mpsc;
+use weft_p4rt::P4Info;
 use weft_sonic_db::{
-    KeyOpFieldValues, Op, ProducerStateTable, ResponseWaiter, SonicDb, SonicDbId,
-    SubscriberOptions, SubscriberStateTable,
+    KeyOpFieldValues, Op, SonicDb, SonicDbId, SubscriberOptions, SubscriberStateTable,
 };
-use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
+use weft_sonic_schema::Row;
+use weft_sonic_schema::state::PortState;
+use weft_topology::{SwitchIdx, Topology};
 
-use crate::apply::{self, P4RT_TABLE};
-use crate::damping::{LinkDamper, Nanos};
-use crate::plan;
-use weft_compiler::p4map::{self, Stage};
-use weft_compiler::{Compiler, LinkState};
-
-pub const PORT_TABLE: &str = "PORT_TABLE";
+use crate::apply::sleep_until;
+use crate::core::{Core, CoreConfig, Input, LinkStatus, Output, Reconvergence, SwitchState};
+use crate::damping::Nanos;
+use crate::io::{Clock, ExecOptions, Executor};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -41,100 +40,50 @@ pub struct RunOptions {
     pub status_file: PathBuf,
     /// One JSON line per reconvergence.
     pub events_log: Option<PathBuf>,
+    pub parallel: usize,
 }
 
-#[derive(Debug)]
-struct PortEvent {
-    switch: SwitchIdx,
-    port: String,
-    up: bool,
-    at: Instant,
-}
-
-/// What `weft status` shows of a link.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct LinkStatus {
-    pub link: String,
-    pub oper_up: bool,
-    pub in_use: bool,
-    pub suppressed: bool,
-    pub penalty: u32,
-    pub flaps: u64,
-}
-
-#[derive(Debug, Clone, Serialize, serde::Deserialize, Default)]
-pub struct Reconvergence {
-    /// Links whose use changed, `A:port ↔ B:port` with `down`/`up`.
-    pub changes: Vec<String>,
-    pub switches_changed: usize,
-    pub entries_written: usize,
-    pub failed: usize,
-    /// From the first port event of the batch to the compiler's answer, microseconds.
-    pub compute_us: u128,
-    /// From the first port event of the batch to every affected switch's acknowledgement.
-    pub total_ms: f64,
-}
-
+/// What `weft status` reads while `weft run` runs.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, Default)]
 pub struct DaemonStatus {
     pub fabric: String,
     pub pid: u32,
+    /// Links in the fabric.
+    #[serde(default)]
+    pub links_total: usize,
+    /// Links not in use, suppressed, or that have flapped (the others are up and in use).
     pub links: Vec<LinkStatus>,
+    /// Switches not converged, with their state as the reconciler sees it.
+    #[serde(default)]
+    pub switches: Vec<(String, serde_json::Value)>,
+    #[serde(default)]
+    pub switches_converged: usize,
     pub reconvergences: u64,
     pub writes: u64,
     pub last: Option<Reconvergence>,
 }
 
-/// A switch's connection for incremental writes, kept open so a reconvergence pays no connects.
-struct Writer {
-    producer: ProducerStateTable,
-    waiter: ResponseWaiter,
+/// Why `weft run` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("every STATE_DB watcher stopped")]
+    WatchersGone,
 }
 
-impl Writer {
-    async fn open(db: &str) -> anyhow::Result<Writer> {
-        let sonic = SonicDb::from_endpoint(db)?;
-        let waiter = ResponseWaiter::subscribe(&sonic, P4RT_TABLE).await?;
-        let producer = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
-        Ok(Writer { producer, waiter })
-    }
-
-    /// Writes sets (by ascending stage) and deletes (descending), stage by stage. Returns
-    /// (acknowledged, failed).
-    async fn write(
-        &mut self,
-        sets: BTreeMap<Stage, Vec<KeyOpFieldValues>>,
-        dels: BTreeMap<Stage, Vec<KeyOpFieldValues>>,
-        timeout: Duration,
-    ) -> anyhow::Result<(usize, usize)> {
-        let (mut ok, mut bad) = (0, 0);
-        for ops in sets.into_values().chain(dels.into_values().rev()) {
-            self.producer.apply(&ops).await?;
-            let out = self
-                .waiter
-                .wait(ops.iter().map(|o| o.key.clone()), timeout)
-                .await?;
-            let good = out.responses.values().filter(|r| r.status.is_ok()).count();
-            ok += good;
-            bad += ops.len() - good;
-        }
-        Ok((ok, bad))
-    }
-}
-
-fn now_ns(start: Instant) -> Nanos {
-    start.elapsed().as_nanos() as Nanos
-}
-
-async fn watch_switch(si: SwitchIdx, db: String, tx: mpsc::UnboundedSender<PortEvent>) {
+async fn watch_switch(
+    si: SwitchIdx,
+    db: String,
+    clock: Clock,
+    tx: mpsc::UnboundedSender<(Nanos, Input)>,
+) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        let r: anyhow::Result<()> = async {
+        let r: Result<(), weft_sonic_db::SonicDbError> = async {
             let sonic = SonicDb::from_endpoint(&db)?;
             let mut sub = SubscriberStateTable::new(
                 &sonic,
                 SonicDbId::StateDb,
-                PORT_TABLE,
+                PortState::TABLE,
                 SubscriberOptions {
                     allow_config_set: true,
                 },
@@ -142,337 +91,205 @@ async fn watch_switch(si: SwitchIdx, db: String, tx: mpsc::UnboundedSender<PortE
             .await?;
             // The dump after subscribing: nothing between the two is lost.
             for k in sub.initial_dump().await? {
-                send(si, &k, &tx);
+                send(si, &k, clock, &tx);
             }
+            backoff = Duration::from_millis(100);
             loop {
                 let k = sub.next().await?;
-                send(si, &k, &tx);
+                send(si, &k, clock, &tx);
             }
         }
         .await;
         if tx.is_closed() {
             return;
         }
-        tracing::warn!(switch = si, error = ?r.err(), "STATE_DB watch lost; reconnecting");
+        if let Err(e) = r {
+            tracing::warn!(switch_db = %db, error = %e, "STATE_DB watch lost; reconnecting");
+        }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 
-fn send(si: SwitchIdx, k: &KeyOpFieldValues, tx: &mpsc::UnboundedSender<PortEvent>) {
+fn send(
+    si: SwitchIdx,
+    k: &KeyOpFieldValues,
+    clock: Clock,
+    tx: &mpsc::UnboundedSender<(Nanos, Input)>,
+) {
     let up = match k.op {
+        // A port whose row is gone is not known to be down.
         Op::Del => true,
-        Op::Set => k.field("oper_status") != Some("down"),
+        Op::Set => match PortState::from_fields(&k.key, &k.fields) {
+            Ok(p) => p.is_up(),
+            Err(e) => {
+                tracing::warn!(error = %e, "STATE_DB PORT_TABLE row ignored");
+                return;
+            }
+        },
     };
-    let _ = tx.send(PortEvent {
-        switch: si,
-        port: k.key.clone(),
-        up,
-        at: Instant::now(),
-    });
+    let seen = clock.now();
+    let _ = tx.send((
+        seen,
+        Input::Port {
+            switch: si,
+            port: k.key.clone(),
+            up,
+            seen,
+        },
+    ));
 }
 
 /// Runs until interrupted.
-pub async fn run(t: &Topology, opts: RunOptions) -> anyhow::Result<()> {
-    let start = Instant::now();
-    let info = Arc::new(p4map::pipeline_p4info().context("the pipeline's P4Info")?);
-    let stages = plan::stage_map(&info);
-    let cfg = t.failover.dampening.clone();
-    let hold = t.failover.hold_down.to_std();
-
-    // Initial apply of the whole intent, every link assumed up until a switch says otherwise.
-    let mut compiler = Compiler::new(t, LinkState::all_up(t));
-    let installed = apply::read_all(
-        t.switches
-            .iter()
-            .map(|s| (s.name.clone(), s.db.clone()))
-            .collect(),
-    )
-    .await;
-    let mut applied: Vec<BTreeMap<String, (Stage, weft_sonic_db::P4rtEntry)>> =
-        Vec::with_capacity(t.switches.len());
-    let mut plans = Vec::new();
-    for (si, sw) in compiler.switches().iter().enumerate() {
-        let desired = p4map::entries(t, &info, sw)?;
-        let config = weft_compiler::qos::compile_switch(t, si).rows;
-        let inst = installed.get(&sw.name).cloned().unwrap_or_default();
-        plans.push(plan::switch_plan(
-            t,
-            sw,
-            &desired,
-            &config,
-            &inst,
-            &stages,
-            &Default::default(),
-        ));
-        applied.push(desired);
-    }
-    let results = apply::apply_all(
-        plans,
-        Some(opts.timeout),
-        Arc::new(|_: &str, _: usize, _: usize| {}),
-    )
-    .await;
-    for r in &results {
-        match (&r.error, r.failed.len()) {
-            (Some(e), _) => {
-                tracing::warn!(switch = %r.switch, error = %e, "initial apply: unreachable")
-            }
-            (None, 0) => tracing::info!(switch = %r.switch, written = r.written, "initial apply"),
-            (None, n) => {
-                tracing::warn!(switch = %r.switch, failed = n, "initial apply: entries refused")
-            }
-        }
-    }
-
+pub async fn run(
+    t: &Topology,
+    info: Arc<P4Info>,
+    opts: RunOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), RunError> {
+    let clock = Clock::start();
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let exec = Executor::new(
+        t,
+        ExecOptions {
+            answer_timeout: Some(opts.timeout),
+            parallel: opts.parallel,
+            keep_connections: true,
+        },
+        clock,
+        tx.clone(),
+    );
     for (si, s) in t.switches.iter().enumerate() {
-        tokio::spawn(watch_switch(si, s.db.clone(), tx.clone()));
+        tokio::spawn(watch_switch(si, s.db.clone(), clock, tx.clone()));
     }
     drop(tx);
-
-    // Port → link, and per-link state.
-    let mut link_of: HashMap<(SwitchIdx, String), LinkIdx> = HashMap::new();
-    for (si, s) in t.switches.iter().enumerate() {
-        for p in &s.ports {
-            if let Peer::Switch { link } = p.peer {
-                link_of.insert((si, p.name.clone()), link);
-            }
-        }
-    }
-    let mut end_up: HashMap<(SwitchIdx, String), bool> = HashMap::new();
-    let mut dampers: Vec<LinkDamper> = (0..t.links.len()).map(|_| LinkDamper::new(true)).collect();
-    let mut writers: HashMap<SwitchIdx, Writer> = HashMap::new();
+    let mut core = Core::new(t, info, CoreConfig::run(opts.resync.as_nanos() as u64));
     let mut status = DaemonStatus {
         fabric: t.name.clone(),
         pid: std::process::id(),
         ..Default::default()
     };
-    let mut next_resync = Instant::now() + opts.resync;
-    write_status(&opts, t, &mut dampers, &compiler, &status, now_ns(start));
-    tracing::info!(fabric = %t.name, "converged; following port state");
-
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut outs = core.step(clock.now(), Input::Start);
+    let mut announced = false;
     loop {
-        let now = now_ns(start);
-        let next_deadline = dampers
-            .iter()
-            .filter_map(|d| d.next_deadline(&cfg, hold))
-            .filter(|&d| d > now)
-            .min();
-        let wait = next_deadline
-            .map(|d| Duration::from_nanos(d - now))
-            .unwrap_or(Duration::from_secs(3600))
-            .min(next_resync.saturating_duration_since(Instant::now()));
-        let mut batch = Vec::new();
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Some(e) => batch.push(e),
-                None => anyhow::bail!("every STATE_DB watcher stopped"),
+        let mut dirty = false;
+        for o in &outs {
+            exec.dispatch(o);
+            match o {
+                Output::Switch { switch, state } => {
+                    dirty = true;
+                    log_state(&t.switches[*switch].name, state);
+                }
+                Output::Reconverged(rec) => {
+                    dirty = true;
+                    tracing::info!(
+                        changes = ?rec.changes,
+                        switches = rec.switches_changed,
+                        entries = rec.entries_written,
+                        failed = rec.failed,
+                        compute_us = rec.compute_us,
+                        total_ms = rec.total_ms,
+                        "reconverged"
+                    );
+                    append_event(&opts, rec);
+                    status.last = Some(rec.clone());
+                }
+                _ => {}
+            }
+        }
+        if !announced && core.converged() {
+            announced = true;
+            tracing::info!(fabric = %t.name, switches = t.switches.len(), "converged; following port state");
+        }
+        if dirty || !outs.is_empty() {
+            write_status(&opts, &mut core, &mut status, clock.now());
+        }
+        // Take everything that is already there: a burst of events is one step each, but one
+        // recomputation writes them all (the core batches by switch).
+        let wake = core.next_wake().map(|w| clock.instant(w));
+        outs = tokio::select! {
+            r = rx.recv() => match r {
+                Some((_, input)) => {
+                    let mut o = core.step(clock.now(), input);
+                    while let Ok((_, input)) = rx.try_recv() {
+                        o.extend(core.step(clock.now(), input));
+                    }
+                    o
+                }
+                None => return Err(RunError::WatchersGone),
             },
-            _ = tokio::time::sleep(wait) => {},
-            _ = tokio::signal::ctrl_c() => {
-                tracing::info!("interrupted");
+            _ = sleep_until(wake) => core.step(clock.now(), Input::Tick),
+            _ = &mut shutdown => {
+                tracing::info!("stopping");
+                let _ = std::fs::remove_file(&opts.status_file);
                 return Ok(());
             }
-        }
-        while let Ok(e) = rx.try_recv() {
-            batch.push(e);
-        }
-        let first_event = batch.iter().map(|e| e.at).min();
-        for e in batch {
-            let Some(&l) = link_of.get(&(e.switch, e.port.clone())) else {
-                continue;
-            };
-            end_up.insert((e.switch, e.port), e.up);
-            let link = &t.links[l];
-            let ends = [link.a, link.b];
-            let up = ends.iter().all(|x| {
-                *end_up
-                    .get(&(x.switch, t.switches[x.switch].ports[x.port].name.clone()))
-                    .unwrap_or(&true)
-            });
-            dampers[l].event(&cfg, now_ns(start), up);
-        }
-        // Apply every link whose usability differs from what the compiler assumes.
-        let now = now_ns(start);
-        let mut changed: Vec<SwitchIdx> = Vec::new();
-        let mut changes = Vec::new();
-        let t0 = Instant::now();
-        for (l, d) in dampers.iter_mut().enumerate() {
-            let usable = d.usable(&cfg, hold, now) && t.link_admin_up(l);
-            if compiler.link_state().is_down(l) == usable {
-                changed.extend(compiler.set_link(l, !usable));
-                changes.push(format!(
-                    "{} ↔ {} {}",
-                    t.end_name(t.links[l].a),
-                    t.end_name(t.links[l].b),
-                    if usable { "up" } else { "down" }
-                ));
-            }
-        }
-        let compute_us = first_event
-            .map_or(t0.elapsed(), |f| f.elapsed())
-            .as_micros();
-        let resync_due = Instant::now() >= next_resync;
-        if resync_due {
-            next_resync = Instant::now() + opts.resync;
-            // Repair drift: what each switch really acknowledged (APPL_STATE_DB) becomes the
-            // base of the diff, so lost or foreign entries are put right.
-            let installed = apply::read_all(
-                t.switches
-                    .iter()
-                    .map(|s| (s.name.clone(), s.db.clone()))
-                    .collect(),
-            )
-            .await;
-            for (si, sw) in t.switches.iter().enumerate() {
-                if let Some(inst) = installed
-                    .get(&sw.name)
-                    .filter(|i| i.source == "APPL_STATE_DB")
-                {
-                    applied[si] = inst
-                        .entries
-                        .values()
-                        .map(|e| {
-                            (
-                                e.key.to_table_key(),
-                                (plan::stage_of(&e.key.table, &stages), e.clone()),
-                            )
-                        })
-                        .collect();
-                }
-            }
-            changed.extend(0..t.switches.len());
-        }
-        changed.sort_unstable();
-        changed.dedup();
-        if changed.is_empty() {
-            if first_event.is_some() {
-                // Flaps of a suppressed link change nothing but its penalty: show that.
-                write_status(&opts, t, &mut dampers, &compiler, &status, now_ns(start));
-            }
-            continue;
-        }
-        let mut rec = Reconvergence {
-            changes,
-            switches_changed: changed.len(),
-            compute_us,
-            ..Default::default()
         };
-        // Write every changed switch concurrently.
-        let mut jobs = Vec::new();
-        for &si in &changed {
-            let desired = p4map::entries(t, &info, &compiler.switches()[si])?;
-            let old = &applied[si];
-            let mut sets: BTreeMap<Stage, Vec<KeyOpFieldValues>> = BTreeMap::new();
-            let mut dels: BTreeMap<Stage, Vec<KeyOpFieldValues>> = BTreeMap::new();
-            for (k, (stage, e)) in &desired {
-                if old.get(k).map(|x| &x.1) != Some(e) {
-                    sets.entry(*stage).or_default().push(e.to_set_op());
-                }
-            }
-            for (k, (stage, _)) in old {
-                if !desired.contains_key(k) {
-                    dels.entry(*stage)
-                        .or_default()
-                        .push(KeyOpFieldValues::del(k.clone()));
-                }
-            }
-            applied[si] = desired;
-            if sets.is_empty() && dels.is_empty() {
-                continue;
-            }
-            let writer = match writers.remove(&si) {
-                Some(w) => Some(w),
-                None => Writer::open(&t.switches[si].db).await.ok(),
-            };
-            let timeout = opts.timeout;
-            jobs.push(tokio::spawn(async move {
-                match writer {
-                    Some(mut w) => {
-                        let r = w.write(sets, dels, timeout).await;
-                        (si, r.is_ok().then_some(w), r.unwrap_or((0, 1)))
-                    }
-                    None => (si, None, (0, 1)),
-                }
-            }));
-        }
-        for j in jobs {
-            if let Ok((si, w, (ok, bad))) = j.await {
-                rec.entries_written += ok;
-                rec.failed += bad;
-                if let Some(w) = w {
-                    writers.insert(si, w);
-                }
-                if bad > 0 {
-                    // Unknown state on that switch: the next resync repairs it from APPL_STATE_DB.
-                    applied[si].clear();
-                }
-            }
-        }
-        rec.total_ms = first_event.map_or(0.0, |f| f.elapsed().as_secs_f64() * 1e3);
-        if rec.changes.is_empty() && rec.entries_written == 0 && rec.failed == 0 {
-            // A resync that found nothing to repair.
-            write_status(&opts, t, &mut dampers, &compiler, &status, now_ns(start));
-            continue;
-        }
-        status.reconvergences += 1;
-        status.writes += rec.entries_written as u64;
-        tracing::info!(
-            changes = ?rec.changes,
-            switches = rec.switches_changed,
-            entries = rec.entries_written,
-            failed = rec.failed,
-            compute_us = rec.compute_us,
-            total_ms = rec.total_ms,
-            "reconverged"
-        );
-        if let Some(p) = &opts.events_log {
-            use std::io::Write as _;
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-            {
-                let _ = writeln!(f, "{}", serde_json::to_string(&rec).unwrap_or_default());
-            }
-        }
-        status.last = Some(rec);
-        write_status(&opts, t, &mut dampers, &compiler, &status, now_ns(start));
     }
 }
 
-fn write_status(
-    opts: &RunOptions,
-    t: &Topology,
-    dampers: &mut [LinkDamper],
-    compiler: &Compiler,
-    status: &DaemonStatus,
-    now: Nanos,
-) {
-    let cfg = &t.failover.dampening;
-    let mut s = status.clone();
-    s.links = dampers
-        .iter_mut()
-        .enumerate()
-        .map(|(l, d)| LinkStatus {
-            link: format!(
-                "{} ↔ {}",
-                t.end_name(t.links[l].a),
-                t.end_name(t.links[l].b)
-            ),
-            oper_up: d.up,
-            in_use: !compiler.link_state().is_down(l),
-            suppressed: d.suppressed(cfg, now),
-            penalty: d.penalty.round() as u32,
-            flaps: d.flaps,
+fn log_state(switch: &str, state: &SwitchState) {
+    match state {
+        SwitchState::Unreachable { reason, .. } => {
+            tracing::warn!(%switch, %reason, "switch unreachable; retrying")
+        }
+        SwitchState::NotReady { reason, .. } => {
+            tracing::warn!(%switch, %reason, "switch not ready; retrying")
+        }
+        SwitchState::Refused { entries, .. } => {
+            tracing::warn!(%switch, entries, "entries refused; re-planning later")
+        }
+        SwitchState::Failed { reason } => tracing::error!(%switch, %reason, "switch failed"),
+        SwitchState::Converged => tracing::debug!(%switch, "converged"),
+        SwitchState::Reading | SwitchState::Writing { .. } => {}
+    }
+}
+
+fn append_event(opts: &RunOptions, rec: &Reconvergence) {
+    let Some(p) = &opts.events_log else { return };
+    use std::io::Write as _;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        && let Ok(line) = serde_json::to_string(rec)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+fn write_status(opts: &RunOptions, core: &mut Core, status: &mut DaemonStatus, now: Nanos) {
+    let links = core.link_status(now);
+    status.links_total = links.len();
+    status.links = links
+        .into_iter()
+        .filter(|l| !l.in_use || l.suppressed || l.flaps > 0 || !l.oper_up)
+        .collect();
+    status.reconvergences = core.stats.reconvergences;
+    status.writes = core.stats.writes;
+    let t = core.topology();
+    status.switches_converged = core
+        .states()
+        .filter(|(_, s)| **s == SwitchState::Converged)
+        .count();
+    status.switches = core
+        .states()
+        .filter(|(_, s)| **s != SwitchState::Converged)
+        .map(|(i, s)| {
+            (
+                t.switches[i].name.clone(),
+                serde_json::to_value(s).unwrap_or_default(),
+            )
         })
         .collect();
     if let Some(parent) = opts.status_file.parent() {
         let _ = std::fs::create_dir_all(parent);
     }
     let tmp = opts.status_file.with_extension("tmp");
-    if std::fs::write(&tmp, serde_json::to_string_pretty(&s).unwrap_or_default()).is_ok() {
+    if let Ok(text) = serde_json::to_string_pretty(status)
+        && std::fs::write(&tmp, text).is_ok()
+    {
         let _ = std::fs::rename(&tmp, &opts.status_file);
     }
 }

@@ -116,6 +116,18 @@ impl ProducerStateTable {
     /// Stages many operations, in order. Each run of up to `keys_per_script` operations is one atomic
     /// script; the scripts are pipelined.
     pub async fn apply(&mut self, ops: &[KeyOpFieldValues]) -> Result<(), SonicDbError> {
+        self.apply_replacing(ops, &|_| false).await
+    }
+
+    /// As [`apply`](Self::apply), but a SET of a key for which `replace(key)` holds is staged as a
+    /// delete followed by the set, atomically: SONiC's consumers then see a SET with exactly the
+    /// new fields and the live row keeps none of the old ones (a SET alone merges fields into
+    /// the row, so an action with fewer parameters would leave stale `param/…` fields behind).
+    pub async fn apply_replacing(
+        &mut self,
+        ops: &[KeyOpFieldValues],
+        replace: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<(), SonicDbError> {
         if let Some(bad) = ops.iter().find(|o| o.key.is_empty()) {
             return Err(SonicDbError::InvalidKey {
                 table: self.table.clone(),
@@ -133,17 +145,22 @@ impl ProducerStateTable {
         }
         let per_trip = self.keys_per_script * SCRIPTS_PER_ROUND_TRIP;
         for trip in ops.chunks(per_trip) {
-            self.run_round_trip(trip).await?;
+            self.run_round_trip(trip, replace).await?;
         }
         Ok(())
     }
 
-    async fn run_round_trip(&mut self, ops: &[KeyOpFieldValues]) -> Result<(), SonicDbError> {
+    async fn run_round_trip(
+        &mut self,
+        ops: &[KeyOpFieldValues],
+        replace: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<(), SonicDbError> {
         let mut reloaded = false;
         loop {
             let mut pipe = redis::pipe();
             for chunk in ops.chunks(self.keys_per_script) {
-                pipe.add_command(self.batch_command(chunk)).ignore();
+                pipe.add_command(self.batch_command(chunk, replace))
+                    .ignore();
             }
             match pipe.query_async::<()>(self.conn.raw()).await {
                 Ok(()) => return Ok(()),
@@ -163,7 +180,11 @@ impl ProducerStateTable {
         }
     }
 
-    fn batch_command(&self, ops: &[KeyOpFieldValues]) -> redis::Cmd {
+    fn batch_command(
+        &self,
+        ops: &[KeyOpFieldValues],
+        replace: &(dyn Fn(&str) -> bool + Sync),
+    ) -> redis::Cmd {
         let n = &self.names;
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.script.sha())
@@ -182,7 +203,8 @@ impl ProducerStateTable {
                     cmd.arg(-1);
                 }
                 Op::Set => {
-                    cmd.arg(op.fields.len());
+                    let n = op.fields.len() as i64;
+                    cmd.arg(if replace(&op.key) { -2 - n } else { n });
                     for (f, v) in &op.fields {
                         cmd.arg(f).arg(v);
                     }

@@ -16,7 +16,9 @@ use crate::error::SonicDbError;
 
 /// Producer batch. KEYS: channel, key set, del set, staging prefix (`_T:`), then one key per operation.
 /// ARGV[1] is the wake-up message; then per key a field count followed by that many field/value pairs,
-/// or the count -1 for a delete. One script per batch keeps the batch atomic for the consumer.
+/// the count -1 for a delete, or -2 - n for a delete followed by a set of n pairs (a replace: the
+/// consumer then drops the live row before moving the new fields in, so the row holds exactly
+/// them). One script per batch keeps the batch atomic for the consumer.
 pub(crate) const PRODUCER_BATCH: &str = r#"
 -- One SADD for the whole batch: set membership does not depend on order, and half the redis.call()s
 -- is most of the script's cost.
@@ -32,10 +34,15 @@ for i = 5, #KEYS do
     local k = KEYS[i]
     local n = tonumber(ARGV[a])
     a = a + 1
-    if n < 0 then
+    if n == -1 then
         redis.call('SADD', KEYS[3], k)
         redis.call('DEL', KEYS[4] .. k)
     else
+        if n < -1 then
+            redis.call('SADD', KEYS[3], k)
+            redis.call('DEL', KEYS[4] .. k)
+            n = -2 - n
+        end
         local last = a + 2 * n - 1
         -- HSET with many pairs at once, in slices that stay well inside Lua's stack limit.
         while a <= last do

@@ -122,6 +122,65 @@ impl Table {
             .map_err(|e| SonicDbError::redis(format!("replace {rkey}"), e))
     }
 
+    /// Replaces many hashes and deletes others in one atomic round trip: afterwards each of
+    /// `rows` holds exactly its fields and none of `deletes` exists.
+    pub async fn replace_many(
+        &self,
+        rows: &[(String, FieldValues)],
+        deletes: &[String],
+    ) -> Result<(), SonicDbError> {
+        if rows.is_empty() && deletes.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (key, fields) in rows {
+            let rkey = self.redis_key(key);
+            pipe.del(&rkey).ignore();
+            if !fields.is_empty() {
+                let mut hset = redis::cmd("HSET");
+                hset.arg(&rkey);
+                for (f, v) in fields {
+                    hset.arg(f).arg(v);
+                }
+                pipe.add_command(hset).ignore();
+            }
+        }
+        for key in deletes {
+            pipe.del(self.redis_key(key)).ignore();
+        }
+        pipe.query_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| {
+                SonicDbError::redis(
+                    format!("{} rows of {}", rows.len() + deletes.len(), self.name),
+                    e,
+                )
+            })
+    }
+
+    /// Merges fields into many hashes (`HSET`) in one round trip: for rows several writers
+    /// share, such as COUNTERS_DB's.
+    pub async fn merge_many(&self, rows: &[(String, FieldValues)]) -> Result<(), SonicDbError> {
+        let mut pipe = redis::pipe();
+        let mut n = 0;
+        for (key, fields) in rows.iter().filter(|(_, f)| !f.is_empty()) {
+            let mut hset = redis::cmd("HSET");
+            hset.arg(self.redis_key(key));
+            for (f, v) in fields {
+                hset.arg(f).arg(v);
+            }
+            pipe.add_command(hset).ignore();
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        pipe.query_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("{n} rows of {}", self.name), e))
+    }
+
     pub async fn hdel(&self, key: &str, fields: &[&str]) -> Result<(), SonicDbError> {
         if fields.is_empty() {
             return Ok(());

@@ -25,17 +25,38 @@ pub async fn run(
         return Ok(Outcome::Invalid);
     };
     let status_file = status_file.unwrap_or_else(|| run::default_status_file(&t.name));
+    let info = std::sync::Arc::new(
+        weft_compiler::p4map::pipeline_p4info().context("the pipeline's P4Info")?,
+    );
     run::run(
         &t,
+        info,
         RunOptions {
             resync,
             timeout,
             status_file,
             events_log,
+            parallel: 64,
         },
+        shutdown(),
     )
     .await?;
     Ok(Outcome::Ok)
+}
+
+async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
 }
 
 pub fn status(

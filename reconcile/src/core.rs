@@ -1,0 +1,1088 @@
+//! The reconciler's core: one state machine for `weft apply` (one pass) and `weft run` (the
+//! loop). No I/O and no clock: every input carries its time, every output is a request for the
+//! shell (`crate::io`) to carry out, whose result comes back as an input.
+//!
+//! ```text
+//!               ┌──────────────────────── shell (crate::io, tokio tasks) ─────────────────────┐
+//!   STATE_DB    │ port watch task ──Input::Port──┐                                             │
+//!   PORT_TABLE ─┤                                ▼                                             │
+//!               │ timer (Core::next_wake) ─Input::Tick─► Core::step ─► Output::Read  ─► read task ─┐
+//!               │                                ▲            │      Output::Write ─► write task ─┤
+//!               │ read task ──Input::ReadBack────┤            └────► Output::Reconverged,        │
+//!               │ write task ─Input::Written─────┘                   status (file, log, metrics) │
+//!               └───────────────────────────────────────────────────────────────────────────────┘
+//!   read task:  APPL_STATE_DB P4RT_TABLE + Weft's CONFIG_DB tables + STATE_DB WEFT_PLUGIN|status
+//!   write task: one batch (CONFIG_DB rows, or the P4RT entries of one stage), then the answers
+//! ```
+//!
+//! Per switch:
+//!
+//! ```text
+//!   Unknown ─read─► Reading ─ok, plugin in sync─► plan: diff(desired, installed)
+//!                     │ error / plugin not in sync        │ empty: Converged
+//!                     ▼                                    ▼
+//!                   Backoff(at) ──at──► read again      Writing: CONFIG_DB rows, then P4RT sets
+//!                     ▲                                  stage by stage (ascending), then deletes
+//!                     │ write error (state unknown)      (descending), one batch in flight
+//!                     └──────────────────────────────────  │ a refused entry: stop here (no later
+//!                                                          │ stage, no delete); Backoff, re-plan
+//!                                                          ▼ all answered: Converged
+//! ```
+//! One failure policy for both commands: only acknowledged entries count as installed; a stage
+//! with a refused entry stops that switch's later stages and all its deletes (make before break);
+//! an unreachable switch, or one whose plugin is not primary and synced, is retried with
+//! exponential backoff (`weft apply`: until its deadline); CONFIG_DB drift is repaired like
+//! P4RT drift, because both are read back and diffed the same way. A desired state that changes
+//! while a switch is being written is re-planned from what was acknowledged, after the batch in
+//! flight.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::Serialize;
+use weft_compiler::p4map::Stage;
+use weft_compiler::{Compiler, LinkState};
+use weft_p4rt::P4Info;
+use weft_sonic_db::FieldValues;
+use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
+
+use crate::damping::{LinkDamper, Nanos};
+use crate::plan::{self, ConfigChange, DesiredSwitch, Installed, SwitchPlan};
+
+const MS: Nanos = 1_000_000;
+
+/// One pass or for ever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `weft apply`: converge once; a switch still failing at the deadline is reported.
+    Once { deadline: Nanos },
+    /// `weft run`: converge, then follow link state; resync every `resync`.
+    Run { resync: Nanos },
+}
+
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub mode: Mode,
+    /// A switch's APPL_STATE_DB counts as installed state only while its plugin says it is
+    /// running. Off for DBs without a plugin (`weft apply --no-wait`).
+    pub require_plugin: bool,
+    pub backoff_min: Nanos,
+    pub backoff_max: Nanos,
+    /// Links to take as down whatever the switches say (`--down`).
+    pub forced_down: BTreeSet<LinkIdx>,
+}
+
+impl CoreConfig {
+    pub fn once(deadline: Nanos) -> Self {
+        CoreConfig {
+            mode: Mode::Once { deadline },
+            require_plugin: true,
+            backoff_min: 100 * MS,
+            backoff_max: 5_000 * MS,
+            forced_down: BTreeSet::new(),
+        }
+    }
+
+    pub fn run(resync: Nanos) -> Self {
+        CoreConfig {
+            mode: Mode::Run { resync },
+            require_plugin: true,
+            backoff_min: 100 * MS,
+            backoff_max: 30_000 * MS,
+            forced_down: BTreeSet::new(),
+        }
+    }
+}
+
+/// Which request a result answers.
+pub type Ticket = u64;
+
+/// One write: CONFIG_DB rows, or the P4RT_TABLE sets or deletes of one stage.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Batch {
+    Config {
+        set: Vec<ConfigChange>,
+        /// `TABLE|key`.
+        del: Vec<String>,
+    },
+    Entries {
+        stage: Stage,
+        /// Deletes: keys only; sets: keys and fields.
+        delete: bool,
+        ops: Vec<(String, FieldValues)>,
+        /// Keys whose row holds fields the new value does not have: written as a delete and a
+        /// set in one batch, so SONiC's consumers see exactly the new fields.
+        replace: BTreeSet<String>,
+    },
+}
+
+impl Batch {
+    pub fn len(&self) -> usize {
+        match self {
+            Batch::Config { set, del } => set.len() + del.len(),
+            Batch::Entries { ops, .. } => ops.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The switch's answer to one entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Answer {
+    pub key: String,
+    /// `SWSS_RC_SUCCESS`, another `SWSS_RC_*`, `TIMEOUT`, or `UNANSWERED` (`--no-wait`).
+    pub status: String,
+    pub message: String,
+}
+
+impl Answer {
+    pub fn ok(key: impl Into<String>) -> Self {
+        Answer {
+            key: key.into(),
+            status: SUCCESS.into(),
+            message: String::new(),
+        }
+    }
+    pub fn is_ok(&self) -> bool {
+        self.status == SUCCESS || self.status == UNANSWERED
+    }
+}
+
+pub const SUCCESS: &str = "SWSS_RC_SUCCESS";
+pub const UNANSWERED: &str = "UNANSWERED";
+pub const TIMEOUT: &str = "TIMEOUT";
+
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Begin: read every switch.
+    Start,
+    /// A port of a switch went up or down (STATE_DB PORT_TABLE), seen at `seen` (the
+    /// reconvergence it starts is timed from there).
+    Port {
+        switch: SwitchIdx,
+        port: String,
+        up: bool,
+        seen: Nanos,
+    },
+    /// Time passed (deadlines, backoff, resync).
+    Tick,
+    ReadBack {
+        switch: SwitchIdx,
+        ticket: Ticket,
+        result: Result<Box<Installed>, String>,
+    },
+    /// The answers to a batch (CONFIG_DB batches: one answer per row), or why it could not be
+    /// written at all.
+    Written {
+        switch: SwitchIdx,
+        ticket: Ticket,
+        result: Result<Vec<Answer>, String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Read {
+        switch: SwitchIdx,
+        ticket: Ticket,
+    },
+    Write {
+        switch: SwitchIdx,
+        ticket: Ticket,
+        batch: Batch,
+    },
+    /// Every switch a link change affected has acknowledged its new state.
+    Reconverged(Reconvergence),
+    /// A switch's state changed (for logs and status).
+    Switch {
+        switch: SwitchIdx,
+        state: SwitchState,
+    },
+}
+
+/// What a reconvergence cost.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, Default)]
+pub struct Reconvergence {
+    /// Links whose use changed, `A:port ↔ B:port` with `down`/`up`.
+    pub changes: Vec<String>,
+    pub switches_changed: usize,
+    pub entries_written: usize,
+    pub failed: usize,
+    /// Wall time of the recomputation (0 when not measured).
+    pub compute_us: u64,
+    /// From the first port event of the batch to every affected switch's acknowledgement.
+    pub total_ms: f64,
+}
+
+/// A switch as the reconciler sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum SwitchState {
+    Reading,
+    Writing {
+        remaining: usize,
+    },
+    Converged,
+    /// Its DB could not be read or written; retried at `retry_ms`.
+    Unreachable {
+        reason: String,
+        retry_ms: u64,
+    },
+    /// Its plugin is not primary and synced; retried at `retry_ms`.
+    NotReady {
+        reason: String,
+        retry_ms: u64,
+    },
+    /// Entries were refused; re-planned at `retry_ms` (`weft run`) or reported (`weft apply`).
+    Refused {
+        entries: usize,
+        retry_ms: u64,
+    },
+    /// `weft apply` gave up on it at its deadline.
+    Failed {
+        reason: String,
+    },
+}
+
+/// What `weft apply` reports per switch.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct SwitchResult {
+    pub switch: String,
+    /// Entries acknowledged (or written without waiting).
+    pub written: usize,
+    pub config_written: usize,
+    /// Written without waiting for an answer (`--no-wait`).
+    pub unanswered: usize,
+    /// Entries planned but never sent because an earlier stage failed.
+    pub not_sent: usize,
+    pub failed: Vec<Answer>,
+    /// The switch could not be written at all.
+    pub error: Option<String>,
+    /// Why: `unreachable` (its DB), `not-ready` (its plugin), `invalid` (its desired state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<&'static str>,
+    pub millis: u64,
+}
+
+impl SwitchResult {
+    pub fn ok(&self) -> bool {
+        self.error.is_none() && self.failed.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Then {
+    Read,
+    Plan,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Unknown,
+    Reading(Ticket),
+    Idle,
+    Writing {
+        ticket: Ticket,
+        batch: Batch,
+        rest: Vec<Batch>,
+    },
+    Wait {
+        at: Nanos,
+        then: Then,
+    },
+    /// `weft apply` is done with it.
+    Done,
+}
+
+struct Sw {
+    phase: Phase,
+    installed: Option<Installed>,
+    desired: Option<Arc<DesiredSwitch>>,
+    /// Desired state changed since the last plan.
+    dirty: bool,
+    backoff: Nanos,
+    state: SwitchState,
+    result: SwitchResult,
+    started: Option<Nanos>,
+}
+
+/// The reconciler.
+pub struct Core<'t> {
+    t: &'t Topology,
+    info: Arc<P4Info>,
+    cfg: CoreConfig,
+    compiler: Compiler<'t>,
+    sw: Vec<Sw>,
+    next_ticket: Ticket,
+    // Link state.
+    link_of: BTreeMap<(SwitchIdx, String), LinkIdx>,
+    end_up: BTreeMap<(SwitchIdx, String), bool>,
+    dampers: Vec<LinkDamper>,
+    next_resync: Option<Nanos>,
+    /// The open reconvergence: (first event time, changes, switches it waits for, compute).
+    open: Option<OpenReconvergence>,
+    pub stats: CoreStats,
+    /// Measure compute time with the wall clock (off in golden tests).
+    pub measure: bool,
+}
+
+struct OpenReconvergence {
+    since: Nanos,
+    changes: Vec<String>,
+    waiting: BTreeSet<SwitchIdx>,
+    switches: usize,
+    written: usize,
+    failed: usize,
+    compute_us: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CoreStats {
+    pub reconvergences: u64,
+    pub writes: u64,
+    pub failed_writes: u64,
+    pub events: u64,
+}
+
+/// Why the core could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error(transparent)]
+    Desired(#[from] plan::DesiredError),
+}
+
+impl<'t> Core<'t> {
+    pub fn new(t: &'t Topology, info: Arc<P4Info>, cfg: CoreConfig) -> Self {
+        let mut links = LinkState::all_up(t);
+        for &l in &cfg.forced_down {
+            links.set_down(l, true);
+        }
+        let compiler = Compiler::new(t, links);
+        let mut link_of = BTreeMap::new();
+        for (si, s) in t.switches.iter().enumerate() {
+            for p in &s.ports {
+                if let Peer::Switch { link } = p.peer {
+                    link_of.insert((si, p.name.clone()), link);
+                }
+            }
+        }
+        let sw = t
+            .switches
+            .iter()
+            .map(|s| Sw {
+                phase: Phase::Unknown,
+                installed: None,
+                desired: None,
+                dirty: true,
+                backoff: cfg.backoff_min,
+                state: SwitchState::Reading,
+                result: SwitchResult {
+                    switch: s.name.clone(),
+                    ..Default::default()
+                },
+                started: None,
+            })
+            .collect();
+        Core {
+            t,
+            info,
+            compiler,
+            sw,
+            next_ticket: 1,
+            link_of,
+            end_up: BTreeMap::new(),
+            dampers: (0..t.links.len()).map(|_| LinkDamper::new(true)).collect(),
+            next_resync: None,
+            open: None,
+            stats: CoreStats::default(),
+            measure: true,
+            cfg,
+        }
+    }
+
+    pub fn topology(&self) -> &'t Topology {
+        self.t
+    }
+
+    pub fn compiler(&self) -> &Compiler<'t> {
+        &self.compiler
+    }
+
+    /// Every switch's state, by index.
+    pub fn states(&self) -> impl Iterator<Item = (SwitchIdx, &SwitchState)> {
+        self.sw.iter().enumerate().map(|(i, s)| (i, &s.state))
+    }
+
+    /// `weft apply`'s per-switch results.
+    pub fn results(&self) -> Vec<SwitchResult> {
+        self.sw.iter().map(|s| s.result.clone()).collect()
+    }
+
+    /// `weft apply` is finished: every switch converged or given up.
+    pub fn done(&self) -> bool {
+        self.sw
+            .iter()
+            .all(|s| matches!(s.phase, Phase::Done | Phase::Idle) && !s.dirty)
+    }
+
+    /// Every switch holds its desired state.
+    pub fn converged(&self) -> bool {
+        self.sw
+            .iter()
+            .all(|s| s.state == SwitchState::Converged && !s.dirty)
+    }
+
+    /// The earliest time a [`Input::Tick`] has something to do.
+    pub fn next_wake(&mut self) -> Option<Nanos> {
+        let cfg = &self.t.failover.dampening;
+        let hold = self.t.failover.hold_down.to_std();
+        let mut next: Option<Nanos> = self.next_resync;
+        let mut consider = |t: Nanos| next = Some(next.map_or(t, |n| n.min(t)));
+        for d in &self.dampers {
+            if let Some(t) = d.next_deadline(cfg, hold) {
+                consider(t);
+            }
+        }
+        for s in &self.sw {
+            if let Phase::Wait { at, .. } = s.phase {
+                consider(at);
+            }
+        }
+        if let Mode::Once { deadline } = self.cfg.mode
+            && !self.done()
+        {
+            consider(deadline);
+        }
+        next
+    }
+
+    /// Links not in use and why (for `weft status`).
+    pub fn link_status(&mut self, now: Nanos) -> Vec<LinkStatus> {
+        let t = self.t;
+        let cfg = &t.failover.dampening;
+        self.dampers
+            .iter_mut()
+            .enumerate()
+            .map(|(l, d)| LinkStatus {
+                link: link_name(t, l),
+                oper_up: d.up,
+                in_use: !self.compiler.link_state().is_down(l),
+                suppressed: d.suppressed(cfg, now),
+                penalty: d.penalty.round() as u32,
+                flaps: d.flaps,
+            })
+            .collect()
+    }
+
+    fn ticket(&mut self) -> Ticket {
+        self.next_ticket += 1;
+        self.next_ticket
+    }
+
+    pub fn step(&mut self, now: Nanos, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        match input {
+            Input::Start => {
+                if let Mode::Run { resync } = self.cfg.mode {
+                    self.next_resync = Some(now + resync);
+                }
+                for si in 0..self.sw.len() {
+                    self.read(si, now, &mut out);
+                }
+            }
+            Input::Port {
+                switch,
+                port,
+                up,
+                seen,
+            } => {
+                self.stats.events += 1;
+                if let Some(&l) = self.link_of.get(&(switch, port.clone())) {
+                    self.end_up.insert((switch, port), up);
+                    let link = &self.t.links[l];
+                    let up = [link.a, link.b].iter().all(|e| {
+                        let name = &self.t.switches[e.switch].ports[e.port].name;
+                        *self.end_up.get(&(e.switch, name.clone())).unwrap_or(&true)
+                    });
+                    self.dampers[l].event(&self.t.failover.dampening, now, up);
+                    if self.open.is_none() {
+                        // The reconvergence this event starts is timed from here.
+                        self.open = Some(OpenReconvergence {
+                            since: seen.min(now),
+                            changes: Vec::new(),
+                            waiting: BTreeSet::new(),
+                            switches: 0,
+                            written: 0,
+                            failed: 0,
+                            compute_us: 0,
+                        });
+                    }
+                }
+                self.links_changed(now, &mut out);
+            }
+            Input::Tick => self.tick(now, &mut out),
+            Input::ReadBack {
+                switch,
+                ticket,
+                result,
+            } => self.read_back(switch, ticket, result, now, &mut out),
+            Input::Written {
+                switch,
+                ticket,
+                result,
+            } => self.written(switch, ticket, result, now, &mut out),
+        }
+        self.finish_reconvergence(now, &mut out);
+        out
+    }
+
+    fn tick(&mut self, now: Nanos, out: &mut Vec<Output>) {
+        self.links_changed(now, out);
+        for si in 0..self.sw.len() {
+            if let Phase::Wait { at, then } = &self.sw[si].phase
+                && *at <= now
+            {
+                match then {
+                    Then::Read => self.read(si, now, out),
+                    Then::Plan => {
+                        self.sw[si].phase = Phase::Idle;
+                        self.sw[si].dirty = true;
+                        self.plan(si, now, out);
+                    }
+                }
+            }
+        }
+        if let Mode::Once { deadline } = self.cfg.mode
+            && now >= deadline
+        {
+            for si in 0..self.sw.len() {
+                if matches!(self.sw[si].phase, Phase::Wait { .. } | Phase::Unknown) {
+                    let reason = match &self.sw[si].state {
+                        SwitchState::Unreachable { reason, .. }
+                        | SwitchState::NotReady { reason, .. } => reason.clone(),
+                        s => format!("{s:?}"),
+                    };
+                    self.give_up(si, reason, now, out);
+                }
+            }
+        }
+        if let Some(at) = self.next_resync
+            && at <= now
+            && let Mode::Run { resync } = self.cfg.mode
+        {
+            self.next_resync = Some(now + resync);
+            // Repair drift: what each switch really holds becomes the base of the diff.
+            for si in 0..self.sw.len() {
+                if matches!(self.sw[si].phase, Phase::Idle) {
+                    self.read(si, now, out);
+                }
+            }
+        }
+    }
+
+    /// Applies every link whose usability differs from what the compiler assumes.
+    fn links_changed(&mut self, now: Nanos, out: &mut Vec<Output>) {
+        let t = self.t;
+        let cfg = &t.failover.dampening;
+        let hold = t.failover.hold_down.to_std();
+        let t0 = self.measure.then(std::time::Instant::now);
+        let mut changed: BTreeSet<SwitchIdx> = BTreeSet::new();
+        let mut changes = Vec::new();
+        for l in 0..self.dampers.len() {
+            let usable = self.dampers[l].usable(cfg, hold, now)
+                && t.link_admin_up(l)
+                && !self.cfg.forced_down.contains(&l);
+            if self.compiler.link_state().is_down(l) == usable {
+                changed.extend(self.compiler.set_link(l, !usable));
+                changes.push(format!(
+                    "{} {}",
+                    link_name(t, l),
+                    if usable { "up" } else { "down" }
+                ));
+            }
+        }
+        if changes.is_empty() {
+            if self.open.as_ref().is_some_and(|o| o.changes.is_empty()) {
+                // Events that changed nothing (a suppressed link flapping) open nothing.
+                self.open = None;
+            }
+            return;
+        }
+        let compute_us = t0.map_or(0, |t0| t0.elapsed().as_micros() as u64);
+        let open = self.open.get_or_insert(OpenReconvergence {
+            since: now,
+            changes: Vec::new(),
+            waiting: BTreeSet::new(),
+            switches: 0,
+            written: 0,
+            failed: 0,
+            compute_us: 0,
+        });
+        open.changes.extend(changes);
+        open.compute_us += compute_us;
+        open.switches += changed.len();
+        open.waiting.extend(changed.iter().copied());
+        for si in changed {
+            let s = &mut self.sw[si];
+            s.desired = None;
+            s.dirty = true;
+            if matches!(s.phase, Phase::Idle) {
+                self.plan(si, now, out);
+            }
+        }
+    }
+
+    fn read(&mut self, si: SwitchIdx, now: Nanos, out: &mut Vec<Output>) {
+        let ticket = self.ticket();
+        let s = &mut self.sw[si];
+        s.started.get_or_insert(now);
+        s.phase = Phase::Reading(ticket);
+        self.set_state(si, SwitchState::Reading, out);
+        out.push(Output::Read { switch: si, ticket });
+    }
+
+    fn retry(
+        &mut self,
+        si: SwitchIdx,
+        then: Then,
+        state: impl FnOnce(u64) -> SwitchState,
+        now: Nanos,
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(o) = &mut self.open {
+            // A reconvergence does not wait for a switch that cannot take it now.
+            o.waiting.remove(&si);
+        }
+        let s = &mut self.sw[si];
+        let at = now + s.backoff;
+        s.backoff = (s.backoff * 2).min(self.cfg.backoff_max);
+        s.phase = Phase::Wait { at, then };
+        let st = state(at / MS);
+        self.set_state(si, st, out);
+        if let Mode::Once { deadline } = self.cfg.mode
+            && at > deadline
+        {
+            let reason = match &self.sw[si].state {
+                SwitchState::Unreachable { reason, .. } | SwitchState::NotReady { reason, .. } => {
+                    reason.clone()
+                }
+                s => format!("{s:?}"),
+            };
+            self.give_up(si, reason, now, out);
+        }
+    }
+
+    fn give_up(&mut self, si: SwitchIdx, reason: String, now: Nanos, out: &mut Vec<Output>) {
+        let s = &mut self.sw[si];
+        s.result.error_kind.get_or_insert(match s.state {
+            SwitchState::Unreachable { .. } => "unreachable",
+            SwitchState::NotReady { .. } => "not-ready",
+            _ => "invalid",
+        });
+        s.phase = Phase::Done;
+        s.dirty = false;
+        s.result.error.get_or_insert(reason.clone());
+        s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
+        self.set_state(si, SwitchState::Failed { reason }, out);
+    }
+
+    fn read_back(
+        &mut self,
+        si: SwitchIdx,
+        ticket: Ticket,
+        result: Result<Box<Installed>, String>,
+        now: Nanos,
+        out: &mut Vec<Output>,
+    ) {
+        if !matches!(self.sw[si].phase, Phase::Reading(t) if t == ticket) {
+            return;
+        }
+        match result {
+            Err(reason) => {
+                self.sw[si].installed = None;
+                self.retry(
+                    si,
+                    Then::Read,
+                    |retry_ms| SwitchState::Unreachable { reason, retry_ms },
+                    now,
+                    out,
+                );
+            }
+            Ok(inst) if self.cfg.require_plugin && !inst.trusted() => {
+                let reason = inst.describe();
+                self.sw[si].installed = None;
+                self.retry(
+                    si,
+                    Then::Read,
+                    |retry_ms| SwitchState::NotReady { reason, retry_ms },
+                    now,
+                    out,
+                );
+            }
+            Ok(inst) => {
+                let s = &mut self.sw[si];
+                s.installed = Some(*inst);
+                s.backoff = self.cfg.backoff_min;
+                s.phase = Phase::Idle;
+                s.dirty = true;
+                self.plan(si, now, out);
+            }
+        }
+    }
+
+    /// The switch's desired state, compiled to what is written.
+    fn desired(&mut self, si: SwitchIdx) -> Result<Arc<DesiredSwitch>, plan::DesiredError> {
+        if let Some(d) = &self.sw[si].desired {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(plan::desired_switch(
+            self.t,
+            &self.info,
+            &self.compiler.switches()[si],
+            si,
+        )?);
+        self.sw[si].desired = Some(d.clone());
+        Ok(d)
+    }
+
+    /// Diffs an idle switch and starts writing what differs.
+    fn plan(&mut self, si: SwitchIdx, now: Nanos, out: &mut Vec<Output>) {
+        if !matches!(self.sw[si].phase, Phase::Idle) {
+            return;
+        }
+        self.sw[si].dirty = false;
+        let desired = match self.desired(si) {
+            Ok(d) => d,
+            Err(e) => {
+                // The intent cannot be compiled for this switch: nothing is written to it.
+                self.give_up(si, e.to_string(), now, out);
+                return;
+            }
+        };
+        let Some(installed) = &self.sw[si].installed else {
+            self.read(si, now, out);
+            return;
+        };
+        let down: BTreeSet<usize> = self.compiler.link_state().down_links().collect();
+        let p = plan::diff(
+            self.t,
+            si,
+            &self.compiler.switches()[si],
+            &desired,
+            installed,
+            &down,
+        );
+        let mut batches = batches(&p, installed);
+        if batches.is_empty() {
+            self.mark_converged(si, now, out);
+            return;
+        }
+        let first = batches.remove(0);
+        self.send(si, first, batches, out);
+    }
+
+    fn send(&mut self, si: SwitchIdx, batch: Batch, rest: Vec<Batch>, out: &mut Vec<Output>) {
+        let ticket = self.ticket();
+        let remaining = batch.len() + rest.iter().map(Batch::len).sum::<usize>();
+        self.sw[si].phase = Phase::Writing {
+            ticket,
+            batch: batch.clone(),
+            rest,
+        };
+        self.set_state(si, SwitchState::Writing { remaining }, out);
+        out.push(Output::Write {
+            switch: si,
+            ticket,
+            batch,
+        });
+    }
+
+    fn mark_converged(&mut self, si: SwitchIdx, now: Nanos, out: &mut Vec<Output>) {
+        let once = matches!(self.cfg.mode, Mode::Once { .. });
+        let s = &mut self.sw[si];
+        s.phase = if once { Phase::Done } else { Phase::Idle };
+        s.backoff = self.cfg.backoff_min;
+        s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
+        if let Some(o) = &mut self.open {
+            o.waiting.remove(&si);
+        }
+        self.set_state(si, SwitchState::Converged, out);
+    }
+
+    fn written(
+        &mut self,
+        si: SwitchIdx,
+        ticket: Ticket,
+        result: Result<Vec<Answer>, String>,
+        now: Nanos,
+        out: &mut Vec<Output>,
+    ) {
+        let (batch, rest) = match std::mem::replace(&mut self.sw[si].phase, Phase::Unknown) {
+            Phase::Writing {
+                ticket: t,
+                batch,
+                rest,
+            } if t == ticket => (batch, rest),
+            other => {
+                self.sw[si].phase = other;
+                return;
+            }
+        };
+        let answers = match result {
+            Ok(a) => a,
+            Err(reason) => {
+                // What the switch took is unknown: read it again before anything else.
+                self.sw[si].installed = None;
+                self.stats.failed_writes += 1;
+                self.retry(
+                    si,
+                    Then::Read,
+                    |retry_ms| SwitchState::Unreachable { reason, retry_ms },
+                    now,
+                    out,
+                );
+                return;
+            }
+        };
+        let by_key: BTreeMap<&str, &Answer> = answers.iter().map(|a| (a.key.as_str(), a)).collect();
+        let s = &mut self.sw[si];
+        let mut refused = Vec::new();
+        let Some(inst) = s.installed.as_mut() else {
+            // Not reachable: a batch is only sent with the installed state known.
+            self.read(si, now, out);
+            return;
+        };
+        match &batch {
+            Batch::Config { set, del } => {
+                for c in set {
+                    let k = format!("{}|{}", c.table, c.key);
+                    if by_key.get(k.as_str()).is_some_and(|a| a.is_ok()) {
+                        let f: FieldValues = c
+                            .fields
+                            .iter()
+                            .map(|(a, b)| (a.clone(), b.clone()))
+                            .collect();
+                        inst.config.insert(k, f);
+                        s.result.config_written += 1;
+                    } else {
+                        refused.push(answer_for(&by_key, &k));
+                    }
+                }
+                for k in del {
+                    if by_key.get(k.as_str()).is_some_and(|a| a.is_ok()) {
+                        inst.config.remove(k);
+                        s.result.config_written += 1;
+                    } else {
+                        refused.push(answer_for(&by_key, k));
+                    }
+                }
+            }
+            Batch::Entries { delete, ops, .. } => {
+                for (k, fields) in ops {
+                    match by_key.get(k.as_str()) {
+                        Some(a) if a.is_ok() => {
+                            if *delete {
+                                inst.entries.remove(k);
+                            } else {
+                                inst.entries.insert(k.clone(), fields.clone());
+                            }
+                            s.result.written += 1;
+                            if a.status == UNANSWERED {
+                                s.result.unanswered += 1;
+                            }
+                            if let Some(o) = &mut self.open {
+                                o.written += 1;
+                            }
+                        }
+                        _ => refused.push(answer_for(&by_key, k)),
+                    }
+                }
+            }
+        }
+        self.stats.writes += (batch.len() - refused.len()) as u64;
+        if !refused.is_empty() {
+            // Make before break: nothing that depends on this stage, and no delete, is sent.
+            let n = refused.len();
+            self.stats.failed_writes += n as u64;
+            if let Some(o) = &mut self.open {
+                o.failed += n;
+            }
+            let once = matches!(self.cfg.mode, Mode::Once { .. });
+            let s = &mut self.sw[si];
+            s.result.not_sent += rest.iter().map(Batch::len).sum::<usize>();
+            s.result.failed = refused;
+            if once {
+                // One pass reports what was refused or not answered; it does not retry.
+                s.phase = Phase::Done;
+                s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
+                if let Some(o) = &mut self.open {
+                    o.waiting.remove(&si);
+                }
+                self.set_state(
+                    si,
+                    SwitchState::Refused {
+                        entries: n,
+                        retry_ms: 0,
+                    },
+                    out,
+                );
+                return;
+            }
+            let timed_out = s.result.failed.iter().any(|a| a.status == TIMEOUT);
+            if timed_out {
+                // An answer may still come: what the switch holds is whatever it answered.
+                s.installed = None;
+                let reason = format!("{n} entries not answered in time");
+                self.retry(
+                    si,
+                    Then::Read,
+                    |retry_ms| SwitchState::Unreachable { reason, retry_ms },
+                    now,
+                    out,
+                );
+            } else {
+                self.retry(
+                    si,
+                    Then::Plan,
+                    |retry_ms| SwitchState::Refused {
+                        entries: n,
+                        retry_ms,
+                    },
+                    now,
+                    out,
+                );
+            }
+            return;
+        }
+        self.sw[si].result.failed.clear();
+        self.sw[si].phase = Phase::Idle;
+        if self.sw[si].dirty {
+            // The desired state moved while this batch was in flight: plan again from what the
+            // switch acknowledged.
+            self.plan(si, now, out);
+            return;
+        }
+        let mut rest = rest;
+        if rest.is_empty() {
+            self.mark_converged(si, now, out);
+        } else {
+            let next = rest.remove(0);
+            self.send(si, next, rest, out);
+        }
+    }
+
+    fn set_state(&mut self, si: SwitchIdx, state: SwitchState, out: &mut Vec<Output>) {
+        if self.sw[si].state != state {
+            self.sw[si].state = state.clone();
+            out.push(Output::Switch { switch: si, state });
+        }
+    }
+
+    fn finish_reconvergence(&mut self, now: Nanos, out: &mut Vec<Output>) {
+        let Some(o) = &self.open else { return };
+        if o.changes.is_empty() || !o.waiting.is_empty() {
+            return;
+        }
+        let Some(o) = self.open.take() else { return };
+        self.stats.reconvergences += 1;
+        out.push(Output::Reconverged(Reconvergence {
+            changes: o.changes,
+            switches_changed: o.switches,
+            entries_written: o.written,
+            failed: o.failed,
+            compute_us: o.compute_us,
+            total_ms: now.saturating_sub(o.since) as f64 / MS as f64,
+        }));
+    }
+}
+
+fn answer_for(by_key: &BTreeMap<&str, &Answer>, key: &str) -> Answer {
+    by_key.get(key).map_or_else(
+        || Answer {
+            key: key.to_string(),
+            status: TIMEOUT.into(),
+            message: "no answer".into(),
+        },
+        |a| (*a).clone(),
+    )
+}
+
+/// `A:port ↔ B:port` of link `l`.
+pub fn link_name(t: &Topology, l: LinkIdx) -> String {
+    format!(
+        "{} ↔ {}",
+        t.end_name(t.links[l].a),
+        t.end_name(t.links[l].b)
+    )
+}
+
+/// What `weft status` shows of a link.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct LinkStatus {
+    pub link: String,
+    pub oper_up: bool,
+    pub in_use: bool,
+    pub suppressed: bool,
+    pub penalty: u32,
+    pub flaps: u64,
+}
+
+/// A switch plan as write batches in make-before-break order: CONFIG_DB rows (referenced rows
+/// first), P4RT sets by ascending stage, P4RT deletes by descending stage, CONFIG_DB deletes.
+pub fn batches(p: &SwitchPlan, installed: &Installed) -> Vec<Batch> {
+    let mut out = Vec::new();
+    if !p.config_set.is_empty() {
+        let mut set = p.config_set.clone();
+        set.sort_by_key(|c| c.rank);
+        out.push(Batch::Config {
+            set,
+            del: Vec::new(),
+        });
+    }
+    let mut sets: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
+    let mut replace: BTreeMap<Stage, BTreeSet<String>> = BTreeMap::new();
+    for c in p.add.iter().chain(&p.modify) {
+        sets.entry(c.stage)
+            .or_default()
+            .push((c.key.clone(), c.fields.clone()));
+        if let Some(old) = installed.entries.get(&c.key)
+            && old
+                .iter()
+                .any(|(f, _)| !c.fields.iter().any(|(g, _)| g == f))
+        {
+            replace.entry(c.stage).or_default().insert(c.key.clone());
+        }
+    }
+    for (stage, ops) in sets {
+        out.push(Batch::Entries {
+            stage,
+            delete: false,
+            ops,
+            replace: replace.remove(&stage).unwrap_or_default(),
+        });
+    }
+    let mut dels: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
+    for c in &p.delete {
+        dels.entry(c.stage)
+            .or_default()
+            .push((c.key.clone(), Vec::new()));
+    }
+    for (stage, ops) in dels.into_iter().rev() {
+        out.push(Batch::Entries {
+            stage,
+            delete: true,
+            ops,
+            replace: BTreeSet::new(),
+        });
+    }
+    if !p.config_delete.is_empty() {
+        out.push(Batch::Config {
+            set: Vec::new(),
+            del: p.config_delete.clone(),
+        });
+    }
+    out
+}

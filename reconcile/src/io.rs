@@ -1,0 +1,375 @@
+//! The shell around [`crate::core`]: carries out its reads and writes against each switch's
+//! SONiC DBs and feeds the results back, with the time.
+//!
+//! Requests for one switch never overlap (the core keeps one in flight per switch), so each
+//! switch's connections sit behind an uncontended lock; a semaphore bounds how many switches
+//! are read or written at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use weft_sonic_db::{
+    FieldValues, KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb,
+    SonicDbError, SonicDbId, Table,
+};
+use weft_sonic_schema::Row;
+use weft_sonic_schema::state::{PLUGIN_STATUS_KEY, PluginStatus};
+use weft_topology::{SwitchIdx, Topology};
+
+use crate::core::{Answer, Batch, Input, Output, TIMEOUT, UNANSWERED};
+use crate::damping::Nanos;
+use crate::plan::{Installed, Source};
+
+/// How long to wait for a DB at all before calling the switch unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Time since the shell started, as the core counts it.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock(Instant);
+
+impl Clock {
+    pub fn start() -> Self {
+        Clock(Instant::now())
+    }
+    pub fn now(&self) -> Nanos {
+        self.0.elapsed().as_nanos() as Nanos
+    }
+    pub fn instant(&self, at: Nanos) -> Instant {
+        self.0 + Duration::from_nanos(at)
+    }
+}
+
+/// An operator-facing reason for a DB error (`not a Redis server at …` rather than parser bytes).
+pub fn describe_db_error(db: &str, e: &SonicDbError) -> String {
+    let s = e.to_string();
+    if s.contains("Unexpected") || s.contains("parse") || s.contains("Parse") {
+        format!("{db} answered, but not as a Redis server: {s}")
+    } else {
+        s
+    }
+}
+
+async fn with_timeout<T>(
+    db: &str,
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, SonicDbError>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(describe_db_error(db, &e)),
+        Err(_) => Err(format!(
+            "{db} did not answer {what} within {CONNECT_TIMEOUT:?}"
+        )),
+    }
+}
+
+/// What the switch behind `db` has: APPL_STATE_DB P4RT_TABLE, Weft's CONFIG_DB tables, and
+/// its plugin's status row.
+pub async fn read_installed(db: &str) -> Result<Installed, String> {
+    with_timeout(db, "a read", read_installed_inner(db)).await
+}
+
+async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
+    let sonic = SonicDb::from_endpoint(db)?;
+    let state = Table::new(sonic.connect(SonicDbId::ApplStateDb).await?, P4RT_TABLE)?;
+    let mut entries = state.dump().await?;
+    for f in entries.values_mut() {
+        f.sort();
+    }
+    let mut config = BTreeMap::new();
+    let conn = sonic.connect(SonicDbId::ConfigDb).await?;
+    for table in weft_sonic_schema::config::owned_tables() {
+        let t = Table::new(conn.clone(), table)?;
+        for (k, mut v) in t.dump().await? {
+            v.sort();
+            config.insert(format!("{table}|{k}"), v);
+        }
+    }
+    let status = Table::new(
+        sonic.connect(SonicDbId::StateDb).await?,
+        PluginStatus::TABLE,
+    )?;
+    let plugin = status
+        .get(PLUGIN_STATUS_KEY)
+        .await?
+        .and_then(|f| PluginStatus::from_fields(PLUGIN_STATUS_KEY, &f).ok());
+    Ok(Installed {
+        entries,
+        config,
+        source: Source::ApplStateDb,
+        plugin,
+    })
+}
+
+/// Reads every switch's installed state, a bounded number at a time.
+pub async fn read_all(t: &Topology, parallel: usize) -> Vec<Installed> {
+    let sem = Arc::new(Semaphore::new(parallel.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, s) in t.switches.iter().enumerate() {
+        let sem = sem.clone();
+        let db = s.db.clone();
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            let r = read_installed(&db).await;
+            (i, r)
+        });
+    }
+    let mut out: Vec<Installed> = (0..t.switches.len())
+        .map(|_| Installed::default())
+        .collect();
+    while let Some(r) = tasks.join_next().await {
+        if let Ok((i, r)) = r {
+            out[i] = r.unwrap_or_else(|e| Installed::empty(format!("DB unreachable ({e})")));
+        }
+    }
+    out
+}
+
+/// A switch's connections for writes, kept between batches so a reconvergence pays no connects.
+struct Writer {
+    producer: ProducerStateTable,
+    waiter: ResponseWaiter,
+    config: weft_sonic_db::DbConnection,
+}
+
+impl Writer {
+    async fn open(db: &str) -> Result<Writer, SonicDbError> {
+        let sonic = SonicDb::from_endpoint(db)?;
+        // Subscribe before writing, or a fast plugin's answers are lost.
+        let waiter = ResponseWaiter::subscribe(&sonic, P4RT_TABLE).await?;
+        let producer = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
+        let config = sonic.connect(SonicDbId::ConfigDb).await?;
+        Ok(Writer {
+            producer,
+            waiter,
+            config,
+        })
+    }
+
+    async fn write(
+        &mut self,
+        batch: &Batch,
+        answer_timeout: Option<Duration>,
+    ) -> Result<Vec<Answer>, SonicDbError> {
+        match batch {
+            Batch::Config { set, del } => {
+                // One table handle per table; rows of a table in one atomic round trip.
+                type Rows = Vec<(String, FieldValues)>;
+                let mut by_table: BTreeMap<&str, (Rows, Vec<String>)> = BTreeMap::new();
+                for c in set {
+                    by_table.entry(c.table.as_str()).or_default().0.push((
+                        c.key.clone(),
+                        c.fields
+                            .iter()
+                            .map(|(a, b)| (a.clone(), b.clone()))
+                            .collect(),
+                    ));
+                }
+                for k in del {
+                    if let Some((table, key)) = k.split_once('|') {
+                        by_table.entry(table).or_default().1.push(key.to_string());
+                    }
+                }
+                // Referenced rows first: the batch is sorted by rank, keep that order by table.
+                let mut order: Vec<&str> = Vec::new();
+                for c in set {
+                    if !order.contains(&c.table.as_str()) {
+                        order.push(c.table.as_str());
+                    }
+                }
+                for t in by_table.keys() {
+                    if !order.contains(t) {
+                        order.push(t);
+                    }
+                }
+                let mut answers = Vec::new();
+                for table in order {
+                    let Some((rows, dels)) = by_table.get(table) else {
+                        continue;
+                    };
+                    Table::new(self.config.clone(), table)?
+                        .replace_many(rows, dels)
+                        .await?;
+                    answers.extend(rows.iter().map(|(k, _)| Answer::ok(format!("{table}|{k}"))));
+                    answers.extend(dels.iter().map(|k| Answer::ok(format!("{table}|{k}"))));
+                }
+                Ok(answers)
+            }
+            Batch::Entries {
+                delete,
+                ops,
+                replace,
+                ..
+            } => {
+                let kofv: Vec<KeyOpFieldValues> = ops
+                    .iter()
+                    .map(|(k, f)| {
+                        if *delete {
+                            KeyOpFieldValues::del(k.clone())
+                        } else {
+                            KeyOpFieldValues::set(k.clone(), f.iter().cloned())
+                        }
+                    })
+                    .collect();
+                let replace: &BTreeSet<String> = replace;
+                self.producer
+                    .apply_replacing(&kofv, &|k| replace.contains(k))
+                    .await?;
+                let Some(timeout) = answer_timeout else {
+                    return Ok(ops
+                        .iter()
+                        .map(|(k, _)| Answer {
+                            key: k.clone(),
+                            status: UNANSWERED.into(),
+                            message: String::new(),
+                        })
+                        .collect());
+                };
+                let outcome = self
+                    .waiter
+                    .wait(ops.iter().map(|(k, _)| k.clone()), timeout)
+                    .await?;
+                Ok(ops
+                    .iter()
+                    .map(|(k, _)| match outcome.responses.get(k) {
+                        Some(r) => Answer {
+                            key: k.clone(),
+                            status: r.status_str.clone(),
+                            message: r.message.clone(),
+                        },
+                        None => Answer {
+                            key: k.clone(),
+                            status: TIMEOUT.into(),
+                            message: format!(
+                                "no answer within {timeout:?}: is the switch's plugin running?"
+                            ),
+                        },
+                    })
+                    .collect())
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// How long to wait for a switch to answer one batch; `None`: do not wait (`--no-wait`).
+    pub answer_timeout: Option<Duration>,
+    /// Switches read or written at once.
+    pub parallel: usize,
+    /// Keep each switch's write connections between batches (`weft run`).
+    pub keep_connections: bool,
+}
+
+/// Carries out the core's requests; results arrive on the channel given to [`Executor::new`].
+pub struct Executor {
+    dbs: Vec<String>,
+    writers: Vec<Arc<Mutex<Option<Writer>>>>,
+    sem: Arc<Semaphore>,
+    opts: ExecOptions,
+    tx: mpsc::UnboundedSender<(Nanos, Input)>,
+    clock: Clock,
+}
+
+impl Executor {
+    pub fn new(
+        t: &Topology,
+        opts: ExecOptions,
+        clock: Clock,
+        tx: mpsc::UnboundedSender<(Nanos, Input)>,
+    ) -> Self {
+        Executor {
+            dbs: t.switches.iter().map(|s| s.db.clone()).collect(),
+            writers: t
+                .switches
+                .iter()
+                .map(|_| Arc::new(Mutex::new(None)))
+                .collect(),
+            sem: Arc::new(Semaphore::new(opts.parallel.max(1))),
+            opts,
+            tx,
+            clock,
+        }
+    }
+
+    /// Starts carrying out `out` if it is a request; others are the caller's to report.
+    pub fn dispatch(&self, out: &Output) {
+        match out {
+            Output::Switch { switch, state }
+                if !self.opts.keep_connections
+                    && !matches!(state, crate::core::SwitchState::Writing { .. }) =>
+            {
+                // One pass: a switch done with writing needs its connections no more.
+                if let Ok(mut g) = self.writers[*switch].try_lock() {
+                    *g = None;
+                }
+            }
+            Output::Read { switch, ticket } => self.read(*switch, *ticket),
+            Output::Write {
+                switch,
+                ticket,
+                batch,
+            } => self.write(*switch, *ticket, batch.clone()),
+            _ => {}
+        }
+    }
+
+    fn read(&self, switch: SwitchIdx, ticket: u64) {
+        let db = self.dbs[switch].clone();
+        let sem = self.sem.clone();
+        let tx = self.tx.clone();
+        let clock = self.clock;
+        tokio::spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            let result = read_installed(&db).await.map(Box::new);
+            let _ = tx.send((
+                clock.now(),
+                Input::ReadBack {
+                    switch,
+                    ticket,
+                    result,
+                },
+            ));
+        });
+    }
+
+    fn write(&self, switch: SwitchIdx, ticket: u64, batch: Batch) {
+        let db = self.dbs[switch].clone();
+        let sem = self.sem.clone();
+        let tx = self.tx.clone();
+        let clock = self.clock;
+        let slot = self.writers[switch].clone();
+        let opts = self.opts.clone();
+        tokio::spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            let mut guard = slot.lock().await;
+            let result = async {
+                if guard.is_none() {
+                    *guard = Some(with_timeout(&db, "a connect", Writer::open(&db)).await?);
+                }
+                let Some(w) = guard.as_mut() else {
+                    return Err("no connection".to_string());
+                };
+                match w.write(&batch, opts.answer_timeout).await {
+                    Ok(a) => Ok(a),
+                    Err(e) => Err(describe_db_error(&db, &e)),
+                }
+            }
+            .await;
+            if result.is_err() {
+                *guard = None;
+            }
+            drop(guard);
+            let _ = tx.send((
+                clock.now(),
+                Input::Written {
+                    switch,
+                    ticket,
+                    result,
+                },
+            ));
+        });
+    }
+}

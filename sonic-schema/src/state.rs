@@ -1,0 +1,177 @@
+//! STATE_DB rows the plugin writes: what the switch observes. The controller follows
+//! `PORT_TABLE`; operators and `weft status` read the rest.
+
+use crate::config::{AdminStatus, PfcWdAction, Tuning};
+use crate::{TableDoc, doc_of, row, word_enum};
+
+word_enum! {
+    /// A port's operational (carrier) state.
+    pub enum OperStatus { Up = "up", Down = "down" }
+}
+
+word_enum! {
+    /// A PFC-watchdog queue's state.
+    pub enum WdStatus { Operational = "operational", Stormed = "stormed" }
+}
+
+word_enum! {
+    /// What the plugin is doing. Only `running` means APPL_STATE_DB is what the switch holds.
+    pub enum PluginState {
+        Starting = "starting",
+        WaitingForSwitch = "waiting-for-switch",
+        WaitingForRedis = "waiting-for-redis",
+        Syncing = "syncing",
+        Running = "running",
+        Reconnecting = "reconnecting",
+        Stopped = "stopped",
+    }
+}
+
+/// The key of the plugin's status row.
+pub const PLUGIN_STATUS_KEY: &str = "status";
+/// The status row expires unless the plugin refreshes it: a row that is there was written by a
+/// live plugin within this many milliseconds.
+pub const PLUGIN_STATUS_TTL_MS: u64 = 5_000;
+
+row! {
+    /// A port's state as the switch sees it: carrier (`oper_status`) and configuration
+    /// (`admin_status`) apart, so a port taken down by the operator is not mistaken for a cable
+    /// fault. Written when either changes, and again after a Redis restart.
+    pub struct PortState in StateDb "PORT_TABLE" by Plugin, key "EthernetN" {
+        pub port: String;
+        pub oper_status: OperStatus = "oper_status",
+        pub admin_status: Option<AdminStatus> = "admin_status",
+    }
+}
+
+impl PortState {
+    /// Usable for forwarding: carrier up and not administratively down.
+    pub fn is_up(&self) -> bool {
+        self.oper_status == OperStatus::Up && self.admin_status != Some(AdminStatus::Down)
+    }
+}
+
+row! {
+    /// The PFC watchdog's state of one (port, priority).
+    pub struct PfcWdState in StateDb "PFC_WD_STATE" by Plugin, key "EthernetN|priority" {
+        pub port: String,
+        pub priority: u8;
+        pub status: WdStatus = "status",
+        pub action: PfcWdAction = "action",
+        /// Storms declared so far.
+        pub detected: u64 = "detected",
+        /// Storms over so far.
+        pub restored: u64 = "restored",
+        /// Unix time of the last change, milliseconds.
+        pub timestamp_ms: u64 = "timestamp_ms",
+    }
+}
+
+row! {
+    /// A queue's ECN thresholds as the tuner has set them, beside the intent's static values.
+    pub struct EcnTuningState in StateDb "WEFT_ECN_TUNING" by Plugin, key "EthernetN|tc" {
+        pub port: String,
+        pub tc: u8;
+        /// Bytes.
+        pub kmin: u64 = "kmin",
+        /// Bytes.
+        pub kmax: u64 = "kmax",
+        pub pmax: f64 = "pmax",
+        /// Bytes.
+        pub static_kmin: u64 = "static_kmin",
+        /// Bytes.
+        pub static_kmax: u64 = "static_kmax",
+        pub static_pmax: f64 = "static_pmax",
+        pub tuning: Tuning = "tuning",
+        /// Why the last move (`pfc`, `queue-high`, `idle-marking`, `static`, ...).
+        pub reason: String = "reason",
+        /// Unix time of the last move, milliseconds.
+        pub changed_at: u64 = "changed_at",
+        pub changes: u64 = "changes",
+        /// Last sample: mean queue depth, bytes.
+        pub depth_mean: Option<u64> = "depth_mean",
+        /// Last sample: p99 queue depth, bytes.
+        pub depth_p99: Option<u64> = "depth_p99",
+        /// Last sample: departures over the line rate, 0–1.
+        pub utilization: Option<f64> = "utilization",
+        /// Last sample: CE-marked share of departures.
+        pub marked_fraction: Option<f64> = "marked_fraction",
+        pub pfc_sent: Option<u64> = "pfc_sent",
+        pub pfc_received: Option<u64> = "pfc_received",
+    }
+}
+
+row! {
+    /// The plugin's health. Refreshed every status interval with an expiry of
+    /// `PLUGIN_STATUS_TTL_MS`, so a missing row means no live plugin.
+    pub struct PluginStatus in StateDb "WEFT_PLUGIN" by Plugin, key "status" {
+        pub name: String;
+        pub state: PluginState = "state",
+        pub pid: u32 = "pid",
+        pub device_id: u64 = "device_id",
+        /// The P4Runtime address the plugin programs.
+        pub p4rt: String = "p4rt",
+        /// Cookie of the pipeline the switch runs (0: none pushed yet).
+        pub pipeline_cookie: u64 = "pipeline_cookie",
+        pub switch_updates: u64 = "switch_updates",
+        pub batches: u64 = "batches",
+        pub keys_ok: u64 = "keys_ok",
+        pub keys_failed: u64 = "keys_failed",
+        pub syncs: u64 = "syncs",
+        pub last_sync_updates: u64 = "last_sync_updates",
+        pub sync_failures: u64 = "sync_failures",
+        pub installed_keys: u64 = "installed_keys",
+        /// Keys waiting in APPL_DB that the plugin has not popped yet.
+        pub pending_keys: u64 = "pending_keys",
+        pub sessions: u64 = "sessions",
+        pub pipeline_pushes: u64 = "pipeline_pushes",
+        pub redis_restores: u64 = "redis_restores",
+        pub ports_down: u64 = "ports_down",
+        pub port_mask_writes: u64 = "port_mask_writes",
+        pub link_events: u64 = "link_events",
+        pub pfc_wd_storms: u64 = "pfc_wd_storms",
+        pub counter_polls: u64 = "counter_polls",
+        pub uptime_s: u64 = "uptime_s",
+        /// Unix time of this row, milliseconds.
+        pub updated_ms: u64 = "updated_ms",
+    }
+}
+
+impl PluginStatus {
+    /// APPL_STATE_DB is what the switch holds only while the plugin runs (primary, pipeline
+    /// pushed, synced).
+    pub fn in_sync(&self) -> bool {
+        self.state == PluginState::Running
+    }
+}
+
+pub(crate) fn catalogue() -> Vec<TableDoc> {
+    vec![
+        doc_of::<PortState>(),
+        doc_of::<PfcWdState>(),
+        doc_of::<EcnTuningState>(),
+        doc_of::<PluginStatus>(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Row;
+
+    #[test]
+    fn an_admin_down_port_with_carrier_is_not_up() {
+        let p = PortState {
+            port: "Ethernet0".into(),
+            oper_status: OperStatus::Up,
+            admin_status: Some(AdminStatus::Down),
+        };
+        assert!(!p.is_up());
+        let back = PortState::from_fields("Ethernet0", &p.to_fields()).expect("parses");
+        assert_eq!(back, p);
+        // Written by an older plugin or by SONiC: no admin_status.
+        let bare = PortState::from_fields("Ethernet0", &vec![("oper_status".into(), "up".into())])
+            .expect("parses");
+        assert!(bare.is_up());
+    }
+}
