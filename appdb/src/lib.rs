@@ -326,7 +326,7 @@ impl<'a> Encoder<'a> {
 }
 
 /// Port name → P4Runtime port id, as CONFIG_DB `PORT|EthernetN` `id` says.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PortMap {
     pub by_name: BTreeMap<String, u32>,
 }

@@ -116,7 +116,7 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
     if wd.enabled && q.pfc_enabled && !lossless.is_empty() {
         rows.push(ConfigRow::PfcWdGlobal(PfcWdGlobal {
             name: c::PFC_WD_GLOBAL.into(),
-            poll_interval: millis(wd.poll_interval.as_millis()),
+            poll_interval: Some(millis(wd.poll_interval.as_millis())),
         }));
     }
     let mut cable = BTreeMap::new();
@@ -132,13 +132,13 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
         rows.push(ConfigRow::Port(Port {
             port: p.name.clone(),
             id: p.id,
-            speed: speed.bits_per_sec() / 1_000_000,
-            mtu: t.mtu,
-            admin_status: if p.admin_up {
+            speed: Some(speed.bits_per_sec() / 1_000_000),
+            mtu: Some(t.mtu),
+            admin_status: Some(if p.admin_up {
                 AdminStatus::Up
             } else {
                 AdminStatus::Down
-            },
+            }),
         }));
         if !connected {
             continue;
@@ -147,10 +147,10 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
         cable.insert(p.name.clone(), Metres(metres));
         rows.push(ConfigRow::PortQosMap(PortQosMap {
             port: p.name.clone(),
-            dscp_to_tc_map: MAP_NAME.into(),
-            tc_to_queue_map: MAP_NAME.into(),
-            tc_to_pg_map: MAP_NAME.into(),
-            pfc_enable: pfc_enable.clone(),
+            dscp_to_tc_map: Some(MAP_NAME.into()),
+            tc_to_queue_map: Some(MAP_NAME.into()),
+            tc_to_pg_map: Some(MAP_NAME.into()),
+            pfc_enable: Some(pfc_enable.clone()),
         }));
         for c in &q.classes {
             let pq = q.port_qos(speed, len, t.mtu, c);
@@ -191,16 +191,16 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
             let profile = format!("WEFT_{}_{}", c.name.to_uppercase(), speed);
             wred.entry(profile.clone()).or_insert_with(|| WredProfile {
                 name: profile.clone(),
-                ecn: EcnMode::All,
-                wred_green_enable: true,
-                green_min_threshold: pq.ecn.kmin.0,
-                green_max_threshold: pq.ecn.kmax.0,
-                green_drop_probability: (pq.ecn.pmax * 100.0).round(),
+                ecn: Some(EcnMode::All),
+                wred_green_enable: Some(true),
+                green_min_threshold: Some(pq.ecn.kmin.0),
+                green_max_threshold: Some(pq.ecn.kmax.0),
+                green_drop_probability: Some((pq.ecn.pmax * 100.0).round()),
             });
             rows.push(ConfigRow::Queue(Queue {
                 port: p.name.clone(),
                 queues: ClassList::single(c.traffic_class),
-                wred_profile: profile,
+                wred_profile: Some(profile),
             }));
             if lossless_here {
                 let prof = format!(
@@ -212,11 +212,11 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
                     .entry(prof.clone())
                     .or_insert_with(|| BufferProfile {
                         name: prof.clone(),
-                        pool: "ingress_lossless_pool".into(),
-                        xon: pq.headroom.xon.0,
-                        xoff: pq.headroom.xoff.0,
-                        size: pq.headroom.size.0,
-                        dynamic_th: 0,
+                        pool: Some("ingress_lossless_pool".into()),
+                        xon: Some(pq.headroom.xon.0),
+                        xoff: Some(pq.headroom.xoff.0),
+                        size: Some(pq.headroom.size.0),
+                        dynamic_th: Some(0),
                     });
                 rows.push(ConfigRow::BufferPg(BufferPg {
                     port: p.name.clone(),
@@ -226,9 +226,9 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
                 if wd.enabled && c.traffic_class == lossless[0].traffic_class {
                     rows.push(ConfigRow::PfcWd(PfcWd {
                         port: p.name.clone(),
-                        action: wd_action(wd.action),
-                        detection_time: millis(wd.detection_time.as_millis()),
-                        restoration_time: millis(wd.restoration_time.as_millis()),
+                        action: Some(wd_action(wd.action)),
+                        detection_time: Some(millis(wd.detection_time.as_millis())),
+                        restoration_time: Some(millis(wd.restoration_time.as_millis())),
                     }));
                 }
             }
@@ -318,7 +318,9 @@ mod tests {
                 }
                 if let ConfigRow::BufferPg(pg) = r {
                     let p = profiles[&pg.profile];
-                    assert!(p.xon <= p.xoff && p.size == p.xon + p.xoff);
+                    let (xon, xoff, size) =
+                        (p.xon.unwrap_or(0), p.xoff.unwrap_or(0), p.size.unwrap_or(0));
+                    assert!(xon <= xoff && size == xon + xoff, "{p:?}");
                 }
             }
         }

@@ -122,6 +122,32 @@ impl Table {
             .map_err(|e| SonicDbError::redis(format!("replace {rkey}"), e))
     }
 
+    /// Replaces the hash atomically and lets it expire after `ttl`: a row that is there was
+    /// written within `ttl` (a heartbeat).
+    pub async fn replace_with_ttl<F: AsRef<str>, V: AsRef<str>>(
+        &self,
+        key: &str,
+        fields: &[(F, V)],
+        ttl: std::time::Duration,
+    ) -> Result<(), SonicDbError> {
+        let rkey = self.redis_key(key);
+        let mut pipe = redis::pipe();
+        pipe.atomic().del(&rkey).ignore();
+        let mut hset = redis::cmd("HSET");
+        hset.arg(&rkey);
+        for (f, v) in fields {
+            hset.arg(f.as_ref()).arg(v.as_ref());
+        }
+        pipe.add_command(hset).ignore();
+        pipe.cmd("PEXPIRE")
+            .arg(&rkey)
+            .arg(ttl.as_millis().max(1) as u64)
+            .ignore();
+        pipe.query_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("replace {rkey} with expiry"), e))
+    }
+
     /// Replaces many hashes and deletes others in one atomic round trip: afterwards each of
     /// `rows` holds exactly its fields and none of `deletes` exists.
     pub async fn replace_many(
@@ -283,4 +309,24 @@ impl Table {
         }
         Ok(out)
     }
+}
+
+/// Merges fields into a hash that is a whole key rather than a table row (SONiC's
+/// `COUNTERS_PORT_NAME_MAP`).
+pub async fn merge_hash(
+    conn: &DbConnection,
+    key: &str,
+    fields: &FieldValues,
+) -> Result<(), SonicDbError> {
+    if fields.is_empty() {
+        return Ok(());
+    }
+    let mut hset = redis::cmd("HSET");
+    hset.arg(key);
+    for (f, v) in fields {
+        hset.arg(f).arg(v);
+    }
+    hset.query_async::<()>(conn.clone().raw())
+        .await
+        .map_err(|e| SonicDbError::redis(format!("HSET {key}"), e))
 }

@@ -21,6 +21,11 @@ use weft_appdb::PortMap;
 use weft_p4::{constants, counters as c};
 use weft_p4rt::P4Info;
 use weft_p4rt::proto::p4::v1::{Entity, entity};
+use weft_sonic_db::FieldValues;
+use weft_sonic_schema::Row;
+use weft_sonic_schema::counters::{
+    CountersRow, NexthopCounters, PortCounters, PortNameMap, QueueCounters, SwitchCounters,
+};
 
 pub const QUEUES: u32 = 8;
 
@@ -98,91 +103,90 @@ pub fn cells(results: &[Entity]) -> Cells {
     out
 }
 
-/// COUNTERS_DB rows (key within the `COUNTERS` table → fields).
-pub fn rows(
-    ports: &PortMap,
-    nexthops: &BTreeSet<u32>,
-    cells: &Cells,
-) -> BTreeMap<String, Vec<(String, String)>> {
+/// The COUNTERS_DB rows the cells give (typed in `weft-sonic-schema`).
+pub fn rows(ports: &PortMap, nexthops: &BTreeSet<u32>, cells: &Cells) -> Vec<CountersRow> {
     let get = |id: u32, idx: u32| cells.get(&(id, i64::from(idx))).copied();
-    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    let mut out = Vec::new();
     for (name, p) in &ports.by_name {
-        let row = out.entry(name.clone()).or_default();
-        let mut push = |f: String, v: u64| row.push((f, v.to_string()));
+        let mut pc = PortCounters {
+            port: name.clone(),
+            ..Default::default()
+        };
         if let Some((pk, by)) = get(c::port_rx_counter::ID, *p) {
-            push("SAI_PORT_STAT_IF_IN_UCAST_PKTS".into(), pk);
-            push("SAI_PORT_STAT_IF_IN_OCTETS".into(), by);
+            pc.rx_packets = Some(pk);
+            pc.rx_bytes = Some(by);
         }
         if let Some((pk, by)) = get(c::port_tx_counter::ID, *p) {
-            push("SAI_PORT_STAT_IF_OUT_UCAST_PKTS".into(), pk);
-            push("SAI_PORT_STAT_IF_OUT_OCTETS".into(), by);
+            pc.tx_packets = Some(pk);
+            pc.tx_bytes = Some(by);
         }
         for q in 0..QUEUES {
             let i = p * QUEUES + q;
-            for (id, field) in [
-                (
-                    c::pfc_rx_pause_counter::ID,
-                    format!("SAI_PORT_STAT_PFC_{q}_RX_PKTS"),
-                ),
-                (
-                    c::pfc_tx_pause_counter::ID,
-                    format!("SAI_PORT_STAT_PFC_{q}_TX_PKTS"),
-                ),
-                (
-                    c::pfc_rx_resume_counter::ID,
-                    format!("WEFT_PFC_{q}_RX_RESUME_PKTS"),
-                ),
-                (
-                    c::pfc_tx_resume_counter::ID,
-                    format!("WEFT_PFC_{q}_TX_RESUME_PKTS"),
-                ),
-            ] {
-                if let Some((pk, _)) = get(id, i) {
-                    push(field, pk);
-                }
-            }
+            let pfc = &mut pc.pfc[q as usize];
+            pfc.rx_pause = get(c::pfc_rx_pause_counter::ID, i).map(|x| x.0);
+            pfc.tx_pause = get(c::pfc_tx_pause_counter::ID, i).map(|x| x.0);
+            pfc.rx_resume = get(c::pfc_rx_resume_counter::ID, i).map(|x| x.0);
+            pfc.tx_resume = get(c::pfc_tx_resume_counter::ID, i).map(|x| x.0);
         }
+        out.push(CountersRow::Port(Box::new(pc)));
         for q in 0..QUEUES {
             let i = p * QUEUES + q;
-            let mut qrow = Vec::new();
-            if let Some((pk, by)) = get(c::queue_tx_counter::ID, i) {
-                qrow.push(("SAI_QUEUE_STAT_PACKETS".to_string(), pk.to_string()));
-                qrow.push(("SAI_QUEUE_STAT_BYTES".to_string(), by.to_string()));
+            let tx = get(c::queue_tx_counter::ID, i);
+            let ecn = get(c::ecn_mark_counter::ID, i);
+            if tx.is_none() && ecn.is_none() {
+                continue;
             }
-            if let Some((pk, _)) = get(c::ecn_mark_counter::ID, i) {
-                qrow.push((
-                    "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS".to_string(),
-                    pk.to_string(),
-                ));
-            }
-            if !qrow.is_empty() {
-                out.insert(format!("{name}:{q}"), qrow);
-            }
+            out.push(CountersRow::Queue(QueueCounters {
+                port: name.clone(),
+                queue: q as u8,
+                packets: tx.map(|x| x.0),
+                bytes: tx.map(|x| x.1),
+                ecn_marked: ecn.map(|x| x.0),
+                ..Default::default()
+            }));
         }
     }
-    let mut sw = Vec::new();
+    let mut sw = SwitchCounters::default();
     for (reason, label) in constants::DROP_REASONS {
-        if let Some((pk, by)) = get(c::drop_reason_counter::ID, u32::from(*reason)) {
-            let l = label.to_ascii_uppercase();
-            sw.push((format!("WEFT_DROP_{l}_PKTS"), pk.to_string()));
-            sw.push((format!("WEFT_DROP_{l}_OCTETS"), by.to_string()));
+        if let Some(v) = get(c::drop_reason_counter::ID, u32::from(*reason)) {
+            sw.drops.insert(label.to_string(), v);
         }
     }
-    if !sw.is_empty() {
-        out.insert("WEFT_SWITCH".into(), sw);
+    if !sw.drops.is_empty() {
+        out.push(CountersRow::Switch(sw));
     }
     for nh in nexthops {
         if let Some((pk, by)) = get(c::multipath_member_counter::ID, *nh) {
-            out.insert(
-                format!("WEFT_NEXTHOP:{nh:#x}"),
-                vec![
-                    ("WEFT_MULTIPATH_MEMBER_PKTS".into(), pk.to_string()),
-                    ("WEFT_MULTIPATH_MEMBER_OCTETS".into(), by.to_string()),
-                ],
-            );
+            out.push(CountersRow::Nexthop(NexthopCounters {
+                nexthop_id: *nh,
+                packets: pk,
+                bytes: by,
+            }));
         }
     }
     out
+}
+
+/// `(key, fields)` of a row, as `Table::merge_many` takes them.
+pub fn wire(row: &CountersRow) -> (String, FieldValues) {
+    match row {
+        CountersRow::Port(r) => (r.key(), r.to_fields()),
+        CountersRow::Queue(r) => (r.key(), r.to_fields()),
+        CountersRow::Switch(r) => (r.key(), r.to_fields()),
+        CountersRow::Nexthop(r) => (r.key(), r.to_fields()),
+    }
+}
+
+/// `COUNTERS_PORT_NAME_MAP`: each port maps to its own key.
+pub fn name_map(ports: &PortMap) -> PortNameMap {
+    PortNameMap {
+        name: String::new(),
+        map: ports
+            .by_name
+            .keys()
+            .map(|n| (n.clone(), n.clone()))
+            .collect(),
+    }
 }
 
 #[cfg(test)]
@@ -199,7 +203,8 @@ mod tests {
         cells.insert((c::ecn_mark_counter::ID, 8 + 3), (2, 0));
         cells.insert((c::drop_reason_counter::ID, 5), (7, 700));
         cells.insert((c::multipath_member_counter::ID, 5), (9, 900));
-        let r = rows(&ports, &[5].into(), &cells);
+        let r: std::collections::BTreeMap<String, FieldValues> =
+            rows(&ports, &[5].into(), &cells).iter().map(wire).collect();
         let f = |k: &str, f: &str| {
             r.get(k)
                 .and_then(|row| row.iter().find(|(n, _)| n == f))

@@ -1,53 +1,57 @@
-//! The daemon: sessions of (primary on the switch + connected to Redis), each starting with
-//! a pipeline check and a full sync, then an event loop. Anything lost (switch restarted,
-//! Redis restarted, mastership lost) ends the session; the next one reconciles from scratch.
+//! The daemon: wiring between the switch's SONiC Redis, the engine, the features and the
+//! switch. Sessions of (primary on the switch + connected to Redis), each starting with a
+//! pipeline check and a full sync, then an event loop. Anything lost (switch restarted, Redis
+//! restarted, mastership lost) ends the session; the next one reconciles from scratch.
 //!
 //! ```text
-//!   run ─┬─ port task (lives across sessions): link events / sysfs / admin state
-//!        │      └─► port_status_table default action + STATE_DB PORT_TABLE oper_status
-//!        └─ loop session:
-//!             wait primary ─► Redis up? (restarted: restore APPL_DB/APPL_STATE_DB from memory)
-//!             ─► push pipeline if cookie differs ─► read CONFIG_DB ─► note unanswered keys
-//!             ─► start consumer task + CONFIG_DB keyspace task ─► full sync ─► replay unanswered
-//!             ─► select { batch | config change | switch event | watchdog tick | counter tick
-//!                         | status tick | SIGUSR1 | shutdown }
+//!  tasks                               channel            session loop (Daemon::session)
+//!  ─────                               ───────            ──────────────────────────────
+//!  consumer (APPL_DB P4RT_TABLE pop) ──batch_rx (2)───►  Engine::apply_batch ─► answers,
+//!                                                           APPL_STATE_DB, APPL_DB revert
+//!  CONFIG_DB keyspace watcher ─────────cfg_rx (1)─────►  SwitchIntent ─► Features::configure
+//!                                                           ─► Engine::apply_owned (or sync)
+//!  P4Runtime stream (weft-p4rt) ───────events─────────►  disconnected / lost primary: resync
+//!  timers: watchdog poll, counter poll, tuning tick ──►  Features::observe_* ─► Publish rows
+//!          status tick ───────────────────────────────►  WEFT_PLUGIN|status (expires), records
+//!  port task (ports.rs, across sessions) ◄──PortCmd──── Config / Arm / Republish
+//!      netlink + sysfs ─► port_status_table, STATE_DB PORT_TABLE (on change)
 //! ```
-//!
 //! The consumer and the keyspace watcher run as tasks feeding channels, so no Redis command
-//! of theirs is ever cancelled half-way by the select (a cancelled pop would lose keys).
+//! of theirs is ever cancelled half-way by the select (a cancelled pop would lose keys). Every
+//! Redis write goes through `weft-sonic-db` tables, with rows typed by `weft-sonic-schema`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use weft_appdb::PortMap;
-use weft_p4::{counters as c, tables as t};
-use weft_p4rt::proto::p4::v1::{Update, update};
 use weft_p4rt::{Client, ClientConfig, Event, P4Info, PipelineConfig, PipelinePush};
 use weft_sonic_db::{
-    ConsumerStateTable, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE, P4rtKey,
-    ResponsePublisher, SonicDb, SonicDbConfig, SonicDbError, SonicDbId, Table,
+    ConsumerStateTable, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE, ResponsePublisher,
+    SonicDb, SonicDbConfig, SonicDbError, SonicDbId, StateTableNames, Table,
+};
+use weft_sonic_schema::Row;
+use weft_sonic_schema::counters::PortNameMap;
+use weft_sonic_schema::state::{
+    EcnTuningState, PLUGIN_STATUS_KEY, PLUGIN_STATUS_TTL_MS, PluginState, PluginStatus,
 };
 
 use crate::config::PluginConfig;
 use crate::engine::{Engine, same_fields};
-use crate::objects::Objects;
+use crate::features::{Features, Publish};
+use crate::intent::SwitchIntent;
 use crate::pipeline::{self, owned_tables};
-use crate::ports::{self, LinkEvent};
-use crate::qos::{self, CONFIG_TABLES, ConfigView};
+use crate::ports::{self, PortCmd, PortStats};
 use crate::translate::Translator;
-use crate::tuning::{self, Tuning};
-use crate::watchdog::{self, Watchdog, WdEvent};
+use crate::watchdog::WdEvent;
 
-/// STATE_DB key of the plugin's status.
-pub const STATUS_TABLE: &str = "WEFT_PLUGIN";
-pub const STATUS_KEY: &str = "status";
-/// STATE_DB table of the watchdog state per (port, priority).
-pub const PFC_WD_STATE_TABLE: &str = "PFC_WD_STATE";
+/// CONFIG_DB tables the plugin follows.
+pub fn config_tables() -> Vec<&'static str> {
+    weft_sonic_schema::config::owned_tables()
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -78,22 +82,6 @@ impl From<crate::engine::SwitchLost> for End {
     }
 }
 
-/// Shared between the port task and the status line.
-#[derive(Debug, Default)]
-pub struct PortStats {
-    pub ports_down: AtomicU64,
-    pub mask_writes: AtomicU64,
-    pub link_events: AtomicU64,
-}
-
-enum PortCmd {
-    Config {
-        ids: BTreeMap<String, u32>,
-        admin_down: BTreeSet<String>,
-    },
-    Reassert,
-}
-
 #[derive(Debug, Default, Clone)]
 struct Counters {
     sessions: u64,
@@ -109,23 +97,21 @@ pub struct Daemon {
     client: Client,
     engine: Engine<Client>,
     sonic: SonicDb,
-    view: ConfigView,
-    qos_objects: Objects,
-    wd: Watchdog,
-    wd_poll: Duration,
-    tuning: Tuning,
+    features: Features,
     port_tx: mpsc::Sender<PortCmd>,
     port_stats: Arc<PortStats>,
     redis_run_id: Option<String>,
+    /// Cookie of the pipeline this session found or pushed (0: none yet).
+    cookie: u64,
     counters: Counters,
-    state: &'static str,
+    state: PluginState,
     started: Instant,
 }
 
-fn now_ms() -> u128 {
+fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
+        .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
 
@@ -150,7 +136,7 @@ impl Daemon {
         let sonic = SonicDb::new(db);
         let port_stats = Arc::new(PortStats::default());
         let (port_tx, port_rx) = mpsc::channel(64);
-        tokio::spawn(port_task(
+        tokio::spawn(ports::port_task(
             client.clone(),
             pipeline.p4info.clone(),
             sonic.clone(),
@@ -159,20 +145,17 @@ impl Daemon {
             port_stats.clone(),
         ));
         Ok(Daemon {
+            features: Features::new(cfg.queue, cfg.tuning_line_rate.clone(), cfg.device_id),
             pipeline,
             client,
             engine,
             sonic,
-            view: ConfigView::default(),
-            qos_objects: Objects::new(),
-            wd: Watchdog::default(),
-            wd_poll: watchdog::DEFAULT_POLL,
-            tuning: Tuning::new(cfg.queue, cfg.tuning_line_rate.clone()),
             port_tx,
             port_stats,
             redis_run_id: None,
+            cookie: 0,
             counters: Counters::default(),
-            state: "starting",
+            state: PluginState::Starting,
             started: Instant::now(),
             cfg,
         })
@@ -199,13 +182,14 @@ impl Daemon {
             let end = self.session(&mut events, &mut usr1, &mut shutdown).await;
             match end {
                 End::Shutdown => {
-                    self.state = "stopped";
+                    self.state = PluginState::Stopped;
                     let _ = self.write_status().await;
                     tracing::info!("plugin stopped");
                     return Ok(());
                 }
                 End::Resync(reason) => {
-                    self.state = "reconnecting";
+                    self.state = PluginState::Reconnecting;
+                    self.cookie = 0;
                     tracing::warn!(%reason, "session ended; reconnecting and resyncing");
                     let _ = self.write_status().await;
                 }
@@ -227,7 +211,8 @@ impl Daemon {
         >,
     ) -> End {
         // 1. Primary on the switch.
-        self.state = "waiting-for-switch";
+        self.state = PluginState::WaitingForSwitch;
+        let _ = self.write_status().await;
         loop {
             tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown,
@@ -241,7 +226,7 @@ impl Daemon {
         while let Some(Some(_)) = events.next().now_or_never() {}
 
         // 2. Redis.
-        self.state = "waiting-for-redis";
+        self.state = PluginState::WaitingForRedis;
         let run_id = loop {
             tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown,
@@ -254,14 +239,14 @@ impl Daemon {
                 },
             }
         };
-        match self.setup(&run_id).await {
-            Ok(()) => {}
-            Err(end) => return end,
+        if let Err(end) = self.setup(&run_id).await {
+            return end;
         }
         self.redis_run_id = Some(run_id);
 
         // 3. Consumers, sync, replay.
-        self.state = "syncing";
+        self.state = PluginState::Syncing;
+        let _ = self.write_status().await;
         let (appl_live, appl_state) = match self.p4rt_tables().await {
             Ok(t) => t,
             Err(e) => return e.into(),
@@ -270,19 +255,7 @@ impl Daemon {
             Ok(x) => x,
             Err(e) => return e.into(),
         };
-        let mut replay = Vec::new();
-        for (k, f) in &live {
-            if state.get(k).is_none_or(|s| !same_fields(s, f)) {
-                replay.push(KeyOpFieldValues {
-                    key: k.clone(),
-                    op: weft_sonic_db::Op::Set,
-                    fields: f.clone(),
-                });
-            }
-        }
-        for k in state.keys().filter(|k| !live.contains_key(*k)) {
-            replay.push(KeyOpFieldValues::del(k.clone()));
-        }
+        let replay = replay_list(&live, &state);
         let (batch_tx, mut batch_rx) = mpsc::channel(2);
         let (cfg_tx, mut cfg_rx) = mpsc::channel::<()>(1);
         let tasks = Tasks(vec![
@@ -299,11 +272,15 @@ impl Daemon {
             Err(e) => return e.into(),
         };
         // CONFIG_DB again, now that the watcher is subscribed: nothing changes unseen.
-        if let Err(e) = self.reload_config().await {
+        if let Err(e) = self.load_config().await {
             return e;
         }
         let t0 = Instant::now();
-        let report = match self.engine.full_sync(&state, self.owned_desired()).await {
+        let owned = match self.owned_desired() {
+            Ok(o) => o,
+            Err(e) => return e,
+        };
+        let report = match self.engine.full_sync(&state, owned).await {
             Ok(r) => r,
             Err(e) => return e.into(),
         };
@@ -318,7 +295,7 @@ impl Daemon {
         for (k, why) in report.untranslatable.iter().take(10) {
             tracing::warn!(key = %k, reason = %why, "APPL_STATE_DB entry cannot be installed any more");
         }
-        let _ = self.port_tx.send(PortCmd::Reassert).await;
+        let _ = self.port_tx.send(PortCmd::Arm).await;
         if !replay.is_empty() {
             tracing::info!(
                 keys = replay.len(),
@@ -330,84 +307,59 @@ impl Daemon {
                 }
             }
         }
-        self.state = "running";
+        self.state = PluginState::Running;
         let _ = self.write_status().await;
 
         // 4. Events.
-        let mut wd_tick = tokio::time::interval(self.wd_poll);
-        let mut status_tick = tokio::time::interval(self.cfg.status_interval);
-        let mut counter_tick = tokio::time::interval(
-            self.cfg
-                .counter_interval
-                .unwrap_or(Duration::from_secs(3600)),
-        );
-        let mut tuning_tick = tokio::time::interval(
-            self.cfg
-                .tuning_interval
-                .unwrap_or(Duration::from_secs(3600)),
-        );
-        for t in [
-            &mut wd_tick,
-            &mut status_tick,
-            &mut counter_tick,
-            &mut tuning_tick,
-        ] {
+        let tick = |d: Option<Duration>| {
+            let mut t = tokio::time::interval(d.unwrap_or(Duration::from_secs(3600)));
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        }
+            t
+        };
+        let mut wd_tick = tick(Some(self.features.intent.wd_poll));
+        let mut status_tick = tick(Some(self.cfg.status_interval));
+        let mut counter_tick = tick(self.cfg.counter_interval);
+        let mut tuning_tick = tick(self.cfg.tuning_interval);
         let end = loop {
-            tokio::select! {
+            let result = tokio::select! {
                 _ = &mut *shutdown => break End::Shutdown,
                 b = batch_rx.recv() => match b {
-                    Some(Ok(batch)) => {
-                        if let Err(e) = self.handle_batch(&batch, &mut publisher, &appl_live).await {
-                            break e;
-                        }
-                    }
-                    Some(Err(e)) => break e.into(),
-                    None => break End::Resync("consumer task ended".into()),
+                    Some(Ok(batch)) => self.handle_batch(&batch, &mut publisher, &appl_live).await,
+                    Some(Err(e)) => Err(e.into()),
+                    None => Err(End::Resync("consumer task ended".into())),
                 },
                 c = cfg_rx.recv() => match c {
                     Some(()) => {
+                        // Rows of one apply arrive together: take them as one change.
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         while cfg_rx.try_recv().is_ok() {}
-                        if let Err(e) = self.on_config_change(&appl_state).await {
-                            break e;
+                        let poll = self.features.intent.wd_poll;
+                        let r = self.on_config_change(&appl_state).await;
+                        if self.features.intent.wd_poll != poll {
+                            wd_tick = tick(Some(self.features.intent.wd_poll));
                         }
-                        wd_tick = tokio::time::interval(self.wd_poll);
+                        r
                     }
-                    None => break End::Resync("CONFIG_DB watcher ended".into()),
+                    None => Err(End::Resync("CONFIG_DB watcher ended".into())),
                 },
                 ev = events.next() => match ev {
-                    Some(Event::Disconnected { reason }) => break End::Resync(format!("switch disconnected: {reason}")),
-                    Some(Event::LostPrimary { primary_election_id }) => break End::Resync(format!("lost primary to election id {primary_election_id}")),
-                    Some(Event::Reconnected) => break End::Resync("switch reconnected (it may have restarted)".into()),
+                    Some(Event::Disconnected { reason }) => Err(End::Resync(format!("switch disconnected: {reason}"))),
+                    Some(Event::LostPrimary { primary_election_id }) => Err(End::Resync(format!("lost primary to election id {primary_election_id}"))),
+                    Some(Event::Reconnected) => Err(End::Resync("switch reconnected (it may have restarted)".into())),
                     None => break End::Shutdown,
-                    Some(_) => {}
+                    Some(_) => Ok(()),
                 },
-                _ = wd_tick.tick(), if !self.wd.queues.is_empty() => {
-                    if let Err(e) = self.poll_watchdog().await {
-                        break e;
-                    }
+                _ = wd_tick.tick(), if !self.features.wd.queues.is_empty() => self.poll_watchdog().await,
+                _ = counter_tick.tick(), if self.cfg.counter_interval.is_some() => self.poll_counters().await,
+                _ = tuning_tick.tick(), if self.cfg.tuning_interval.is_some() && self.features.tuning.sampling_any() => self.poll_tuning().await,
+                _ = status_tick.tick() => self.status_tick().await,
+                _ = usr1.recv() => {
+                    self.health_line();
+                    Ok(())
                 }
-                _ = counter_tick.tick(), if self.cfg.counter_interval.is_some() => {
-                    if let Err(e) = self.poll_counters().await {
-                        break e;
-                    }
-                }
-                _ = tuning_tick.tick(), if self.cfg.tuning_interval.is_some() && !self.tuning.queues.is_empty() => {
-                    if let Err(e) = self.poll_tuning().await {
-                        break e;
-                    }
-                }
-                _ = status_tick.tick() => {
-                    if let Err(e) = self.write_status().await {
-                        break e.into();
-                    }
-                    if let Err(e) = self.write_tuning_records(None).await {
-                        break e.into();
-                    }
-                }
-                _ = usr1.recv() => self.health_line(),
+            };
+            if let Err(e) = result {
+                break e;
             }
         };
         drop(tasks);
@@ -429,20 +381,26 @@ impl Daemon {
             .redis_run_id
             .as_deref()
             .is_some_and(|old| old != run_id);
+        if restarted {
+            // STATE_DB went with it: the controller must see every port again.
+            let _ = self.port_tx.send(PortCmd::Republish).await;
+        }
         if restarted && !self.engine.installed().is_empty() {
             // Redis came back empty: the controller's diff base (APPL_STATE_DB) is gone but the
             // switch still forwards. Put back what is installed, so nothing is torn down and a
             // re-apply finds it in place.
             let (live, state) = self.p4rt_tables().await?;
-            let mut n = 0;
-            for (k, inst) in self.engine.installed() {
-                live.replace(k, &inst.fields).await?;
-                state.replace(k, &inst.fields).await?;
-                n += 1;
-            }
+            let rows: Vec<(String, FieldValues)> = self
+                .engine
+                .installed()
+                .iter()
+                .map(|(k, inst)| (k.clone(), inst.fields.clone()))
+                .collect();
+            live.replace_many(&rows, &[]).await?;
+            state.replace_many(&rows, &[]).await?;
             self.counters.redis_restores += 1;
             tracing::warn!(
-                keys = n,
+                keys = rows.len(),
                 "Redis restarted empty: restored APPL_DB and APPL_STATE_DB P4RT_TABLE from the installed state"
             );
         }
@@ -458,216 +416,81 @@ impl Daemon {
             Ok(PipelinePush::Unchanged) => {}
             Err(e) => return Err(End::Resync(format!("pipeline push: {e}"))),
         }
+        self.cookie = self.pipeline.cookie;
         Ok(())
     }
 
-    fn owned_desired(&self) -> Objects {
-        let mut o = self.qos_objects.clone();
-        let ports = self.engine.translator.ports().clone();
-        match self.wd.objects(self.info(), &|p| ports.id(p)) {
-            Ok(w) => o.extend(w),
-            Err(e) => tracing::error!(error = %e, "watchdog entries cannot be built"),
-        }
-        // Tuned ECN entries replace the static ones under the same key, so no re-apply of
-        // unchanged QoS rows ever writes the static values back over tuned ones.
-        match self.tuning.objects(self.info(), &ports, self.cfg.device_id) {
-            Ok(es) => o.extend(
-                es.into_iter()
-                    .filter_map(|e| crate::objects::ObjKey::of(&e).map(|k| (k, e))),
-            ),
-            Err(e) => tracing::error!(error = %e, "tuned ECN entries cannot be built"),
-        }
-        o
+    fn owned_desired(&self) -> Result<crate::objects::Objects, End> {
+        self.features
+            .desired(self.info())
+            .map_err(|e| End::Resync(format!("plugin-owned entries cannot be built: {e}")))
     }
 
-    /// Reads CONFIG_DB and recomputes ports, QoS objects and the watchdog. Returns whether the
+    /// Reads CONFIG_DB into a new intent and configures the features. Returns whether the
     /// port map changed.
-    async fn load_config(&mut self) -> Result<bool, SonicDbError> {
+    async fn load_config(&mut self) -> Result<bool, End> {
         let conn = self.sonic.connect(SonicDbId::ConfigDb).await?;
-        let mut view = ConfigView::default();
-        for name in CONFIG_TABLES {
-            let rows = Table::new(conn.clone(), name)?.dump().await?;
-            let rows = rows
-                .into_iter()
-                .map(|(k, f)| (k, f.into_iter().collect::<BTreeMap<_, _>>()))
-                .collect();
-            view.tables.insert(name.to_string(), rows);
+        let mut rows: Vec<(&'static str, String, FieldValues)> = Vec::new();
+        for name in config_tables() {
+            for (k, f) in Table::new(conn.clone(), name)?.dump().await? {
+                rows.push((name, k, f));
+            }
         }
-        let has_ports = view.rows("PORT").next().is_some();
-        if !has_ports && self.view.rows("PORT").next().is_some() {
+        let intent = SwitchIntent::from_rows(
+            rows.iter().map(|(t, k, f)| (*t, k.as_str(), f)),
+            &self.cfg.queue,
+        );
+        if intent.ports.by_name.is_empty() && !self.features.intent.ports.by_name.is_empty() {
             // An empty CONFIG_DB (a restarted Redis) means "not configured yet", not "no ports":
             // keep programming what was configured until the controller writes it again.
             tracing::warn!("CONFIG_DB has no PORT rows; keeping the previous configuration");
             return Ok(false);
         }
-        let (ports, warns) = view.port_map();
-        for w in warns {
-            tracing::warn!(problem = %w.0, "CONFIG_DB");
+        for w in &intent.warnings {
+            tracing::warn!(problem = %w, "CONFIG_DB");
         }
-        let changed = ports.by_name != self.engine.translator.ports().by_name;
-        self.engine.translator.set_ports(ports.clone());
-        match qos::plan(self.info(), &view, &self.cfg.queue, self.cfg.device_id) {
-            Ok(p) => {
-                for w in &p.warnings {
-                    tracing::warn!(problem = %w.0, "QoS configuration");
-                }
-                self.qos_objects = p.objects;
-                let (wd_cfg, poll, warns) = watchdog::configs(&view);
-                for w in warns {
-                    tracing::warn!(problem = %w, "PFC watchdog configuration");
-                }
-                let watched = p
-                    .lossless
-                    .iter()
-                    .filter_map(|(port, prio)| {
-                        wd_cfg.get(port).map(|c| ((port.clone(), *prio), *c))
-                    })
-                    .collect();
-                self.wd.reconfigure(watched);
-                self.wd_poll = poll;
-            }
-            Err(e) => tracing::error!(error = %e, "QoS entries cannot be built"),
-        }
-        self.reconfigure_tuning(&view).await?;
-        let admin_down = view
-            .rows("PORT")
-            .filter(|(_, f)| f.get("admin_status").is_some_and(|s| s == "down"))
-            .map(|(k, _)| k.clone())
-            .collect();
+        let changed = intent.ports.by_name != self.engine.translator.ports().by_name;
+        self.engine.translator.set_ports(intent.ports.clone());
         let _ = self
             .port_tx
             .send(PortCmd::Config {
-                ids: ports.by_name.clone(),
-                admin_down,
+                ids: intent.ports.by_name.clone(),
+                admin_down: intent.admin_down.clone(),
             })
             .await;
-        self.view = view;
-        Ok(changed)
-    }
-
-    /// Hands the new CONFIG_DB view to the tuner (see [`tuning`] for what is kept) and brings
-    /// STATE_DB `WEFT_ECN_TUNING` in line.
-    async fn reconfigure_tuning(&mut self, view: &ConfigView) -> Result<(), SonicDbError> {
-        let table = Table::new(
+        // What an earlier run tuned, read only while this run has tuned nothing yet.
+        let state = Table::new(
             self.sonic.connect(SonicDbId::StateDb).await?,
-            tuning::TUNING_TABLE,
+            EcnTuningState::TABLE,
         )?;
-        // What an earlier run tuned, read only for queues this run has not seen yet.
-        let restored = if self.tuning.queues.is_empty() {
-            table
+        let restored: BTreeMap<_, EcnTuningState> = if self.features.tuning.queues.is_empty() {
+            state
                 .dump()
                 .await?
                 .into_iter()
-                .map(|(k, f)| (k, f.into_iter().collect()))
+                .filter_map(|(k, f)| {
+                    let r = EcnTuningState::from_fields(&k, &f).ok()?;
+                    Some(((r.port.clone(), r.tc), r))
+                })
                 .collect()
         } else {
             BTreeMap::new()
         };
-        let (write, gone, warns) = self.tuning.reconfigure(view, &restored);
-        for w in warns {
-            tracing::warn!(problem = %w, "ECN tuning configuration");
-        }
-        for (port, q) in gone {
-            table.del(&format!("{port}|{q}")).await?;
-        }
-        self.write_tuning_records(Some(&write)).await
-    }
-
-    /// STATE_DB records of `keys` (all queues when `None`).
-    async fn write_tuning_records(
-        &self,
-        keys: Option<&[tuning::QueueKey]>,
-    ) -> Result<(), SonicDbError> {
-        if self.tuning.queues.is_empty() || keys.is_some_and(|k| k.is_empty()) {
-            return Ok(());
-        }
-        let table = Table::new(
-            self.sonic.connect(SonicDbId::StateDb).await?,
-            tuning::TUNING_TABLE,
-        )?;
-        for (k, st) in &self.tuning.queues {
-            if keys.is_some_and(|ks| !ks.contains(k)) {
-                continue;
-            }
-            table
-                .replace(&format!("{}|{}", k.0, k.1), &st.record())
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// One tuning interval: read counters, step the tuners, write changed thresholds to the
-    /// switch and record them; publish the depth histograms to COUNTERS_DB.
-    async fn poll_tuning(&mut self) -> Result<(), End> {
-        let ports: PortMap = self.engine.translator.ports().clone();
-        let reads = self.tuning.reads(self.info(), &ports);
-        if reads.is_empty() {
-            return Ok(());
-        }
-        let res = self
-            .client
-            .read(reads)
-            .await
-            .map_err(|e| End::Resync(format!("tuning counter read: {e}")))?;
-        let out = self
-            .tuning
-            .observe(crate::counters::cells(&res), Instant::now(), &ports);
-        if !out.histograms.is_empty() {
-            let mut conn = self.sonic.connect(SonicDbId::CountersDb).await?;
-            let mut pipe = redis::pipe();
-            for (port, hist) in &out.histograms {
-                let mut cmd = redis::cmd("HSET");
-                cmd.arg(format!("COUNTERS:{port}"))
-                    .arg(tuning::HIST_SHIFT_FIELD)
-                    .arg(self.tuning.shift);
-                for (b, n) in hist.iter().enumerate() {
-                    cmd.arg(format!("{}{b}_PKTS", tuning::HIST_FIELD_PREFIX))
-                        .arg(n);
-                }
-                pipe.add_command(cmd).ignore();
-            }
-            pipe.query_async::<()>(conn.raw())
-                .await
-                .map_err(|e| End::Resync(format!("COUNTERS_DB write: {e}")))?;
-        }
-        if out.changes.is_empty() {
-            return Ok(());
-        }
-        let n = self.engine.apply_owned(self.owned_desired()).await?;
-        for ((port, q), ch) in &out.changes {
-            tracing::info!(
-                %port,
-                queue = q,
-                reason = ch.reason.as_str(),
-                kmin = ch.to.kmin,
-                kmax = ch.to.kmax,
-                pmax = ch.to.pmax,
-                from_kmin = ch.from.kmin,
-                from_kmax = ch.from.kmax,
-                from_pmax = ch.from.pmax,
-                switch_updates = n,
-                "ECN thresholds tuned"
-            );
-        }
-        let keys: Vec<tuning::QueueKey> = out.changes.iter().map(|(k, _)| k.clone()).collect();
-        self.write_tuning_records(Some(&keys)).await?;
-        Ok(())
-    }
-
-    async fn reload_config(&mut self) -> Result<(), End> {
-        self.load_config().await?;
-        Ok(())
+        let publish = self.features.configure(intent, &restored);
+        self.publish(&publish).await?;
+        Ok(changed)
     }
 
     async fn on_config_change(&mut self, appl_state: &Table) -> Result<(), End> {
         let ports_changed = self.load_config().await?;
+        let owned = self.owned_desired()?;
         if ports_changed {
             // Port names resolve to other ids now: retranslate everything.
             let state = appl_state.dump().await?;
-            let r = self.engine.full_sync(&state, self.owned_desired()).await?;
+            let r = self.engine.full_sync(&state, owned).await?;
             tracing::info!(updates = r.updates, "port map changed: resynced");
         } else {
-            let n = self.engine.apply_owned(self.owned_desired()).await?;
+            let n = self.engine.apply_owned(owned).await?;
             if n > 0 {
                 tracing::info!(updates = n, "CONFIG_DB changed: QoS tables updated");
             }
@@ -685,12 +508,15 @@ impl Daemon {
         let results = self.engine.apply_batch(batch).await?;
         // A failed key's APPL_DB entry goes back to what is installed, so APPL_DB and
         // APPL_STATE_DB differ only while a key is in flight (what a restart replays).
+        let mut revert = Vec::new();
+        let mut remove = Vec::new();
         for r in results.iter().filter(|r| !r.status.is_ok()) {
             match self.engine.installed().get(&r.key) {
-                Some(inst) => appl_live.replace(&r.key, &inst.fields).await?,
-                None => appl_live.del(&r.key).await?,
+                Some(inst) => revert.push((r.key.clone(), inst.fields.clone())),
+                None => remove.push(r.key.clone()),
             }
         }
+        appl_live.replace_many(&revert, &remove).await?;
         publisher.publish_batch(&results).await?;
         let failed = results.iter().filter(|r| !r.status.is_ok()).count();
         tracing::debug!(
@@ -705,55 +531,32 @@ impl Daemon {
         Ok(())
     }
 
-    async fn poll_watchdog(&mut self) -> Result<(), End> {
-        let ports = self.engine.translator.ports().clone();
-        let mut reads = Vec::new();
-        let mut idx = Vec::new();
-        for (port, prio) in self.wd.queues.keys() {
-            if let Some(id) = ports.id(port) {
-                let i = i64::from(id * crate::counters::QUEUES + u32::from(*prio));
-                if let Ok(ce) = self
-                    .info()
-                    .counter_entry(c::pfc_rx_pause_counter::NAME, Some(i))
-                {
-                    reads.push(weft_p4rt::proto::p4::v1::Entity {
-                        entity: Some(weft_p4rt::proto::p4::v1::entity::Entity::CounterEntry(ce)),
-                    });
-                    idx.push(((port.clone(), *prio), i));
-                }
-            }
+    async fn read_cells(
+        &self,
+        reads: Vec<weft_p4rt::proto::p4::v1::Entity>,
+        what: &str,
+    ) -> Result<crate::counters::Cells, End> {
+        if reads.is_empty() {
+            return Ok(Default::default());
         }
         let res = self
             .client
             .read(reads)
             .await
-            .map_err(|e| End::Resync(format!("watchdog read: {e}")))?;
-        let cells = crate::counters::cells(&res);
-        let now = Instant::now();
-        let mut changed = Vec::new();
-        for (key, i) in idx {
-            let count = cells
-                .get(&(c::pfc_rx_pause_counter::ID, i))
-                .map(|c| c.0)
-                .unwrap_or(0);
-            if let Some(q) = self.wd.queues.get_mut(&key)
-                && let Some(ev) = q.observe(count, now)
-            {
-                changed.push((key, ev));
-            }
-        }
-        if changed.is_empty() {
+            .map_err(|e| End::Resync(format!("{what} read: {e}")))?;
+        Ok(crate::counters::cells(&res))
+    }
+
+    async fn poll_watchdog(&mut self) -> Result<(), End> {
+        let cells = self
+            .read_cells(self.features.watchdog_reads(self.info()), "watchdog")
+            .await?;
+        let (events, publish) = self.features.observe_watchdog(&cells, Instant::now());
+        if events.is_empty() {
             return Ok(());
         }
-        self.engine.apply_owned(self.owned_desired()).await?;
-        let state = self.sonic.connect(SonicDbId::StateDb).await?;
-        let state = Table::new(state, PFC_WD_STATE_TABLE)?;
-        let counters = Table::new(self.sonic.connect(SonicDbId::CountersDb).await?, "COUNTERS")?;
-        for ((port, prio), ev) in changed {
-            let Some(q) = self.wd.queues.get(&(port.clone(), prio)) else {
-                continue;
-            };
-            let status = if q.stormed { "stormed" } else { "operational" };
+        self.engine.apply_owned(self.owned_desired()?).await?;
+        for ((port, prio), ev) in &events {
             match ev {
                 WdEvent::Stormed(a) => {
                     self.counters.wd_storms += 1;
@@ -763,156 +566,189 @@ impl Daemon {
                     tracing::info!(%port, priority = prio, "PFC storm over, queue restored")
                 }
             }
-            let fields = [
-                ("status", status.to_string()),
-                ("action", q.config.action.as_str().to_string()),
-                ("detected", q.detected.to_string()),
-                ("restored", q.restored.to_string()),
-                ("timestamp_ms", now_ms().to_string()),
-            ];
-            state.set(&format!("{port}|{prio}"), &fields).await?;
-            counters
-                .set(
-                    &format!("{port}:{prio}"),
-                    &[
-                        ("PFC_WD_STATUS", status.to_string()),
-                        ("PFC_WD_ACTION", q.config.action.as_str().to_string()),
-                        (
-                            "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED",
-                            q.detected.to_string(),
-                        ),
-                        (
-                            "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED",
-                            q.restored.to_string(),
-                        ),
-                    ],
-                )
+        }
+        self.publish(&publish).await?;
+        Ok(())
+    }
+
+    async fn poll_counters(&mut self) -> Result<(), End> {
+        let ports = self.engine.translator.ports().clone();
+        let nexthops = self.engine.nexthop_ids();
+        let cells = self
+            .read_cells(
+                crate::counters::reads(self.info(), &ports, &nexthops),
+                "counter",
+            )
+            .await?;
+        let rows: Vec<(String, FieldValues)> = crate::counters::rows(&ports, &nexthops, &cells)
+            .iter()
+            .map(crate::counters::wire)
+            .collect();
+        let conn = self.sonic.connect(SonicDbId::CountersDb).await?;
+        Table::new(conn.clone(), "COUNTERS")?
+            .merge_many(&rows)
+            .await?;
+        let map = crate::counters::name_map(&ports);
+        weft_sonic_db::merge_hash(&conn, PortNameMap::TABLE, &map.to_fields()).await?;
+        self.counters.counter_polls += 1;
+        Ok(())
+    }
+
+    /// One tuning interval: read counters, step the tuners, write changed thresholds to the
+    /// switch and record them; publish the depth histograms.
+    async fn poll_tuning(&mut self) -> Result<(), End> {
+        let ports = self.engine.translator.ports().clone();
+        let cells = self
+            .read_cells(
+                self.features.tuning.reads(self.info(), &ports),
+                "tuning counter",
+            )
+            .await?;
+        let (changes, publish) = self.features.observe_tuning(cells, Instant::now());
+        if !changes.is_empty() {
+            let n = self.engine.apply_owned(self.owned_desired()?).await?;
+            for ((port, q), ch) in &changes {
+                tracing::info!(
+                    %port,
+                    queue = q,
+                    reason = ch.reason.as_str(),
+                    kmin = ch.to.kmin,
+                    kmax = ch.to.kmax,
+                    pmax = ch.to.pmax,
+                    from_kmin = ch.from.kmin,
+                    from_kmax = ch.from.kmax,
+                    from_pmax = ch.from.pmax,
+                    switch_updates = n,
+                    "ECN thresholds tuned"
+                );
+            }
+        }
+        self.publish(&publish).await?;
+        Ok(())
+    }
+
+    async fn status_tick(&mut self) -> Result<(), End> {
+        self.write_status().await?;
+        let records = self.features.tuning_records();
+        self.publish(&records).await?;
+        Ok(())
+    }
+
+    /// Writes what the features want published.
+    async fn publish(&self, p: &Publish) -> Result<(), SonicDbError> {
+        if p.is_empty() {
+            return Ok(());
+        }
+        if !p.state.is_empty() || !p.state_delete.is_empty() {
+            let conn = self.sonic.connect(SonicDbId::StateDb).await?;
+            type Rows = Vec<(String, FieldValues)>;
+            let mut by_table: BTreeMap<&str, (Rows, Vec<String>)> = BTreeMap::new();
+            for (t, k, f) in &p.state {
+                by_table
+                    .entry(t)
+                    .or_default()
+                    .0
+                    .push((k.clone(), f.clone()));
+            }
+            for (t, k) in &p.state_delete {
+                by_table.entry(t).or_default().1.push(k.clone());
+            }
+            for (t, (rows, dels)) in by_table {
+                Table::new(conn.clone(), t)?
+                    .replace_many(&rows, &dels)
+                    .await?;
+            }
+        }
+        if !p.counters.is_empty() {
+            let conn = self.sonic.connect(SonicDbId::CountersDb).await?;
+            Table::new(conn, "COUNTERS")?
+                .merge_many(&p.counters)
                 .await?;
         }
         Ok(())
     }
 
-    fn nexthop_ids(&self) -> BTreeSet<u32> {
-        let table = weft_sonic_db::sonic_table_name(
-            t::nexthop_table::ALIAS,
-            weft_sonic_db::P4rtTableKind::Fixed,
-        );
-        self.engine
-            .installed()
-            .keys()
-            .filter(|k| k.starts_with(&format!("{table}:")))
-            .filter_map(|k| P4rtKey::parse_table_key(k).ok())
-            .filter_map(|k| {
-                k.match_value(t::nexthop_table::fields::nexthop_id::NAME)
-                    .and_then(|v| v.strip_prefix("0x"))
-                    .and_then(|h| u32::from_str_radix(h, 16).ok())
-            })
-            .collect()
-    }
-
-    async fn poll_counters(&mut self) -> Result<(), End> {
-        let ports: PortMap = self.engine.translator.ports().clone();
-        let nexthops = self.nexthop_ids();
-        let reads = crate::counters::reads(self.info(), &ports, &nexthops);
-        if reads.is_empty() {
-            return Ok(());
-        }
-        let res = self
-            .client
-            .read(reads)
-            .await
-            .map_err(|e| End::Resync(format!("counter read: {e}")))?;
-        let cells = crate::counters::cells(&res);
-        let rows = crate::counters::rows(&ports, &nexthops, &cells);
-        let mut conn = self.sonic.connect(SonicDbId::CountersDb).await?;
-        let mut pipe = redis::pipe();
-        for (key, fields) in &rows {
-            if fields.is_empty() {
-                continue;
-            }
-            let mut cmd = redis::cmd("HSET");
-            cmd.arg(format!("COUNTERS:{key}"));
-            for (f, v) in fields {
-                cmd.arg(f).arg(v);
-            }
-            pipe.add_command(cmd).ignore();
-        }
-        for name in ports.by_name.keys() {
-            pipe.cmd("HSET")
-                .arg("COUNTERS_PORT_NAME_MAP")
-                .arg(name)
-                .arg(name)
-                .ignore();
-        }
-        pipe.query_async::<()>(conn.raw())
-            .await
-            .map_err(|e| End::Resync(format!("COUNTERS_DB write: {e}")))?;
-        self.counters.counter_polls += 1;
-        Ok(())
-    }
-
-    fn status_fields(&self) -> Vec<(&'static str, String)> {
+    async fn status(&self) -> PluginStatus {
         let s = &self.engine.stats;
-        vec![
-            ("state", self.state.to_string()),
-            ("pid", std::process::id().to_string()),
-            ("device_id", self.cfg.device_id.to_string()),
-            ("p4rt", self.cfg.p4rt.clone()),
-            ("switch_updates", s.switch_updates.to_string()),
-            ("batches", s.batches.to_string()),
-            ("keys_ok", s.keys_ok.to_string()),
-            ("keys_failed", s.keys_failed.to_string()),
-            ("syncs", s.syncs.to_string()),
-            ("last_sync_updates", s.last_sync_updates.to_string()),
-            ("sync_failures", s.sync_failures.to_string()),
-            ("installed_keys", self.engine.installed().len().to_string()),
-            ("sessions", self.counters.sessions.to_string()),
-            ("pipeline_pushes", self.counters.pipeline_pushes.to_string()),
-            ("redis_restores", self.counters.redis_restores.to_string()),
-            (
-                "ports_down",
-                self.port_stats
-                    .ports_down
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ),
-            (
-                "port_mask_writes",
-                self.port_stats
-                    .mask_writes
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ),
-            (
-                "link_events",
-                self.port_stats
-                    .link_events
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ),
-            ("pfc_wd_storms", self.counters.wd_storms.to_string()),
-            ("counter_polls", self.counters.counter_polls.to_string()),
-            ("uptime_s", self.started.elapsed().as_secs().to_string()),
-            ("updated_ms", now_ms().to_string()),
-        ]
+        let pending = pending_keys(&self.sonic).await.unwrap_or(0);
+        PluginStatus {
+            name: PLUGIN_STATUS_KEY.into(),
+            state: self.state,
+            pid: std::process::id(),
+            device_id: self.cfg.device_id,
+            p4rt: self.cfg.p4rt.clone(),
+            pipeline_cookie: self.cookie,
+            switch_updates: s.switch_updates,
+            batches: s.batches,
+            keys_ok: s.keys_ok,
+            keys_failed: s.keys_failed,
+            syncs: s.syncs,
+            last_sync_updates: s.last_sync_updates,
+            sync_failures: s.sync_failures,
+            installed_keys: self.engine.installed().len() as u64,
+            pending_keys: pending,
+            sessions: self.counters.sessions,
+            pipeline_pushes: self.counters.pipeline_pushes,
+            redis_restores: self.counters.redis_restores,
+            ports_down: self.port_stats.ports_down.load(Ordering::Relaxed),
+            port_mask_writes: self.port_stats.mask_writes.load(Ordering::Relaxed),
+            link_events: self.port_stats.link_events.load(Ordering::Relaxed),
+            pfc_wd_storms: self.counters.wd_storms,
+            counter_polls: self.counters.counter_polls,
+            uptime_s: self.started.elapsed().as_secs(),
+            updated_ms: now_ms(),
+        }
     }
 
+    /// The status row, which expires unless refreshed: its presence says the plugin lives.
     async fn write_status(&self) -> Result<(), SonicDbError> {
+        let st = self.status().await;
         let conn = self.sonic.connect(SonicDbId::StateDb).await?;
-        Table::new(conn, STATUS_TABLE)?
-            .replace(STATUS_KEY, &self.status_fields())
+        // Expires after several missed refreshes, never before the next one is due.
+        let ttl = Duration::from_millis(PLUGIN_STATUS_TTL_MS).max(self.cfg.status_interval * 3);
+        Table::new(conn, PluginStatus::TABLE)?
+            .replace_with_ttl(&st.key(), &st.to_fields(), ttl)
             .await
     }
 
     fn health_line(&self) {
-        let f = self.status_fields();
-        let line = f
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        tracing::info!(health = %line, "health");
+        let s = &self.engine.stats;
+        tracing::info!(
+            state = %self.state,
+            installed_keys = self.engine.installed().len(),
+            keys_ok = s.keys_ok,
+            keys_failed = s.keys_failed,
+            syncs = s.syncs,
+            sessions = self.counters.sessions,
+            pipeline_pushes = self.counters.pipeline_pushes,
+            ports_down = self.port_stats.ports_down.load(Ordering::Relaxed),
+            pfc_wd_storms = self.counters.wd_storms,
+            uptime_s = self.started.elapsed().as_secs(),
+            "health"
+        );
     }
+}
+
+/// Keys the previous run popped but never answered: APPL_DB's live rows that differ from
+/// APPL_STATE_DB, and APPL_STATE_DB rows APPL_DB no longer has.
+fn replay_list(
+    live: &BTreeMap<String, FieldValues>,
+    state: &BTreeMap<String, FieldValues>,
+) -> Vec<KeyOpFieldValues> {
+    let mut replay = Vec::new();
+    for (k, f) in live {
+        if state.get(k).is_none_or(|s| !same_fields(s, f)) {
+            replay.push(KeyOpFieldValues {
+                key: k.clone(),
+                op: weft_sonic_db::Op::Set,
+                fields: f.clone(),
+            });
+        }
+    }
+    for k in state.keys().filter(|k| !live.contains_key(*k)) {
+        replay.push(KeyOpFieldValues::del(k.clone()));
+    }
+    replay
 }
 
 /// Aborts the session's tasks when the session ends.
@@ -942,6 +778,20 @@ async fn redis_run_id(sonic: &SonicDb) -> Result<String, SonicDbError> {
         .unwrap_or("")
         .trim()
         .to_string())
+}
+
+/// Keys in APPL_DB waiting to be popped (the backlog).
+async fn pending_keys(sonic: &SonicDb) -> Result<u64, SonicDbError> {
+    let names = StateTableNames::new(P4RT_TABLE, SonicDbId::ApplDb)?;
+    let mut conn = sonic.connect(SonicDbId::ApplDb).await?;
+    redis::cmd("SCARD")
+        .arg(&names.key_set)
+        .query_async(conn.raw())
+        .await
+        .map_err(|e| SonicDbError::Redis {
+            context: "SCARD".into(),
+            source: e,
+        })
 }
 
 async fn consumer_task(
@@ -974,6 +824,7 @@ async fn consumer_task(
 }
 
 async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
+    let tables = config_tables();
     let run = async {
         sonic.ensure_keyspace_notifications(true).await?;
         let mut pubsub = sonic.pubsub().await?;
@@ -992,7 +843,7 @@ async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
                 .strip_prefix(&prefix)
                 .and_then(|k| k.split('|').next())
                 .unwrap_or("");
-            if CONFIG_TABLES.contains(&table) {
+            if tables.contains(&table) {
                 let _ = tx.try_send(());
             }
         }
@@ -1000,126 +851,6 @@ async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
     };
     if let Err(e) = run.await {
         tracing::warn!(error = %e, "CONFIG_DB watcher stopped");
-    }
-}
-
-/// Owns port_status_table and STATE_DB PORT_TABLE oper_status.
-async fn port_task(
-    client: Client,
-    info: P4Info,
-    sonic: SonicDb,
-    interfaces: BTreeMap<String, String>,
-    mut rx: mpsc::Receiver<PortCmd>,
-    stats: Arc<PortStats>,
-) {
-    let by_if: BTreeMap<String, String> = interfaces
-        .iter()
-        .map(|(p, i)| (i.clone(), p.clone()))
-        .collect();
-    let (link_tx, mut link_rx) = mpsc::channel::<LinkEvent>(256);
-    if !interfaces.is_empty() {
-        let watched = interfaces.values().cloned().collect();
-        if let Err(e) = ports::spawn_netlink_listener(watched, link_tx) {
-            tracing::error!(error = %e, "netlink listener failed; link state from sysfs polls only");
-        }
-    }
-    let mut oper: BTreeMap<String, bool> = interfaces
-        .iter()
-        .map(|(p, i)| (p.clone(), ports::sysfs_oper_up(i)))
-        .collect();
-    let mut ids: BTreeMap<String, u32> = BTreeMap::new();
-    let mut admin_down: BTreeSet<String> = BTreeSet::new();
-    let mut written: Option<BTreeSet<u32>> = None;
-    // Only a session that has pushed the pipeline and synced may write: a write racing
-    // SetForwardingPipelineConfig crashes simple_switch_grpc. The session's Reassert arms it.
-    let mut armed = false;
-    let mut published: BTreeMap<String, bool> = BTreeMap::new();
-    let mut state_db: Option<Table> = None;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        let mut force = false;
-        let mut republish = false;
-        tokio::select! {
-            cmd = rx.recv() => match cmd {
-                None => return,
-                Some(PortCmd::Config { ids: i, admin_down: a }) => { ids = i; admin_down = a; }
-                Some(PortCmd::Reassert) => { force = true; republish = true; armed = true; }
-            },
-            ev = link_rx.recv(), if !interfaces.is_empty() => {
-                let Some(ev) = ev else { continue };
-                stats.link_events.fetch_add(1, Ordering::Relaxed);
-                if let Some(port) = by_if.get(&ev.ifname) {
-                    tracing::info!(%port, ifname = %ev.ifname, up = ev.up, "link event");
-                    oper.insert(port.clone(), ev.up);
-                }
-            }
-            _ = tick.tick() => {
-                // Catches events netlink dropped, and keeps STATE_DB filled after a Redis restart.
-                for (p, i) in &interfaces {
-                    oper.insert(p.clone(), ports::sysfs_oper_up(i));
-                }
-                republish = true;
-            }
-        }
-        let is_up = |p: &str| !admin_down.contains(p) && oper.get(p).copied().unwrap_or(true);
-        let down: BTreeSet<u32> = ids
-            .iter()
-            .filter(|(p, _)| !is_up(p))
-            .map(|(_, id)| *id)
-            .collect();
-        if armed && (force || written.as_ref() != Some(&down)) {
-            let t0 = Instant::now();
-            let ok = match ports::port_status_entity(&info, &down) {
-                Ok(e) => client
-                    .write(&[Update {
-                        r#type: update::Type::Modify as i32,
-                        entity: Some(e),
-                    }])
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            match ok {
-                Ok(()) => {
-                    stats.mask_writes.fetch_add(1, Ordering::Relaxed);
-                    stats.ports_down.store(down.len() as u64, Ordering::Relaxed);
-                    tracing::info!(down = ?down, us = t0.elapsed().as_micros() as u64, "port down mask written");
-                    written = Some(down);
-                }
-                // Not primary or switch away: the next session's Reassert writes it.
-                Err(e) => {
-                    armed = false;
-                    tracing::debug!(error = %e, "port down mask not written");
-                }
-            }
-        }
-        let current: BTreeMap<String, bool> = ids.keys().map(|p| (p.clone(), is_up(p))).collect();
-        if republish || current != published {
-            if state_db.is_none() {
-                state_db = match sonic.connect(SonicDbId::StateDb).await {
-                    Ok(c) => Table::new(c, "PORT_TABLE").ok(),
-                    Err(_) => None,
-                };
-            }
-            if let Some(tbl) = &state_db {
-                let mut ok = true;
-                for (p, up) in &current {
-                    if !republish && published.get(p) == Some(up) {
-                        continue;
-                    }
-                    let status = if *up { "up" } else { "down" };
-                    if tbl.set(p, &[("oper_status", status)]).await.is_err() {
-                        ok = false;
-                        break;
-                    }
-                }
-                if ok {
-                    published = current;
-                } else {
-                    state_db = None;
-                }
-            }
-        }
     }
 }
 

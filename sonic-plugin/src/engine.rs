@@ -120,6 +120,25 @@ impl<S: SwitchIo> Engine<S> {
         &self.owned
     }
 
+    /// Nexthop ids of the installed `nexthop_table` entries (whose path spread is counted).
+    pub fn nexthop_ids(&self) -> BTreeSet<u32> {
+        let table = weft_sonic_db::sonic_table_name(
+            t::nexthop_table::ALIAS,
+            weft_sonic_db::P4rtTableKind::Fixed,
+        );
+        let prefix = format!("{table}:");
+        self.installed
+            .keys()
+            .filter(|k| k.starts_with(&prefix))
+            .filter_map(|k| weft_sonic_db::P4rtKey::parse_table_key(k).ok())
+            .filter_map(|k| {
+                k.match_value(t::nexthop_table::fields::nexthop_id::NAME)
+                    .and_then(|v| v.strip_prefix("0x"))
+                    .and_then(|h| u32::from_str_radix(h, 16).ok())
+            })
+            .collect()
+    }
+
     /// The switch lost everything (new pipeline): nothing is installed any more.
     pub fn forget_switch(&mut self) {
         self.owned.clear();
@@ -734,10 +753,17 @@ mod tests {
         .map(|o| (o.key, o.fields))
         .collect();
         let info = e.translator.info().clone();
-        let owned: Objects = [crate::qos::switch_config(&info, 3).expect("switch config")]
-            .into_iter()
-            .map(|x| (ObjKey::of(&x).expect("key"), x))
-            .collect();
+        let owned: Objects = [crate::qos::switch_config(
+            &info,
+            crate::qos::SwitchSettings {
+                device_id: 3,
+                ..Default::default()
+            },
+        )
+        .expect("switch config")]
+        .into_iter()
+        .map(|x| (ObjKey::of(&x).expect("key"), x))
+        .collect();
         let r = e.full_sync(&want, owned.clone()).await.expect("sync");
         assert_eq!(r.updates, 3, "delete nh 3, insert nh 2, set switch config");
         let r = e.full_sync(&want, owned).await.expect("sync");

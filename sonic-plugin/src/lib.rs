@@ -22,6 +22,8 @@ pub mod config;
 pub mod counters;
 pub mod daemon;
 pub mod engine;
+pub mod features;
+pub mod intent;
 pub mod objects;
 pub mod pipeline;
 pub mod ports;

@@ -4,15 +4,32 @@
 //!
 //! This is the fast failover path: BMv2 polls its interfaces only every 200 ms, while a
 //! netlink event arrives as the kernel changes the link, and one default-action MODIFY then
-//! makes every multipath mode avoid the port from the next packet on.
+//! makes every multipath mode avoid the port from the next packet on. It runs as a task of its
+//! own with its own P4Runtime stream, so it never waits behind counter polls or tuning.
+//!
+//! ```text
+//!   netlink thread ─LinkEvent─┐
+//!   sysfs check (1 s, catches ┤──► oper state ─┐
+//!   events netlink dropped)   │                ├─► down = !oper ∨ admin-down ─► port_status_table
+//!   session ─PortCmd──────────┘  admin-down ───┘                                 (on change)
+//!                                 (CONFIG_DB)   ─► STATE_DB PORT_TABLE oper_status, admin_status
+//!                                                  (on change; all again after a Redis restart)
+//! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use weft_p4::{actions as a, tables as t};
-use weft_p4rt::P4Info;
-use weft_p4rt::proto::p4::v1::{Entity, entity};
+use weft_p4rt::proto::p4::v1::{Entity, Update, entity, update};
+use weft_p4rt::{Client, P4Info};
+use weft_sonic_db::{SonicDb, SonicDbId, Table};
+use weft_sonic_schema::Row;
+use weft_sonic_schema::config::AdminStatus;
+use weft_sonic_schema::state::{OperStatus, PortState};
 
 /// A link changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,6 +184,162 @@ pub fn port_status_entity(info: &P4Info, down: &BTreeSet<u32>) -> Result<Entity,
                 .build()?,
         )),
     })
+}
+
+/// What the port task is told by the session.
+#[derive(Debug)]
+pub enum PortCmd {
+    /// CONFIG_DB: port ids, and the ports the operator set admin-down.
+    Config {
+        ids: BTreeMap<String, u32>,
+        admin_down: BTreeSet<String>,
+    },
+    /// The session pushed the pipeline and synced: the mask may be written (and is, once).
+    Arm,
+    /// Redis may have lost STATE_DB (restarted): publish every port again.
+    Republish,
+}
+
+/// Shared with the status line.
+#[derive(Debug, Default)]
+pub struct PortStats {
+    pub ports_down: AtomicU64,
+    pub mask_writes: AtomicU64,
+    pub link_events: AtomicU64,
+}
+
+/// Owns port_status_table and STATE_DB PORT_TABLE. Runs until `rx` closes.
+pub async fn port_task(
+    client: Client,
+    info: P4Info,
+    sonic: SonicDb,
+    interfaces: BTreeMap<String, String>,
+    mut rx: mpsc::Receiver<PortCmd>,
+    stats: Arc<PortStats>,
+) {
+    let by_if: BTreeMap<String, String> = interfaces
+        .iter()
+        .map(|(p, i)| (i.clone(), p.clone()))
+        .collect();
+    let (link_tx, mut link_rx) = mpsc::channel::<LinkEvent>(256);
+    if !interfaces.is_empty() {
+        let watched = interfaces.values().cloned().collect();
+        if let Err(e) = spawn_netlink_listener(watched, link_tx) {
+            tracing::error!(error = %e, "netlink listener failed; link state from sysfs checks only");
+        }
+    }
+    let mut oper: BTreeMap<String, bool> = interfaces
+        .iter()
+        .map(|(p, i)| (p.clone(), sysfs_oper_up(i)))
+        .collect();
+    let mut ids: BTreeMap<String, u32> = BTreeMap::new();
+    let mut admin_down: BTreeSet<String> = BTreeSet::new();
+    let mut written: Option<BTreeSet<u32>> = None;
+    // Only a session that has pushed the pipeline and synced may write: a write racing
+    // SetForwardingPipelineConfig crashes simple_switch_grpc. The session's Arm allows it.
+    let mut armed = false;
+    let mut published: BTreeMap<String, PortState> = BTreeMap::new();
+    let mut state_db: Option<Table> = None;
+    let mut check = tokio::time::interval(Duration::from_secs(1));
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut force_mask = false;
+        tokio::select! {
+            cmd = rx.recv() => match cmd {
+                None => return,
+                Some(PortCmd::Config { ids: i, admin_down: a }) => { ids = i; admin_down = a; }
+                Some(PortCmd::Arm) => { force_mask = true; armed = true; }
+                Some(PortCmd::Republish) => published.clear(),
+            },
+            ev = link_rx.recv(), if !interfaces.is_empty() => {
+                let Some(ev) = ev else { continue };
+                stats.link_events.fetch_add(1, Ordering::Relaxed);
+                if let Some(port) = by_if.get(&ev.ifname) {
+                    tracing::info!(%port, ifname = %ev.ifname, up = ev.up, "link event");
+                    oper.insert(port.clone(), ev.up);
+                }
+            }
+            _ = check.tick() => {
+                for (p, i) in &interfaces {
+                    oper.insert(p.clone(), sysfs_oper_up(i));
+                }
+            }
+        }
+        let oper_up = |p: &str| oper.get(p).copied().unwrap_or(true);
+        let down: BTreeSet<u32> = ids
+            .iter()
+            .filter(|(p, _)| !oper_up(p) || admin_down.contains(*p))
+            .map(|(_, id)| *id)
+            .collect();
+        // The data plane first: the mask, then STATE_DB for the controller.
+        if armed && (force_mask || written.as_ref() != Some(&down)) {
+            let t0 = Instant::now();
+            let ok = match port_status_entity(&info, &down) {
+                Ok(e) => client
+                    .write(&[Update {
+                        r#type: update::Type::Modify as i32,
+                        entity: Some(e),
+                    }])
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match ok {
+                Ok(()) => {
+                    stats.mask_writes.fetch_add(1, Ordering::Relaxed);
+                    stats.ports_down.store(down.len() as u64, Ordering::Relaxed);
+                    tracing::info!(down = ?down, us = t0.elapsed().as_micros() as u64, "port down mask written");
+                    written = Some(down);
+                }
+                // Not primary or switch away: the next session's Arm writes it.
+                Err(e) => {
+                    armed = false;
+                    tracing::debug!(error = %e, "port down mask not written");
+                }
+            }
+        }
+        let current: BTreeMap<String, PortState> = ids
+            .keys()
+            .map(|p| {
+                (
+                    p.clone(),
+                    PortState {
+                        port: p.clone(),
+                        oper_status: if oper_up(p) {
+                            OperStatus::Up
+                        } else {
+                            OperStatus::Down
+                        },
+                        admin_status: Some(if admin_down.contains(p) {
+                            AdminStatus::Down
+                        } else {
+                            AdminStatus::Up
+                        }),
+                    },
+                )
+            })
+            .collect();
+        let changed: Vec<(String, weft_sonic_db::FieldValues)> = current
+            .iter()
+            .filter(|(p, s)| published.get(*p) != Some(*s))
+            .map(|(_, s)| (s.key(), s.to_fields()))
+            .collect();
+        if changed.is_empty() {
+            continue;
+        }
+        if state_db.is_none() {
+            state_db = match sonic.connect(SonicDbId::StateDb).await {
+                Ok(c) => Table::new(c, PortState::TABLE).ok(),
+                Err(_) => None,
+            };
+        }
+        let Some(tbl) = &state_db else { continue };
+        match tbl.replace_many(&changed, &[]).await {
+            Ok(()) => published = current,
+            // Redis away: publish again once it is back (the next check retries).
+            Err(_) => state_db = None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
-//! Run-time ECN tuning: every `--tuning-interval-ms` (default 50 ms) the plugin samples each
-//! (egress port, queue) that has a `WEFT_ECN_ENVELOPE` row, feeds the sample to that queue's
-//! [`weft_tuning::Tuner`] (none when the envelope says `tuning: off`) and, on a change, writes
+//! ECN thresholds, static or tuned at run time: the only producer of `ecn_threshold_table`.
+//! Every queue with an ECN profile gets its entry from here: the static values when tuning is
+//! off (or the controller gave no envelope), the tuned values otherwise. Every
+//! `--tuning-interval-ms` (default 50 ms) the plugin samples each tuned (egress port, queue),
+//! feeds the sample to that queue's [`weft_tuning::Tuner`] and, on a change, writes
 //! `ecn_threshold_table` and records it.
 //!
 //! ```text
-//!   CONFIG_DB WRED_PROFILE/QUEUE (static) + WEFT_ECN_ENVELOPE ─► QueueIntent ─► Tuner::new(static)
+//!   SwitchIntent (static ECN + envelope per queue) ─► QueueState ─► Tuner::new(static)
 //!   tick: P4Runtime counter read ─► deltas over the interval ─► Sample ─► Tuner::step
 //!            port_tx_counter[p]                 departure rate / line rate  → utilization
 //!            queue_depth_histogram[p×16+b]      mean, p99 (bytes)           → depth_mean, depth_p99
@@ -53,20 +55,18 @@ use weft_p4rt::P4Info;
 use weft_p4rt::proto::p4::v1::{Entity, entity};
 use weft_tuning::{Change, Envelope, Params, Sample, Thresholds, Tuner};
 
+use weft_sonic_schema::config::Tuning as TuningMode;
+use weft_sonic_schema::state::EcnTuningState;
+
 use crate::config::QueueModel;
 use crate::counters::{Cells, QUEUES};
-use crate::qos::{self, ConfigView, DEFAULT_MTU};
+use crate::intent::{QueueIntent as QueueConfig, SwitchIntent};
+use crate::qos;
 
-/// STATE_DB table of the tuned values per (port, queue).
-pub const TUNING_TABLE: &str = "WEFT_ECN_TUNING";
+pub use crate::intent::QueueKey;
+
 /// Buckets of the pipeline's queue-depth histogram per port.
-pub const HIST_BUCKETS: u32 = 16;
-/// Written with each COUNTERS_DB `COUNTERS:EthernetN` histogram: bucket b counts packets that
-/// found `[b << shift, (b+1) << shift)` packets queued (the last bucket: at least `15 << shift`).
-pub const HIST_FIELD_PREFIX: &str = "WEFT_QUEUE_DEPTH_BUCKET_";
-pub const HIST_SHIFT_FIELD: &str = "WEFT_QUEUE_DEPTH_HISTOGRAM_SHIFT";
-
-pub type QueueKey = (String, u8);
+pub const HIST_BUCKETS: u32 = weft_sonic_schema::counters::HIST_BUCKETS as u32;
 
 /// Smallest shift that makes 16 buckets cover a queue of `queue_depth` packets.
 pub fn histogram_shift(queue_depth: u32) -> u8 {
@@ -77,130 +77,40 @@ pub fn histogram_shift(queue_depth: u32) -> u8 {
     s
 }
 
-/// What the controller asks of one (port, queue): static values, envelope, on/off.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What the controller asks of one tuned (port, queue): static values, envelope, on/off.
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueueIntent {
     pub statics: Thresholds,
-    pub envelope: Envelope,
+    pub envelope: Option<Envelope>,
     pub auto: bool,
+    /// How the queue's bytes become BMv2 packets.
+    pub config: QueueConfig,
 }
 
-fn num<T: std::str::FromStr>(f: &BTreeMap<String, String>, name: &str) -> Option<T> {
-    f.get(name).and_then(|v| v.trim().parse().ok())
-}
-
-/// Every (port, queue) with an envelope and an ECN profile, from CONFIG_DB.
-pub fn intents(view: &ConfigView) -> (BTreeMap<QueueKey, QueueIntent>, Vec<String>) {
-    let mut out = BTreeMap::new();
-    let mut warn = Vec::new();
-    for (key, f) in view.rows("WEFT_ECN_ENVELOPE") {
-        let Some((port, q)) = key
-            .split_once('|')
-            .and_then(|(p, q)| Some((p, q.trim().parse::<u8>().ok().filter(|q| *q < 8)?)))
-        else {
-            warn.push(format!(
-                "WEFT_ECN_ENVELOPE|{key}: not EthernetN|<queue 0..7>"
-            ));
-            continue;
-        };
-        let envelope = (|| {
-            Some(Envelope {
-                kmin_min: num(f, "kmin_min")?,
-                kmin_max: num(f, "kmin_max")?,
-                kmax_min: num(f, "kmax_min")?,
-                kmax_max: num(f, "kmax_max")?,
-                pmax_min: num::<f64>(f, "pmax_min").filter(|p| p.is_finite())?,
-                pmax_max: num::<f64>(f, "pmax_max").filter(|p| p.is_finite())?,
-            })
-        })();
-        let Some(envelope) = envelope else {
-            warn.push(format!(
-                "WEFT_ECN_ENVELOPE|{key}: kmin_min/kmin_max/kmax_min/kmax_max/pmax_min/pmax_max missing or not numbers"
-            ));
-            continue;
-        };
-        let qkey = format!("{port}|{q}");
-        let Some(profile) = view.field("QUEUE", &qkey, "wred_profile") else {
-            continue;
-        };
-        let Some(p) = view.tables.get("WRED_PROFILE").and_then(|m| m.get(profile)) else {
-            continue;
-        };
-        if p.get("ecn").is_none_or(|e| e == "ecn_none") {
-            continue;
-        }
-        let (Some(kmin), Some(kmax)) = (
-            num::<f64>(p, "green_min_threshold"),
-            num::<f64>(p, "green_max_threshold"),
-        ) else {
-            continue;
-        };
-        let pct = num::<f64>(p, "green_drop_probability").unwrap_or(100.0);
-        out.insert(
-            (port.to_string(), q),
-            QueueIntent {
-                statics: Thresholds {
-                    kmin: kmin.max(0.0) as u64,
-                    kmax: kmax.max(0.0) as u64,
-                    pmax: (pct / 100.0).clamp(0.0, 1.0),
-                },
-                envelope,
-                auto: f.get("tuning").is_none_or(|v| v != "off"),
-            },
-        );
+impl QueueIntent {
+    fn of(q: &QueueConfig) -> Option<QueueIntent> {
+        let statics = q.ecn?;
+        Some(QueueIntent {
+            statics,
+            envelope: q.envelope,
+            auto: q.envelope.is_some() && q.tuning == TuningMode::Auto,
+            config: q.clone(),
+        })
     }
-    (out, warn)
-}
-
-fn cell_bytes(view: &ConfigView, model: &QueueModel, port: &str) -> u32 {
-    model.cell_bytes.unwrap_or_else(|| {
-        view.field("PORT", port, "mtu")
-            .and_then(|m| m.parse().ok())
-            .filter(|m: &u32| *m > 0)
-            .unwrap_or(DEFAULT_MTU)
-    })
-}
-
-/// The pause threshold and xon hysteresis (bytes) [`qos::plan`] uses for this queue, so a tuned
-/// Kmax is clamped under xoff exactly as the static one is.
-fn pause_of(view: &ConfigView, port: &str, q: u8) -> Option<(u64, u64)> {
-    if !view.pfc_enabled(port).contains(&q) {
-        return None;
-    }
-    let threshold = view
-        .field(
-            "WEFT_ECN_ENVELOPE",
-            &format!("{port}|{q}"),
-            "pause_threshold",
-        )
-        .and_then(|v| v.parse::<u64>().ok())?;
-    let xon = view
-        .field("BUFFER_PG", &format!("{port}|{q}"), "profile")
-        .and_then(|p| view.field("BUFFER_PROFILE", p, "xon"))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .map_or(0, |x| x as u64);
-    Some((threshold, xon))
 }
 
 fn pmax_percent(p: f64) -> u32 {
     (p * 100.0).round().clamp(0.0, 100.0) as u32
 }
 
-/// (Kmin, Kmax, Pmax %) in packets for `th`, converted as [`qos::convert`] does.
-pub fn to_packets(
-    view: &ConfigView,
-    model: &QueueModel,
-    port: &str,
-    q: u8,
-    th: Thresholds,
-) -> (u32, u32, u32) {
-    let cell = cell_bytes(view, model, port);
+/// (Kmin, Kmax, Pmax %) in packets for `th` on queue `q`, converted as the PFC thresholds are
+/// (so a tuned Kmax is clamped under xoff exactly as the static one is).
+pub fn to_packets(model: &QueueModel, q: &QueueConfig, th: Thresholds) -> (u32, u32, u32) {
     qos::convert(
         model,
-        cell,
+        q.cell,
         Some((th.kmin, th.kmax, pmax_percent(th.pmax))),
-        pause_of(view, port, q),
+        q.pause,
     )
     .ecn
     .unwrap_or((0, 1, 0))
@@ -283,39 +193,37 @@ pub struct QueueState {
 
 impl QueueState {
     fn fresh(intent: QueueIntent, params: Params) -> Self {
-        let tuner = intent
-            .auto
-            .then(|| Tuner::new(intent.statics, intent.envelope, params));
+        let tuner = match (intent.auto, intent.envelope) {
+            (true, Some(env)) => Some(Tuner::new(intent.statics, env, params)),
+            _ => None,
+        };
         QueueState {
             current: tuner.as_ref().map_or(intent.statics, |t| t.current),
-            intent,
             tuner,
             changes: 0,
             reason: if intent.auto { "static" } else { "tuning-off" }.to_string(),
             changed_at_ms: 0,
             last: None,
+            intent,
         }
     }
 
     /// Resumes from a STATE_DB record when it was tuned from the same static values and its
     /// values still lie in the envelope.
-    fn resume(intent: QueueIntent, params: Params, rec: &BTreeMap<String, String>) -> Option<Self> {
-        if !intent.auto {
-            return None;
-        }
-        let f = |n: &str| rec.get(n).and_then(|v| v.parse::<f64>().ok());
-        let same = f("static_kmin")? as u64 == intent.statics.kmin
-            && f("static_kmax")? as u64 == intent.statics.kmax
-            && (f("static_pmax")? - intent.statics.pmax).abs() < 1e-6;
+    fn resume(intent: QueueIntent, params: Params, rec: &EcnTuningState) -> Option<Self> {
+        let env = intent.envelope.filter(|_| intent.auto)?;
+        let same = rec.static_kmin == intent.statics.kmin
+            && rec.static_kmax == intent.statics.kmax
+            && (rec.static_pmax - intent.statics.pmax).abs() < 1e-6;
         if !same {
             return None;
         }
         let cur = Thresholds {
-            kmin: f("kmin")? as u64,
-            kmax: f("kmax")? as u64,
-            pmax: f("pmax")?,
+            kmin: rec.kmin,
+            kmax: rec.kmax,
+            pmax: rec.pmax,
         };
-        let mut t = Tuner::new(cur, intent.envelope, params);
+        let mut t = Tuner::new(cur, env, params);
         if t.current != cur {
             return None;
         }
@@ -324,42 +232,42 @@ impl QueueState {
             intent,
             current: cur,
             tuner: Some(t),
-            changes: f("changes").map_or(0, |c| c as u64),
-            reason: rec.get("reason").cloned().unwrap_or_default(),
-            changed_at_ms: f("changed_at").map_or(0, |c| c as u128),
+            changes: rec.changes,
+            reason: rec.reason.clone(),
+            changed_at_ms: u128::from(rec.changed_at),
             last: None,
         })
     }
 
     /// The STATE_DB record.
-    pub fn record(&self) -> Vec<(&'static str, String)> {
+    pub fn record(&self, key: &QueueKey) -> EcnTuningState {
         let s = self.intent.statics;
-        let mut v = vec![
-            ("kmin", self.current.kmin.to_string()),
-            ("kmax", self.current.kmax.to_string()),
-            ("pmax", format!("{:.4}", self.current.pmax)),
-            ("static_kmin", s.kmin.to_string()),
-            ("static_kmax", s.kmax.to_string()),
-            ("static_pmax", format!("{:.4}", s.pmax)),
-            (
-                "tuning",
-                if self.intent.auto { "auto" } else { "off" }.to_string(),
-            ),
-            ("reason", self.reason.clone()),
-            ("changed_at", self.changed_at_ms.to_string()),
-            ("changes", self.changes.to_string()),
-        ];
-        if let Some(l) = &self.last {
-            v.extend([
-                ("depth_mean", l.depth_mean.to_string()),
-                ("depth_p99", l.depth_p99.to_string()),
-                ("utilization", format!("{:.3}", l.utilization)),
-                ("marked_fraction", format!("{:.3}", l.marked_fraction)),
-                ("pfc_sent", l.pfc_sent.to_string()),
-                ("pfc_received", l.pfc_received.to_string()),
-            ]);
+        EcnTuningState {
+            port: key.0.clone(),
+            tc: key.1,
+            kmin: self.current.kmin,
+            kmax: self.current.kmax,
+            pmax: self.current.pmax,
+            static_kmin: s.kmin,
+            static_kmax: s.kmax,
+            static_pmax: s.pmax,
+            tuning: if self.intent.auto {
+                TuningMode::Auto
+            } else {
+                TuningMode::Off
+            },
+            reason: self.reason.clone(),
+            changed_at: u64::try_from(self.changed_at_ms).unwrap_or(u64::MAX),
+            changes: self.changes,
+            depth_mean: self.last.map(|l| l.depth_mean),
+            depth_p99: self.last.map(|l| l.depth_p99),
+            utilization: self.last.map(|l| (l.utilization * 1000.0).round() / 1000.0),
+            marked_fraction: self
+                .last
+                .map(|l| (l.marked_fraction * 1000.0).round() / 1000.0),
+            pfc_sent: self.last.map(|l| l.pfc_sent),
+            pfc_received: self.last.map(|l| l.pfc_received),
         }
-        v
     }
 }
 
@@ -371,7 +279,7 @@ pub struct TickOutcome {
     pub histograms: BTreeMap<String, [u64; HIST_BUCKETS as usize]>,
 }
 
-/// The plugin's tuning: one [`QueueState`] per (port, queue) with an envelope.
+/// The plugin's ECN thresholds: one [`QueueState`] per (port, queue) with an ECN profile.
 #[derive(Debug, Clone)]
 pub struct Tuning {
     pub params: Params,
@@ -380,7 +288,6 @@ pub struct Tuning {
     /// `--tuning-line-rate`: port (or `*`) → packets per second.
     pub line_rate: BTreeMap<String, f64>,
     pub queues: BTreeMap<QueueKey, QueueState>,
-    view: ConfigView,
     prev: Option<(Instant, Cells)>,
     active: BTreeSet<u32>,
 }
@@ -393,20 +300,23 @@ impl Tuning {
             model,
             line_rate,
             queues: BTreeMap::new(),
-            view: ConfigView::default(),
             prev: None,
             active: BTreeSet::new(),
         }
     }
 
-    /// Takes a new CONFIG_DB view. `restored` are STATE_DB records, used for queues this run
-    /// has not seen yet. Returns the keys whose record must be (re)written and those to delete.
+    /// Takes a new intent. `restored` are STATE_DB records, used for queues this run has not
+    /// seen yet. Returns the keys whose record must be (re)written and those to delete.
     pub fn reconfigure(
         &mut self,
-        view: &ConfigView,
-        restored: &BTreeMap<String, BTreeMap<String, String>>,
-    ) -> (Vec<QueueKey>, Vec<QueueKey>, Vec<String>) {
-        let (intents, warn) = intents(view);
+        intent: &SwitchIntent,
+        restored: &BTreeMap<QueueKey, EcnTuningState>,
+    ) -> (Vec<QueueKey>, Vec<QueueKey>) {
+        let intents: BTreeMap<QueueKey, QueueIntent> = intent
+            .queues
+            .iter()
+            .filter_map(|(k, q)| Some((k.clone(), QueueIntent::of(q)?)))
+            .collect();
         let mut write = Vec::new();
         let gone: Vec<QueueKey> = self
             .queues
@@ -417,65 +327,48 @@ impl Tuning {
         for k in &gone {
             self.queues.remove(k);
         }
-        for (k, intent) in intents {
-            match self.queues.get(&k) {
-                Some(s) if s.intent == intent => {}
+        for (k, qi) in intents {
+            match self.queues.get_mut(&k) {
+                // Only a change of what the tuner starts from or moves within restarts it; a
+                // new port id or MTU only changes how the same bytes are written.
+                Some(s)
+                    if s.intent.statics == qi.statics
+                        && s.intent.envelope == qi.envelope
+                        && s.intent.auto == qi.auto =>
+                {
+                    s.intent.config = qi.config;
+                }
                 Some(_) => {
-                    tracing::info!(port = %k.0, queue = k.1, auto = intent.auto, "ECN intent changed: tuner restarts from the static values");
+                    tracing::info!(port = %k.0, queue = k.1, auto = qi.auto, "ECN intent changed: tuner restarts from the static values");
                     self.queues
-                        .insert(k.clone(), QueueState::fresh(intent, self.params));
+                        .insert(k.clone(), QueueState::fresh(qi, self.params));
                     write.push(k);
                 }
                 None => {
-                    let rec = restored.get(&format!("{}|{}", k.0, k.1));
-                    let s = rec
-                        .and_then(|r| QueueState::resume(intent, self.params, r))
+                    let s = restored
+                        .get(&k)
+                        .and_then(|r| QueueState::resume(qi.clone(), self.params, r))
                         .inspect(|s| {
                             tracing::info!(port = %k.0, queue = k.1, kmin = s.current.kmin, kmax = s.current.kmax, pmax = s.current.pmax, "tuned ECN thresholds resumed from STATE_DB");
                         })
-                        .unwrap_or_else(|| QueueState::fresh(intent, self.params));
+                        .unwrap_or_else(|| QueueState::fresh(qi, self.params));
                     self.queues.insert(k.clone(), s);
                     write.push(k);
                 }
             }
         }
-        self.view = view.clone();
-        (write, gone, warn)
+        (write, gone)
     }
 
-    /// The plugin-owned entries tuning contributes: the tuned `ecn_threshold_table` entries
-    /// (replacing the static ones [`qos::plan`] built under the same key) and the switch config
-    /// with the histogram shift.
-    pub fn objects(
-        &self,
-        info: &P4Info,
-        ports: &PortMap,
-        device_id: u64,
-    ) -> Result<Vec<Entity>, weft_p4rt::Error> {
+    /// The `ecn_threshold_table` entries of every queue with an ECN profile: tuned values where
+    /// a tuner runs, the static values elsewhere.
+    pub fn objects(&self, info: &P4Info) -> Result<Vec<Entity>, weft_p4rt::Error> {
         let mut out = Vec::new();
-        let call = info
-            .action_call(a::set_switch_config::NAME)?
-            .param(
-                a::set_switch_config::params::switch_id::NAME,
-                (device_id & 0xffff_ffff) as u32,
-            )?
-            .param(a::set_switch_config::params::postcard_sample_n::NAME, 0u32)?
-            .param(a::set_switch_config::params::postcard_session::NAME, 0u32)?
-            .param(
-                a::set_switch_config::params::histogram_shift::NAME,
-                self.shift,
-            )?;
-        out.push(table_entity(
-            info.table_entry(t::switch_config_table::NAME)?
-                .default_entry()
-                .action(call)?
-                .build()?,
-        ));
-        for ((port, q), s) in &self.queues {
-            let (Some(_), Some(id)) = (&s.tuner, ports.id(port)) else {
+        for ((_, q), s) in &self.queues {
+            let Some(id) = s.intent.config.port_id else {
                 continue;
             };
-            let (kmin, kmax, pmax) = to_packets(&self.view, &self.model, port, *q, s.current);
+            let (kmin, kmax, pmax) = to_packets(&self.model, &s.intent.config, s.current);
             let call = info
                 .action_call(a::set_ecn_thresholds::NAME)?
                 .param(a::set_ecn_thresholds::params::kmin::NAME, kmin)?
@@ -492,9 +385,24 @@ impl Tuning {
         Ok(out)
     }
 
+    /// Whether any queue has a tuner.
+    pub fn tuning_any(&self) -> bool {
+        self.queues.values().any(|s| s.tuner.is_some())
+    }
+
+    /// Whether any queue is sampled: every queue the controller gave an envelope, tuned or
+    /// not, so its depth and marking are published either way.
+    pub fn sampling_any(&self) -> bool {
+        self.queues.values().any(|s| s.intent.envelope.is_some())
+    }
+
     fn ports_of(&self, ports: &PortMap) -> BTreeMap<u32, (String, BTreeSet<u8>)> {
         let mut out: BTreeMap<u32, (String, BTreeSet<u8>)> = BTreeMap::new();
-        for (port, q) in self.queues.keys() {
+        for ((port, q), _) in self
+            .queues
+            .iter()
+            .filter(|(_, s)| s.intent.envelope.is_some())
+        {
             if let Some(id) = ports.id(port) {
                 out.entry(id)
                     .or_insert_with(|| (port.clone(), BTreeSet::new()))
@@ -536,17 +444,19 @@ impl Tuning {
         out
     }
 
-    fn line_rate_pps(&self, port: &str, cell: u32) -> f64 {
+    fn line_rate_pps(&self, port: &str, q: &QueueConfig) -> f64 {
         if let Some(r) = self.line_rate.get(port).or_else(|| self.line_rate.get("*")) {
             return *r;
         }
-        let mbps: f64 = self
-            .view
-            .field("PORT", port, "speed")
-            .and_then(|s| s.parse().ok())
-            .filter(|s: &f64| *s > 0.0)
-            .unwrap_or(100_000.0);
-        mbps * 1e6 / (8.0 * f64::from(cell))
+        q.speed_mbps as f64 * 1e6 / (8.0 * f64::from(q.cell))
+    }
+
+    /// Any sampled queue of `port`: its cell and speed are the port's.
+    fn port_config(&self, port: &str) -> Option<&QueueConfig> {
+        self.queues
+            .iter()
+            .find(|((p, _), s)| p == port && s.intent.envelope.is_some())
+            .map(|(_, s)| &s.intent.config)
     }
 
     /// Feeds one tick's counter cells; returns the changes made (already applied to the state:
@@ -610,11 +520,10 @@ impl Tuning {
                 .filter(|(_, (_, qs))| qs.contains(q))
                 .filter_map(|(id, (name, _))| {
                     let d = depth.get(id)?;
-                    let cell = cell_bytes(&self.view, &self.model, name);
-                    let xoff =
-                        qos::convert(&self.model, cell, None, pause_of(&self.view, name, *q))
-                            .pfc
-                            .map_or(u32::MAX, |p| p.0);
+                    let qc = &self.queues.get(&(name.clone(), *q))?.intent.config;
+                    let xoff = qos::convert(&self.model, qc.cell, None, qc.pause)
+                        .pfc
+                        .map_or(u32::MAX, |p| p.0);
                     Some((*id, d.max, xoff))
                 })
                 .collect();
@@ -632,9 +541,9 @@ impl Tuning {
         }
         let rates: BTreeMap<&str, (u32, f64)> = by_port
             .values()
-            .map(|(name, _)| {
-                let cell = cell_bytes(&self.view, &self.model, name);
-                (name.as_str(), (cell, self.line_rate_pps(name, cell)))
+            .filter_map(|(name, _)| {
+                let qc = self.port_config(name)?;
+                Some((name.as_str(), (qc.cell, self.line_rate_pps(name, qc))))
             })
             .collect();
         let scale = self.model.scale;
@@ -722,21 +631,9 @@ pub fn now_ms() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::ObjKey;
 
-    type Row<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-
-    fn view(rows: &[Row]) -> ConfigView {
-        let mut v = ConfigView::default();
-        for (t, k, f) in rows {
-            v.tables.entry(t.to_string()).or_default().insert(
-                k.to_string(),
-                f.iter()
-                    .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .collect(),
-            );
-        }
-        v
-    }
+    use crate::intent::tests::intent;
 
     const ENV: &[(&str, &str)] = &[
         ("kmin_min", "100000"),
@@ -749,35 +646,44 @@ mod tests {
         ("tuning", "auto"),
     ];
 
-    fn fabric_view(env: &[(&str, &str)], kmin: &str) -> ConfigView {
-        view(&[
-            (
-                "PORT",
-                "Ethernet0",
-                &[("id", "1"), ("mtu", "9100"), ("speed", "100000")],
-            ),
-            (
-                "PORT",
-                "Ethernet4",
-                &[("id", "2"), ("mtu", "9100"), ("speed", "100000")],
-            ),
-            ("PORT_QOS_MAP", "Ethernet0", &[("pfc_enable", "3")]),
-            ("PORT_QOS_MAP", "Ethernet4", &[("pfc_enable", "3")]),
-            (
-                "WRED_PROFILE",
-                "W",
-                &[
-                    ("ecn", "ecn_all"),
-                    ("green_min_threshold", kmin),
-                    ("green_max_threshold", "1600000"),
-                    ("green_drop_probability", "20"),
-                ],
-            ),
-            ("QUEUE", "Ethernet0|3", &[("wred_profile", "W")]),
-            ("QUEUE", "Ethernet4|3", &[("wred_profile", "W")]),
-            ("WEFT_ECN_ENVELOPE", "Ethernet0|3", env),
-            ("WEFT_ECN_ENVELOPE", "Ethernet4|3", env),
-        ])
+    fn fabric_view(env: &[(&str, &str)], kmin: &str) -> SwitchIntent {
+        let port = |id: &'static str| -> [(&'static str, &'static str); 4] {
+            [
+                ("id", id),
+                ("mtu", "9100"),
+                ("speed", "100000"),
+                ("admin_status", "up"),
+            ]
+        };
+        let (p0, p4) = (port("1"), port("2"));
+        let qos = [
+            ("dscp_to_tc_map", "WEFT"),
+            ("tc_to_queue_map", "WEFT"),
+            ("tc_to_pg_map", "WEFT"),
+            ("pfc_enable", "3"),
+        ];
+        let wred = [
+            ("ecn", "ecn_all"),
+            ("wred_green_enable", "true"),
+            ("green_min_threshold", kmin),
+            ("green_max_threshold", "1600000"),
+            ("green_drop_probability", "20"),
+        ];
+        intent(
+            &[
+                ("PORT", "Ethernet0", &p0),
+                ("PORT", "Ethernet4", &p4),
+                ("DSCP_TO_TC_MAP", "WEFT", &[("26", "3")]),
+                ("PORT_QOS_MAP", "Ethernet0", &qos),
+                ("PORT_QOS_MAP", "Ethernet4", &qos),
+                ("WRED_PROFILE", "W", &wred),
+                ("QUEUE", "Ethernet0|3", &[("wred_profile", "W")]),
+                ("QUEUE", "Ethernet4|3", &[("wred_profile", "W")]),
+                ("WEFT_ECN_ENVELOPE", "Ethernet0|3", env),
+                ("WEFT_ECN_ENVELOPE", "Ethernet4|3", env),
+            ],
+            &model(),
+        )
     }
 
     fn model() -> QueueModel {
@@ -957,47 +863,50 @@ mod tests {
         let info = crate::pipeline::weft_p4info().expect("p4info");
         let v = fabric_view(ENV, "400000");
         let mut tu = Tuning::new(model(), BTreeMap::new());
-        let (write, gone, warn) = tu.reconfigure(&v, &BTreeMap::new());
-        assert_eq!((write.len(), gone.len(), warn.len()), (2, 0, 0));
-        let static_plan = qos::plan(&info, &v, &model(), 1).expect("plan");
+        let (write, gone) = tu.reconfigure(&v, &BTreeMap::new());
+        assert_eq!((write.len(), gone.len()), (2, 0));
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+        let statics = tu.objects(&info).expect("objects");
+        assert_eq!(
+            statics.len(),
+            2,
+            "one ECN entry per queue, from the static values"
+        );
         let key = ("Ethernet0".to_string(), 3);
         tu.queues.get_mut(&key).expect("queue").current = Thresholds {
             kmin: 100_000,
             kmax: 400_000,
             pmax: 0.8,
         };
-        let mut objs = static_plan.objects.clone();
-        let n = objs.len();
-        for e in tu.objects(&info, &ports(), 1).expect("objects") {
-            let k = crate::objects::ObjKey::of(&e).expect("key");
-            assert!(
-                objs.contains_key(&k),
-                "tuning only replaces entries qos::plan makes"
-            );
-            objs.insert(k, e);
-        }
-        assert_eq!(objs.len(), n);
+        let tuned = tu.objects(&info).expect("objects");
+        let keys = |es: &[Entity]| -> Vec<ObjKey> { es.iter().filter_map(ObjKey::of).collect() };
+        assert_eq!(
+            keys(&tuned),
+            keys(&statics),
+            "the tuned entry takes the static one's key"
+        );
         assert_ne!(
-            objs, static_plan.objects,
+            tuned, statics,
             "the tuned entry differs from the static one"
         );
+        let qc = tu.queues[&key].intent.config.clone();
         assert_eq!(
-            to_packets(&v, &model(), "Ethernet0", 3, tu.queues[&key].current),
+            to_packets(&model(), &qc, tu.queues[&key].current),
             (11, 43, 80)
         );
         // The same rows again: nothing restarts, the tuned values stay.
-        let (write, _, _) = tu.reconfigure(&v.clone(), &BTreeMap::new());
+        let (write, _) = tu.reconfigure(&v.clone(), &BTreeMap::new());
         assert!(write.is_empty());
         assert_eq!(tu.queues[&key].current.kmax, 400_000);
         // A changed static value is a changed intent: back to the (new) static values.
-        let (write, _, _) = tu.reconfigure(&fabric_view(ENV, "300000"), &BTreeMap::new());
+        let (write, _) = tu.reconfigure(&fabric_view(ENV, "300000"), &BTreeMap::new());
         assert_eq!(write.len(), 2);
         assert_eq!(tu.queues[&key].current.kmin, 300_000);
         assert_eq!(tu.queues[&key].current.kmax, 1_600_000);
     }
 
     #[test]
-    fn tuning_off_has_no_tuner_and_restarts_resume_only_matching_records() {
+    fn tuning_off_yields_the_static_entries_and_restarts_resume_only_matching_records() {
         let mut env: Vec<(&str, &str)> = ENV.to_vec();
         env.retain(|(k, _)| *k != "tuning");
         env.push(("tuning", "off"));
@@ -1005,36 +914,48 @@ mod tests {
         tu.reconfigure(&fabric_view(&env, "400000"), &BTreeMap::new());
         let key = ("Ethernet0".to_string(), 3);
         assert!(tu.queues[&key].tuner.is_none());
+        assert!(!tu.tuning_any());
+        assert!(
+            tu.sampling_any(),
+            "untuned queues are still sampled and published"
+        );
         assert_eq!(tu.queues[&key].reason, "tuning-off");
         let info = crate::pipeline::weft_p4info().expect("p4info");
         assert_eq!(
-            tu.objects(&info, &ports(), 1).expect("objects").len(),
-            1,
-            "only the switch config"
+            tu.objects(&info).expect("objects").len(),
+            2,
+            "static ECN entries, one per queue"
         );
 
-        let rec = |static_kmin: &str| -> BTreeMap<String, BTreeMap<String, String>> {
-            let f: BTreeMap<String, String> = [
-                ("kmin", "200000"),
-                ("kmax", "800000"),
-                ("pmax", "0.4"),
-                ("static_kmin", static_kmin),
-                ("static_kmax", "1600000"),
-                ("static_pmax", "0.2"),
-                ("changes", "1"),
-                ("reason", "pfc"),
-            ]
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-            [("Ethernet0|3".to_string(), f)].into()
+        let rec = |static_kmin: u64| -> BTreeMap<QueueKey, EcnTuningState> {
+            let r = EcnTuningState {
+                port: "Ethernet0".into(),
+                tc: 3,
+                kmin: 200_000,
+                kmax: 800_000,
+                pmax: 0.4,
+                static_kmin,
+                static_kmax: 1_600_000,
+                static_pmax: 0.2,
+                tuning: TuningMode::Auto,
+                reason: "pfc".into(),
+                changed_at: 0,
+                changes: 1,
+                depth_mean: None,
+                depth_p99: None,
+                utilization: None,
+                marked_fraction: None,
+                pfc_sent: None,
+                pfc_received: None,
+            };
+            [(key.clone(), r)].into()
         };
         let mut tu = Tuning::new(model(), BTreeMap::new());
-        tu.reconfigure(&fabric_view(ENV, "400000"), &rec("400000"));
+        tu.reconfigure(&fabric_view(ENV, "400000"), &rec(400_000));
         assert_eq!(tu.queues[&key].current.kmax, 800_000, "resumed");
         assert_eq!(tu.queues[&key].changes, 1);
         let mut tu = Tuning::new(model(), BTreeMap::new());
-        tu.reconfigure(&fabric_view(ENV, "400000"), &rec("300000"));
+        tu.reconfigure(&fabric_view(ENV, "400000"), &rec(300_000));
         assert_eq!(
             tu.queues[&key].current.kmax, 1_600_000,
             "other static values: not resumed"

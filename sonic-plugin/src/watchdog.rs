@@ -10,102 +10,19 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use weft_p4::{actions as a, tables as t};
 use weft_p4rt::P4Info;
 use weft_p4rt::proto::p4::v1::{Entity, entity};
+use weft_sonic_schema::config::PfcWdAction as WdAction;
 
+pub use crate::intent::WdConfig;
+use crate::intent::{DEFAULT_WD_POLL, SwitchIntent};
 use crate::objects::{ObjKey, Objects};
-use crate::qos::ConfigView;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WdAction {
-    Drop,
-    Forward,
-    Alert,
-}
-
-impl WdAction {
-    pub fn parse(s: &str) -> Option<WdAction> {
-        match s {
-            "drop" => Some(WdAction::Drop),
-            "forward" => Some(WdAction::Forward),
-            "alert" => Some(WdAction::Alert),
-            _ => None,
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WdAction::Drop => "drop",
-            WdAction::Forward => "forward",
-            WdAction::Alert => "alert",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WdConfig {
-    pub action: WdAction,
-    pub detection: Duration,
-    pub restoration: Duration,
-}
-
-/// SONiC's defaults and limits (`PFC_WD` in Configuration.md, pfcwdorch).
-pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
-const DETECTION_RANGE_MS: (u64, u64) = (100, 5000);
-const RESTORATION_RANGE_MS: (u64, u64) = (100, 60_000);
-
-/// `PFC_WD|EthernetN` rows → per-port config; `PFC_WD|GLOBAL POLL_INTERVAL` → poll interval.
-pub fn configs(view: &ConfigView) -> (BTreeMap<String, WdConfig>, Duration, Vec<String>) {
-    let mut out = BTreeMap::new();
-    let mut warn = Vec::new();
-    let mut poll = DEFAULT_POLL;
-    for (key, f) in view.rows("PFC_WD") {
-        if key == "GLOBAL" {
-            if let Some(ms) = f.get("POLL_INTERVAL").and_then(|v| v.parse::<u64>().ok()) {
-                poll = Duration::from_millis(ms.clamp(10, 10_000));
-            }
-            continue;
-        }
-        let action = match f.get("action") {
-            None => WdAction::Drop,
-            Some(s) => match WdAction::parse(s) {
-                Some(a) => a,
-                None => {
-                    warn.push(format!("PFC_WD|{key}: unknown action {s:?}, using drop"));
-                    WdAction::Drop
-                }
-            },
-        };
-        let mut ms = |field: &str, range: (u64, u64), default: u64| -> u64 {
-            match f.get(field).map(|v| v.parse::<u64>()) {
-                Some(Ok(v)) if (range.0..=range.1).contains(&v) => v,
-                None => default,
-                Some(_) => {
-                    warn.push(format!(
-                        "PFC_WD|{key}: {field} {:?} outside {}..={} ms, using {default}",
-                        f.get(field),
-                        range.0,
-                        range.1
-                    ));
-                    default
-                }
-            }
-        };
-        let detection = ms("detection_time", DETECTION_RANGE_MS, 200);
-        let restoration = ms("restoration_time", RESTORATION_RANGE_MS, 200);
-        out.insert(
-            key.clone(),
-            WdConfig {
-                action,
-                detection: Duration::from_millis(detection),
-                restoration: Duration::from_millis(restoration),
-            },
-        );
-    }
-    (out, poll, warn)
-}
+/// SONiC's default poll interval.
+pub const DEFAULT_POLL: std::time::Duration = DEFAULT_WD_POLL;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WdEvent {
@@ -183,7 +100,12 @@ pub struct Watchdog {
 impl Watchdog {
     /// Keeps the state of queues that stay watched (with their new config), adds and drops
     /// the others.
-    pub fn reconfigure(&mut self, watched: BTreeMap<(String, u8), WdConfig>) {
+    pub fn reconfigure(&mut self, intent: &SwitchIntent) {
+        let watched: BTreeMap<(String, u8), WdConfig> = intent
+            .queues
+            .iter()
+            .filter_map(|(k, q)| Some((k.clone(), q.watchdog?)))
+            .collect();
         self.queues.retain(|k, _| watched.contains_key(k));
         for (k, cfg) in watched {
             self.queues
@@ -230,6 +152,7 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn cfg() -> WdConfig {
         WdConfig {
@@ -267,34 +190,5 @@ mod tests {
         assert_eq!(q.observe(3, ms(200)), None, "a quiet poll resets detection");
         assert_eq!(q.observe(6, ms(300)), None);
         assert!(!q.stormed);
-    }
-
-    #[test]
-    fn pfc_wd_rows_parse_with_sonic_defaults_and_ranges() {
-        let mut v = ConfigView::default();
-        let mut rows = BTreeMap::new();
-        rows.insert(
-            "Ethernet0".to_string(),
-            [
-                ("action".to_string(), "forward".to_string()),
-                ("detection_time".to_string(), "50".to_string()),
-            ]
-            .into(),
-        );
-        rows.insert(
-            "GLOBAL".to_string(),
-            [("POLL_INTERVAL".to_string(), "50".to_string())].into(),
-        );
-        v.tables.insert("PFC_WD".into(), rows);
-        let (c, poll, warn) = configs(&v);
-        assert_eq!(poll, Duration::from_millis(50));
-        let e0 = c["Ethernet0"];
-        assert_eq!(e0.action, WdAction::Forward);
-        assert_eq!(
-            e0.detection,
-            Duration::from_millis(200),
-            "50 ms is out of range"
-        );
-        assert_eq!(warn.len(), 1);
     }
 }

@@ -43,10 +43,11 @@ row! {
         /// P4Runtime port id (BMv2 port number).
         pub id: u32 = "id",
         /// Mb/s.
-        pub speed: u64 = "speed",
+        pub speed: Option<u64> = "speed",
         /// Bytes.
-        pub mtu: u32 = "mtu",
-        pub admin_status: AdminStatus = "admin_status",
+        pub mtu: Option<u32> = "mtu",
+        /// Only an explicit `down` takes the port out of use.
+        pub admin_status: Option<AdminStatus> = "admin_status",
     }
 }
 
@@ -72,10 +73,10 @@ row! {
     /// The maps a port uses and the classes PFC protects on it (empty: none).
     pub struct PortQosMap in ConfigDb "PORT_QOS_MAP" by Controller, key "EthernetN" {
         pub port: String;
-        pub dscp_to_tc_map: String = "dscp_to_tc_map",
-        pub tc_to_queue_map: String = "tc_to_queue_map",
-        pub tc_to_pg_map: String = "tc_to_pg_map",
-        pub pfc_enable: ClassList = "pfc_enable",
+        pub dscp_to_tc_map: Option<String> = "dscp_to_tc_map",
+        pub tc_to_queue_map: Option<String> = "tc_to_queue_map",
+        pub tc_to_pg_map: Option<String> = "tc_to_pg_map",
+        pub pfc_enable: Option<ClassList> = "pfc_enable",
     }
 }
 
@@ -84,14 +85,15 @@ row! {
     /// `green_drop_probability` at the max, every packet above.
     pub struct WredProfile in ConfigDb "WRED_PROFILE" by Controller, key "NAME" {
         pub name: String;
-        pub ecn: EcnMode = "ecn",
-        pub wred_green_enable: bool = "wred_green_enable",
+        /// Without it, no ECN marking.
+        pub ecn: Option<EcnMode> = "ecn",
+        pub wred_green_enable: Option<bool> = "wred_green_enable",
         /// Bytes.
-        pub green_min_threshold: u64 = "green_min_threshold",
+        pub green_min_threshold: Option<u64> = "green_min_threshold",
         /// Bytes.
-        pub green_max_threshold: u64 = "green_max_threshold",
-        /// Percent.
-        pub green_drop_probability: f64 = "green_drop_probability",
+        pub green_max_threshold: Option<u64> = "green_max_threshold",
+        /// Percent (SONiC's default 100).
+        pub green_drop_probability: Option<f64> = "green_drop_probability",
     }
 }
 
@@ -100,7 +102,7 @@ row! {
     pub struct Queue in ConfigDb "QUEUE" by Controller, key "EthernetN|tc" {
         pub port: String,
         pub queues: ClassList;
-        pub wred_profile: String = "wred_profile",
+        pub wred_profile: Option<String> = "wred_profile",
     }
 }
 
@@ -114,14 +116,14 @@ row! {
     /// PFC headroom of a lossless priority group, from the headroom model.
     pub struct BufferProfile in ConfigDb "BUFFER_PROFILE" by Controller, key "NAME" {
         pub name: String;
-        pub pool: String = "pool",
+        pub pool: Option<String> = "pool",
         /// Bytes.
-        pub xon: u64 = "xon",
+        pub xon: Option<u64> = "xon",
         /// Bytes.
-        pub xoff: u64 = "xoff",
+        pub xoff: Option<u64> = "xoff",
         /// Bytes.
-        pub size: u64 = "size",
-        pub dynamic_th: i32 = "dynamic_th",
+        pub size: Option<u64> = "size",
+        pub dynamic_th: Option<i32> = "dynamic_th",
     }
 }
 
@@ -138,11 +140,12 @@ row! {
     /// The PFC watchdog of a port's lossless queues.
     pub struct PfcWd in ConfigDb "PFC_WD" by Controller, key "EthernetN" {
         pub port: String;
-        pub action: PfcWdAction = "action",
-        /// Milliseconds (SONiC: 100–5000).
-        pub detection_time: u32 = "detection_time",
-        /// Milliseconds (SONiC: 100–60000).
-        pub restoration_time: u32 = "restoration_time",
+        /// SONiC's default: drop.
+        pub action: Option<PfcWdAction> = "action",
+        /// Milliseconds (SONiC: 100–5000; default 200).
+        pub detection_time: Option<u32> = "detection_time",
+        /// Milliseconds (SONiC: 100–60000; default 200).
+        pub restoration_time: Option<u32> = "restoration_time",
     }
 }
 
@@ -150,8 +153,8 @@ row! {
     /// The PFC watchdog's poll interval (the row keyed `GLOBAL` of `PFC_WD`).
     pub struct PfcWdGlobal in ConfigDb "PFC_WD" by Controller, key "GLOBAL" {
         pub name: String;
-        /// Milliseconds.
-        pub poll_interval: u32 = "POLL_INTERVAL",
+        /// Milliseconds (SONiC's default 100).
+        pub poll_interval: Option<u32> = "POLL_INTERVAL",
     }
 }
 
@@ -365,7 +368,7 @@ impl ConfigDb {
         self.queues
             .iter()
             .filter(|q| q.port == port && q.queues.contains(queue))
-            .find_map(|q| self.wred.get(&q.wred_profile))
+            .find_map(|q| self.wred.get(q.wred_profile.as_deref()?))
     }
 
     /// The buffer profile of `(port, class)`, through `BUFFER_PG`.
@@ -380,13 +383,13 @@ impl ConfigDb {
     pub fn pfc_enabled(&self, port: &str) -> ClassList {
         self.port_qos
             .get(port)
-            .map(|q| q.pfc_enable.clone())
+            .and_then(|q| q.pfc_enable.clone())
             .unwrap_or_default()
     }
 
     /// The MTU of `port`, when configured.
     pub fn mtu(&self, port: &str) -> Option<u32> {
-        self.ports.get(port).map(|p| p.mtu).filter(|m| *m > 0)
+        self.ports.get(port).and_then(|p| p.mtu).filter(|m| *m > 0)
     }
 }
 
@@ -418,26 +421,26 @@ mod tests {
             ConfigRow::Port(Port {
                 port: "Ethernet8".into(),
                 id: 3,
-                speed: 400_000,
-                mtu: 9100,
-                admin_status: AdminStatus::Up,
+                speed: Some(400_000),
+                mtu: Some(9100),
+                admin_status: Some(AdminStatus::Up),
             }),
             ConfigRow::Queue(Queue {
                 port: "Ethernet8".into(),
                 queues: ClassList::single(3),
-                wred_profile: "WEFT_ROCE_400G".into(),
+                wred_profile: Some("WEFT_ROCE_400G".into()),
             }),
             ConfigRow::PfcWdGlobal(PfcWdGlobal {
                 name: PFC_WD_GLOBAL.into(),
-                poll_interval: 100,
+                poll_interval: Some(100),
             }),
             ConfigRow::WredProfile(WredProfile {
                 name: "W".into(),
-                ecn: EcnMode::All,
-                wred_green_enable: true,
-                green_min_threshold: 400_000,
-                green_max_threshold: 1_600_000,
-                green_drop_probability: 20.0,
+                ecn: Some(EcnMode::All),
+                wred_green_enable: Some(true),
+                green_min_threshold: Some(400_000),
+                green_max_threshold: Some(1_600_000),
+                green_drop_probability: Some(20.0),
             }),
         ];
         for r in rows {
@@ -457,6 +460,8 @@ mod tests {
             ("admin_status".into(), "up".into()),
         ];
         let e = Port::from_fields("Ethernet0", &f).expect_err("bad id");
+        let e2 = Port::from_fields("Ethernet0", &vec![]).expect_err("no id");
+        assert!(e2.to_string().contains("`id` is missing"), "{e2}");
         let s = e.to_string();
         assert!(
             s.contains("PORT|Ethernet0") && s.contains("`id`") && s.contains("three"),
