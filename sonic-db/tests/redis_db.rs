@@ -839,3 +839,103 @@ async fn password_and_acl_user_authenticate() {
         .expect_err("bad password");
     assert!(matches!(err, SonicDbError::Connect { .. }), "{err:?}");
 }
+
+/// swss-common's ConsumerStateTable pop, written out independently of `ConsumerStateTable`
+/// (from `consumerstatetable.cpp` / `consumer_state_table_pops.lua`): SPOP keys; per key, a
+/// pending delete drops the live row first; staged fields are then merged in (HSET).
+const SWSS_POP: &str = r#"
+local ret = {}
+local keys = redis.call('SPOP', KEYS[1], ARGV[1])
+for i = 1, #keys do
+    local key = keys[i]
+    if redis.call('SREM', KEYS[3], key) == 1 then
+        redis.call('DEL', KEYS[4] .. key)
+    end
+    local fv = redis.call('HGETALL', KEYS[2] .. key)
+    for j = 1, #fv, 2 do
+        redis.call('HSET', KEYS[4] .. key, fv[j], fv[j + 1])
+    end
+    redis.call('DEL', KEYS[2] .. key)
+    table.insert(ret, {key, fv})
+end
+return ret
+"#;
+
+async fn swss_pop(c: &mut redis::aio::MultiplexedConnection) -> Vec<(String, Vec<String>)> {
+    redis::cmd("EVAL")
+        .arg(SWSS_POP)
+        .arg(4)
+        .arg("P4RT_TABLE_KEY_SET")
+        .arg("_P4RT_TABLE:")
+        .arg("P4RT_TABLE_DEL_SET")
+        .arg("P4RT_TABLE:")
+        .arg(128)
+        .query_async(c)
+        .await
+        .expect("swss pop")
+}
+
+#[tokio::test]
+async fn an_action_with_fewer_fields_written_as_replace_leaves_exactly_its_fields_in_the_row() {
+    let server = server();
+    let db = sonic(&server);
+    let mut c = raw(&db, SonicDbId::ApplDb).await;
+    let mut prod = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let key = r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.0.0.0/24"}"#;
+    let to_nexthop = KeyOpFieldValues::set(
+        key,
+        [("action", "set_nexthop_id"), ("param/nexthop_id", "0x1")],
+    );
+    let to_drop = KeyOpFieldValues::set(key, [("action", "drop_route")]);
+    prod.apply(std::slice::from_ref(&to_nexthop))
+        .await
+        .expect("set");
+    swss_pop(&mut c).await;
+
+    // A plain SET merges: the row keeps the old action's parameter (what SONiC's consumers
+    // then replay and refuse).
+    prod.apply(std::slice::from_ref(&to_drop))
+        .await
+        .expect("set");
+    let popped = swss_pop(&mut c).await;
+    assert_eq!(popped[0].1, vec!["action", "drop_route"]);
+    let row = hgetall(&mut c, &format!("P4RT_TABLE:{key}")).await;
+    assert_eq!(row.get("param/nexthop_id").map(String::as_str), Some("0x1"));
+
+    // Back, then the same change as a replace: the consumer sees a SET with the new fields and
+    // the row holds exactly them.
+    prod.apply(std::slice::from_ref(&to_nexthop))
+        .await
+        .expect("set");
+    swss_pop(&mut c).await;
+    prod.apply_replacing(std::slice::from_ref(&to_drop), &|k| k == key)
+        .await
+        .expect("replace");
+    let popped = swss_pop(&mut c).await;
+    assert_eq!(popped.len(), 1, "one operation, not a delete and a set");
+    assert_eq!(popped[0].1, vec!["action", "drop_route"]);
+    let row = hgetall(&mut c, &format!("P4RT_TABLE:{key}")).await;
+    assert_eq!(
+        row,
+        [("action".to_string(), "drop_route".to_string())].into(),
+        "the live row holds exactly the new entry"
+    );
+    // Our own consumer reads the same.
+    prod.apply(std::slice::from_ref(&to_nexthop))
+        .await
+        .expect("set");
+    prod.apply_replacing(std::slice::from_ref(&to_drop), &|k| k == key)
+        .await
+        .expect("replace");
+    let mut cons = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    let got = cons.pop(128).await.expect("pop");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].op, Op::Set);
+    assert_eq!(got[0].fields, vec![("action".to_string(), "drop_route".to_string())]);
+    let row = hgetall(&mut c, &format!("P4RT_TABLE:{key}")).await;
+    assert_eq!(row.len(), 1, "{row:?}");
+}
