@@ -70,6 +70,8 @@ pub struct CoreConfig {
     pub backoff_max: Nanos,
     /// Links to take as down whatever the switches say (`--down`).
     pub forced_down: BTreeSet<LinkIdx>,
+    /// Only these switches are read and written (`--switch`, `--role`, canaries); `None`: all.
+    pub targets: Option<BTreeSet<SwitchIdx>>,
 }
 
 impl CoreConfig {
@@ -80,6 +82,7 @@ impl CoreConfig {
             backoff_min: 100 * MS,
             backoff_max: 5_000 * MS,
             forced_down: BTreeSet::new(),
+            targets: None,
         }
     }
 
@@ -90,6 +93,7 @@ impl CoreConfig {
             backoff_min: 100 * MS,
             backoff_max: 30_000 * MS,
             forced_down: BTreeSet::new(),
+            targets: None,
         }
     }
 }
@@ -245,6 +249,8 @@ pub enum SwitchState {
     Failed {
         reason: String,
     },
+    /// Not a target of this run (`--switch`, `--role`).
+    Skipped,
 }
 
 /// What `weft apply` reports per switch.
@@ -295,6 +301,8 @@ enum Phase {
     },
     /// `weft apply` is done with it.
     Done,
+    /// Not a target of this run: never read or written.
+    Skipped,
 }
 
 struct Sw {
@@ -369,16 +377,26 @@ impl<'t> Core<'t> {
                 }
             }
         }
+        let targeted = |i: usize| cfg.targets.as_ref().is_none_or(|t| t.contains(&i));
         let sw = t
             .switches
             .iter()
-            .map(|s| Sw {
-                phase: Phase::Unknown,
+            .enumerate()
+            .map(|(i, s)| Sw {
+                phase: if targeted(i) {
+                    Phase::Unknown
+                } else {
+                    Phase::Skipped
+                },
                 installed: None,
                 desired: None,
-                dirty: true,
+                dirty: targeted(i),
                 backoff: cfg.backoff_min,
-                state: SwitchState::Reading,
+                state: if targeted(i) {
+                    SwitchState::Reading
+                } else {
+                    SwitchState::Skipped
+                },
                 result: SwitchResult {
                     switch: s.name.clone(),
                     ..Default::default()
@@ -425,14 +443,14 @@ impl<'t> Core<'t> {
     pub fn done(&self) -> bool {
         self.sw
             .iter()
-            .all(|s| matches!(s.phase, Phase::Done | Phase::Idle) && !s.dirty)
+            .all(|s| matches!(s.phase, Phase::Done | Phase::Idle | Phase::Skipped) && !s.dirty)
     }
 
     /// Every switch holds its desired state.
     pub fn converged(&self) -> bool {
         self.sw
             .iter()
-            .all(|s| s.state == SwitchState::Converged && !s.dirty)
+            .all(|s| matches!(s.state, SwitchState::Converged | SwitchState::Skipped) && !s.dirty)
     }
 
     /// The earliest time a [`Input::Tick`] has something to do.
@@ -490,7 +508,9 @@ impl<'t> Core<'t> {
                     self.next_resync = Some(now + resync);
                 }
                 for si in 0..self.sw.len() {
-                    self.read(si, now, &mut out);
+                    if !matches!(self.sw[si].phase, Phase::Skipped) {
+                        self.read(si, now, &mut out);
+                    }
                 }
             }
             Input::Port {
@@ -624,9 +644,17 @@ impl<'t> Core<'t> {
         open.changes.extend(changes);
         open.compute_us += compute_us;
         open.switches += changed.len();
-        open.waiting.extend(changed.iter().copied());
+        open.waiting.extend(
+            changed
+                .iter()
+                .copied()
+                .filter(|&si| !matches!(self.sw[si].phase, Phase::Skipped)),
+        );
         for si in changed {
             let s = &mut self.sw[si];
+            if matches!(s.phase, Phase::Skipped) {
+                continue;
+            }
             s.desired = None;
             s.dirty = true;
             if matches!(s.phase, Phase::Idle) {

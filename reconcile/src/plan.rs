@@ -113,6 +113,28 @@ impl Installed {
         }
     }
 
+    /// FNV-1a over every entry and row (keys and sorted fields), as hex: equal digests, equal
+    /// installed state.
+    pub fn digest(&self) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |b: &[u8]| {
+            for x in b {
+                h = (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3);
+            }
+            h = (h ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+        };
+        for (k, f) in self.entries.iter().chain(self.config.iter()) {
+            eat(k.as_bytes());
+            let mut f: Vec<&(String, String)> = f.iter().collect();
+            f.sort();
+            for (a, b) in f {
+                eat(a.as_bytes());
+                eat(b.as_bytes());
+            }
+        }
+        format!("{h:016x}")
+    }
+
     /// The switch holds what APPL_STATE_DB says only while its plugin is running (primary,
     /// pipeline pushed, synced).
     pub fn trusted(&self) -> bool {
@@ -207,6 +229,9 @@ pub struct SwitchPlan {
     /// False when the switch's plugin is not running: APPL_STATE_DB is then not what the
     /// switch holds, and the plan compares against it anyway.
     pub installed_trusted: bool,
+    /// A digest of the installed state the plan was made against (entries and rows), so a
+    /// saved plan can be refused when the switch changed since.
+    pub installed_digest: String,
     pub counts: Counts,
     pub add: Vec<EntryChange>,
     pub modify: Vec<EntryChange>,
@@ -360,6 +385,7 @@ pub fn diff(
         p4rt: s.p4rt_address.clone(),
         installed_from: installed.describe(),
         installed_trusted: installed.trusted(),
+        installed_digest: installed.digest(),
         counts: Counts {
             entries: desired.entries.len(),
             add: add.len(),

@@ -242,6 +242,7 @@ fn log_state(switch: &str, state: &SwitchState) {
         }
         SwitchState::Failed { reason } => tracing::error!(%switch, %reason, "switch failed"),
         SwitchState::Converged => tracing::debug!(%switch, "converged"),
+        SwitchState::Skipped => {}
         SwitchState::Reading | SwitchState::Writing { .. } => {}
     }
 }

@@ -935,7 +935,10 @@ async fn an_action_with_fewer_fields_written_as_replace_leaves_exactly_its_field
     let got = cons.pop(128).await.expect("pop");
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].op, Op::Set);
-    assert_eq!(got[0].fields, vec![("action".to_string(), "drop_route".to_string())]);
+    assert_eq!(
+        got[0].fields,
+        vec![("action".to_string(), "drop_route".to_string())]
+    );
     let row = hgetall(&mut c, &format!("P4RT_TABLE:{key}")).await;
     assert_eq!(row.len(), 1, "{row:?}");
 }
