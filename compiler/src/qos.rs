@@ -79,7 +79,7 @@ fn wd_action(a: WatchdogAction) -> PfcWdAction {
     }
 }
 
-/// Every CONFIG_DB row of switch `s`, sorted by (table, key).
+/// Every CONFIG_DB row of switch `s`, sorted by Redis key (`TABLE|key`).
 pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosError> {
     let sw = &t.switches[s];
     let q = &t.qos;
@@ -267,7 +267,7 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
             map: cable,
         }));
     }
-    rows.sort_by_cached_key(|r| (r.table(), r.key()));
+    rows.sort_by_cached_key(ConfigRow::redis_key);
     Ok(rows)
 }
 

@@ -799,9 +799,10 @@ impl<'t> Core<'t> {
             self.t,
             si,
             &self.compiler.switches()[si],
-            &desired,
+            (*desired).clone(),
             installed,
             &down,
+            plan::Views::Without,
         );
         let mut batches = batches(&p, installed);
         if batches.is_empty() {
@@ -886,13 +887,10 @@ impl<'t> Core<'t> {
         match &batch {
             Batch::Config { set, del } => {
                 for c in set {
-                    let k = format!("{}|{}", c.table, c.key);
+                    let k = c.redis_key();
                     if by_key.get(k.as_str()).is_some_and(|a| a.is_ok()) {
-                        let f: FieldValues = c
-                            .fields
-                            .iter()
-                            .map(|(a, b)| (a.clone(), b.clone()))
-                            .collect();
+                        let mut f = c.fields();
+                        f.sort();
                         inst.config.insert(k, f);
                         s.result.config_written += 1;
                     } else {
@@ -1064,7 +1062,7 @@ pub fn batches(p: &SwitchPlan, installed: &Installed) -> Vec<Batch> {
     let mut out = Vec::new();
     if !p.config_set.is_empty() {
         let mut set = p.config_set.clone();
-        set.sort_by_key(|c| c.rank);
+        set.sort_by_key(|c| c.rank());
         out.push(Batch::Config {
             set,
             del: Vec::new(),

@@ -159,13 +159,11 @@ impl Writer {
                 type Rows = Vec<(String, FieldValues)>;
                 let mut by_table: BTreeMap<&str, (Rows, Vec<String>)> = BTreeMap::new();
                 for c in set {
-                    by_table.entry(c.table.as_str()).or_default().0.push((
-                        c.key.clone(),
-                        c.fields
-                            .iter()
-                            .map(|(a, b)| (a.clone(), b.clone()))
-                            .collect(),
-                    ));
+                    by_table
+                        .entry(c.table())
+                        .or_default()
+                        .0
+                        .push((c.key(), c.fields()));
                 }
                 for k in del {
                     if let Some((table, key)) = k.split_once('|') {
@@ -175,8 +173,8 @@ impl Writer {
                 // Referenced rows first: the batch is sorted by rank, keep that order by table.
                 let mut order: Vec<&str> = Vec::new();
                 for c in set {
-                    if !order.contains(&c.table.as_str()) {
-                        order.push(c.table.as_str());
+                    if !order.contains(&c.table()) {
+                        order.push(c.table());
                     }
                 }
                 for t in by_table.keys() {

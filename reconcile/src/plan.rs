@@ -29,10 +29,8 @@ pub enum DesiredError {
 #[derive(Debug, Clone, Default)]
 pub struct DesiredSwitch {
     pub entries: Entries,
-    /// CONFIG_DB rows by `TABLE|key`.
-    pub config: BTreeMap<String, (u8, FieldValues)>,
-    /// The typed rows, for the plan's JSON.
-    pub rows: Vec<ConfigRow>,
+    /// CONFIG_DB rows, typed (their fields are rendered only where compared or written).
+    pub config: Vec<ConfigRow>,
 }
 
 /// Compiles switch `si` down to what is written into its DBs.
@@ -43,20 +41,8 @@ pub fn desired_switch(
     si: SwitchIdx,
 ) -> Result<DesiredSwitch, DesiredError> {
     let entries = p4map::entries(t, info, sw)?;
-    let rows = weft_compiler::qos::compile_switch(t, si)?;
-    let config = rows
-        .iter()
-        .map(|r| {
-            let mut f = r.to_fields();
-            f.sort();
-            (r.redis_key(), (r.write_rank(), f))
-        })
-        .collect();
-    Ok(DesiredSwitch {
-        entries,
-        config,
-        rows,
-    })
+    let config = weft_compiler::qos::compile_switch(t, si)?;
+    Ok(DesiredSwitch { entries, config })
 }
 
 /// Where an installed state came from.
@@ -153,16 +139,63 @@ pub struct EntryChange {
     pub old: Option<FieldValues>,
 }
 
-/// A CONFIG_DB row to write: `table|key` with its fields, and what the switch has now.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A CONFIG_DB row to write, and what the switch has now. Serialized as
+/// `{"table", "key", "fields": {...}, "old": {...}}`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConfigChange {
-    pub table: String,
-    pub key: String,
-    pub fields: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub old: Option<BTreeMap<String, String>>,
-    #[serde(skip)]
-    pub rank: u8,
+    pub row: ConfigRow,
+    /// What the switch has under the same key (a modification), fields sorted.
+    pub old: Option<FieldValues>,
+}
+
+impl ConfigChange {
+    pub fn table(&self) -> &'static str {
+        self.row.table()
+    }
+    pub fn key(&self) -> String {
+        self.row.key()
+    }
+    /// `TABLE|key`.
+    pub fn redis_key(&self) -> String {
+        self.row.redis_key()
+    }
+    pub fn fields(&self) -> FieldValues {
+        self.row.to_fields()
+    }
+    /// Referenced rows are written before the rows that refer to them.
+    pub fn rank(&self) -> u8 {
+        self.row.write_rank()
+    }
+}
+
+struct AsMap<'a>(&'a FieldValues);
+
+impl Serialize for AsMap<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut sorted: Vec<&(String, String)> = self.0.iter().collect();
+        sorted.sort();
+        let mut m = s.serialize_map(Some(sorted.len()))?;
+        for (k, v) in sorted {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for ConfigChange {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fields = self.fields();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("table", self.table())?;
+        m.serialize_entry("key", &self.key())?;
+        m.serialize_entry("fields", &AsMap(&fields))?;
+        if let Some(old) = &self.old {
+            m.serialize_entry("old", &AsMap(old))?;
+        }
+        m.end()
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -366,17 +399,28 @@ fn field_map(f: &FieldValues) -> BTreeMap<String, String> {
     f.iter().cloned().collect()
 }
 
-/// The one diff: `desired` against `installed`. Entries and rows compare as field sets.
+/// Whether [`diff`] fills the plan's `routes` and `links` (the JSON and outside checkers want
+/// them; the text table and the writers do not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Views {
+    With,
+    Without,
+}
+
+/// The one diff: `desired` (moved into the plan) against `installed`. Entries and rows compare
+/// as field sets.
 pub fn diff(
     t: &Topology,
     si: SwitchIdx,
     sw: &SwitchDesired,
-    desired: &DesiredSwitch,
+    desired: DesiredSwitch,
     installed: &Installed,
     down: &BTreeSet<usize>,
+    views: Views,
 ) -> SwitchPlan {
-    let (add, modify, delete) = diff_entries(&desired.entries, &installed.entries);
-    let (config_set, config_delete) = diff_config(&desired.config, &installed.config);
+    let (entries, config_rows) = (desired.entries.len(), desired.config.len());
+    let (add, modify, delete) = diff_entries(desired.entries, &installed.entries);
+    let (config_set, config_delete) = diff_config(desired.config, &installed.config);
     let s = &t.switches[si];
     SwitchPlan {
         name: s.name.clone(),
@@ -387,11 +431,11 @@ pub fn diff(
         installed_trusted: installed.trusted(),
         installed_digest: installed.digest(),
         counts: Counts {
-            entries: desired.entries.len(),
+            entries,
             add: add.len(),
             modify: modify.len(),
             delete: delete.len(),
-            config_rows: desired.config.len(),
+            config_rows,
             config_set: config_set.len(),
             config_delete: config_delete.len(),
         },
@@ -400,36 +444,27 @@ pub fn diff(
         delete,
         config_set,
         config_delete,
-        routes: route_views(sw),
-        links: link_views(t, si, down),
+        routes: if views == Views::With {
+            route_views(sw)
+        } else {
+            Vec::new()
+        },
+        links: if views == Views::With {
+            link_views(t, si, down)
+        } else {
+            Vec::new()
+        },
     }
 }
 
 /// Adds, modifications and deletes of P4RT entries.
 pub fn diff_entries(
-    desired: &Entries,
+    desired: Entries,
     installed: &BTreeMap<String, FieldValues>,
 ) -> (Vec<EntryChange>, Vec<EntryChange>, Vec<EntryChange>) {
     let mut add = Vec::new();
     let mut modify = Vec::new();
     let mut delete = Vec::new();
-    for (key, want) in desired {
-        match installed.get(key) {
-            None => add.push(EntryChange {
-                key: key.clone(),
-                stage: want.stage,
-                fields: want.fields.clone(),
-                old: None,
-            }),
-            Some(have) if !same_fields(have, &want.fields) => modify.push(EntryChange {
-                key: key.clone(),
-                stage: want.stage,
-                fields: want.fields.clone(),
-                old: Some(have.clone()),
-            }),
-            Some(_) => {}
-        }
-    }
     for key in installed.keys() {
         if !desired.contains_key(key) {
             let table = key.split(':').next().unwrap_or_default();
@@ -441,32 +476,57 @@ pub fn diff_entries(
             });
         }
     }
+    for (key, want) in desired {
+        match installed.get(&key) {
+            None => add.push(EntryChange {
+                key,
+                stage: want.stage,
+                fields: want.fields,
+                old: None,
+            }),
+            Some(have) if !same_fields(have, &want.fields) => modify.push(EntryChange {
+                key,
+                stage: want.stage,
+                fields: want.fields,
+                old: Some(have.clone()),
+            }),
+            Some(_) => {}
+        }
+    }
     (add, modify, delete)
 }
 
-/// CONFIG_DB rows to write (whole rows: a row with a field too many is rewritten) and to delete.
+/// CONFIG_DB rows to write (whole rows: a row with a field too many is rewritten) and to
+/// delete. A row's fields are rendered only when the switch has a row under its key.
 pub fn diff_config(
-    desired: &BTreeMap<String, (u8, FieldValues)>,
+    desired: Vec<ConfigRow>,
     installed: &BTreeMap<String, FieldValues>,
 ) -> (Vec<ConfigChange>, Vec<String>) {
+    if installed.is_empty() {
+        // Nothing to compare with (a fresh switch, `--offline`): every row is new.
+        let set = desired
+            .into_iter()
+            .map(|row| ConfigChange { row, old: None })
+            .collect();
+        return (set, Vec::new());
+    }
+    let mut wanted = BTreeSet::new();
     let mut set = Vec::new();
-    for (k, (rank, want)) in desired {
-        let have = installed.get(k);
-        if have.is_some_and(|h| same_fields(h, want)) {
-            continue;
+    for row in desired {
+        let k = row.redis_key();
+        let have = installed.get(&k);
+        let same = have.is_some_and(|h| same_fields(h, &row.to_fields()));
+        if !same {
+            set.push(ConfigChange {
+                row,
+                old: have.cloned(),
+            });
         }
-        let (table, key) = k.split_once('|').unwrap_or((k.as_str(), ""));
-        set.push(ConfigChange {
-            table: table.to_string(),
-            key: key.to_string(),
-            fields: field_map(want),
-            old: have.map(field_map),
-            rank: *rank,
-        });
+        wanted.insert(k);
     }
     let del = installed
         .keys()
-        .filter(|k| !desired.contains_key(*k))
+        .filter(|k| !wanted.contains(*k))
         .cloned()
         .collect();
     (set, del)
@@ -562,10 +622,9 @@ pub fn render_switch(s: &SwitchPlan, verbose: bool) -> String {
         for c in &s.config_set {
             let _ = writeln!(
                 o,
-                "    {} {}|{}",
+                "    {} {}",
                 if c.old.is_some() { "~" } else { "+" },
-                c.table,
-                c.key
+                c.redis_key()
             );
         }
         for k in &s.config_delete {
@@ -607,9 +666,9 @@ pub fn render_footer(
     o
 }
 
-/// The per-class fallback notes a switch's routes imply.
-pub fn fallbacks(s: &SwitchPlan, out: &mut BTreeSet<String>) {
-    for m in s.routes.iter().flat_map(|r| r.modes.iter()) {
+/// The per-class fallback notes a switch's groups imply.
+pub fn fallbacks(sw: &SwitchDesired, out: &mut BTreeSet<String>) {
+    for m in sw.groups.values().flat_map(|g| g.modes.iter()) {
         if let Some(f) = &m.fallback_from {
             out.insert(format!(
                 "class {}: {f} falls back to {} toward NICs that cannot take reordering",
@@ -626,7 +685,14 @@ pub fn render(p: &Plan, verbose: bool) -> String {
     let mut totals = (0, 0, 0);
     for s in &p.switches {
         o.push_str(&render_switch(s, verbose));
-        fallbacks(s, &mut fb);
+        for m in s.routes.iter().flat_map(|r| r.modes.iter()) {
+            if let Some(f) = &m.fallback_from {
+                fb.insert(format!(
+                    "class {}: {f} falls back to {} toward NICs that cannot take reordering",
+                    m.class, m.mode
+                ));
+            }
+        }
         totals.0 += s.counts.add;
         totals.1 += s.counts.modify;
         totals.2 += s.counts.delete;

@@ -205,8 +205,8 @@ impl<'t> Harness<'t> {
                     match batch {
                         Batch::Config { set, del } => {
                             for c in set {
-                                let k = format!("{}|{}", c.table, c.key);
-                                let mut fv: FieldValues = c.fields.clone().into_iter().collect();
+                                let k = c.redis_key();
+                                let mut fv = c.fields();
                                 fv.sort();
                                 f.config.insert(k.clone(), fv);
                                 answers.push(Answer::ok(k));
@@ -298,7 +298,11 @@ impl<'t> Harness<'t> {
             f.config = d
                 .config
                 .iter()
-                .map(|(k, (_, f))| (k.clone(), f.clone()))
+                .map(|r| {
+                    let mut fv = r.to_fields();
+                    fv.sort();
+                    (r.redis_key(), fv)
+                })
                 .collect();
         }
     }

@@ -99,7 +99,11 @@ pub async fn write_plan(
         if !offline && !inst.trusted() {
             untrusted += 1;
         }
-        let p = plan::diff(t, si, sw, &desired, &inst, &down);
+        let views = match output {
+            OutputFormat::Json => plan::Views::With,
+            OutputFormat::Text => plan::Views::Without,
+        };
+        let p = plan::diff(t, si, sw, desired, &inst, &down, views);
         if !p.is_empty() {
             changed += 1;
         }
@@ -108,7 +112,7 @@ pub async fn write_plan(
         totals.2 += p.counts.delete;
         match output {
             OutputFormat::Text => {
-                plan::fallbacks(&p, &mut fallbacks);
+                plan::fallbacks(sw, &mut fallbacks);
                 out.write_all(plan::render_switch(&p, verbose).as_bytes())?;
             }
             OutputFormat::Json => {
