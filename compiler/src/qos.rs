@@ -79,7 +79,7 @@ fn wd_action(a: WatchdogAction) -> PfcWdAction {
     }
 }
 
-/// Every CONFIG_DB row of switch `s`, sorted by Redis key (`TABLE|key`).
+/// Every CONFIG_DB row of switch `s`.
 pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosError> {
     let sw = &t.switches[s];
     let q = &t.qos;
@@ -267,7 +267,6 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
             map: cable,
         }));
     }
-    rows.sort_by_cached_key(ConfigRow::redis_key);
     Ok(rows)
 }
 

@@ -8,6 +8,10 @@ pub trait Field: Sized {
     const EXPECTED: &'static str;
     fn render(&self) -> String;
     fn parse(s: &str) -> Option<Self>;
+    /// Appends the rendering (keys are built from several values without a string each).
+    fn render_into(&self, out: &mut String) {
+        out.push_str(&self.render());
+    }
 }
 
 macro_rules! int_field {
@@ -19,6 +23,10 @@ macro_rules! int_field {
             }
             fn parse(s: &str) -> Option<Self> {
                 s.trim().parse().ok()
+            }
+            fn render_into(&self, out: &mut String) {
+                use std::fmt::Write as _;
+                let _ = write!(out, "{self}");
             }
         }
     )*};
@@ -40,6 +48,9 @@ impl Field for String {
     const EXPECTED: &'static str = "text";
     fn render(&self) -> String {
         self.clone()
+    }
+    fn render_into(&self, out: &mut String) {
+        out.push_str(self);
     }
     fn parse(s: &str) -> Option<Self> {
         Some(s.to_string())
@@ -88,11 +99,17 @@ impl FromIterator<u8> for ClassList {
 impl Field for ClassList {
     const EXPECTED: &'static str = "classes 0..7 as `3,4` or `3-4`";
     fn render(&self) -> String {
-        self.0
-            .iter()
-            .map(u8::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
+        let mut s = String::new();
+        self.render_into(&mut s);
+        s
+    }
+    fn render_into(&self, out: &mut String) {
+        for (i, c) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push(char::from(b'0' + c.min(&9)));
+        }
     }
     fn parse(s: &str) -> Option<Self> {
         let mut out = BTreeSet::new();

@@ -174,8 +174,14 @@ macro_rules! row {
                 doc: concat!($($fdoc),*),
             }),*];
             fn key(&self) -> String {
-                let parts: Vec<String> = vec![$($crate::Field::render(&self.$kname)),+];
-                parts.join(&<Self as $crate::Row>::DB.separator().to_string())
+                let mut k = String::new();
+                $(
+                    if !k.is_empty() {
+                        k.push(<Self as $crate::Row>::DB.separator());
+                    }
+                    $crate::Field::render_into(&self.$kname, &mut k);
+                )+
+                k
             }
             #[allow(unused_mut)]
             fn to_fields(&self) -> $crate::FieldValues {
