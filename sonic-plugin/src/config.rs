@@ -229,7 +229,7 @@ impl PluginConfig {
             election_id: 1,
             pipeline: PipelineSource::Embedded,
             interfaces: BTreeMap::new(),
-            batch_size: 1024,
+            batch_size: 4096,
             consumer_poll: Duration::from_millis(100),
             counter_interval: Some(Duration::from_secs(1)),
             status_interval: Duration::from_secs(1),
@@ -432,7 +432,7 @@ mod tests {
         assert_eq!(c.device_id, 7);
         assert_eq!(c.interfaces.len(), 2);
         assert_eq!(c.queue.scale, 0.1);
-        assert_eq!(c.batch_size, 1024);
+        assert_eq!(c.batch_size, 4096);
         assert!(matches!(c.pipeline, PipelineSource::Embedded));
     }
 

@@ -267,10 +267,11 @@ impl Daemon {
             )),
             tokio::spawn(config_watch_task(self.sonic.clone(), cfg_tx)),
         ]);
-        let mut publisher = match ResponsePublisher::new(&self.sonic, P4RT_TABLE).await {
-            Ok(p) => p,
-            Err(e) => return e.into(),
-        };
+        let (mut responder, mut responder_failed) =
+            match Responder::start(&self.sonic, appl_live.clone()).await {
+                Ok(r) => r,
+                Err(e) => return e.into(),
+            };
         // CONFIG_DB again, now that the watcher is subscribed: nothing changes unseen.
         if let Err(e) = self.load_config().await {
             return e;
@@ -302,7 +303,7 @@ impl Daemon {
                 "replaying keys popped but never answered"
             );
             for chunk in replay.chunks(self.cfg.batch_size) {
-                if let Err(e) = self.handle_batch(chunk, &mut publisher, &appl_live).await {
+                if let Err(e) = self.handle_batch(chunk, &mut responder).await {
                     return e;
                 }
             }
@@ -324,7 +325,7 @@ impl Daemon {
             let result = tokio::select! {
                 _ = &mut *shutdown => break End::Shutdown,
                 b = batch_rx.recv() => match b {
-                    Some(Ok(batch)) => self.handle_batch(&batch, &mut publisher, &appl_live).await,
+                    Some(Ok(batch)) => self.handle_batch(&batch, &mut responder).await,
                     Some(Err(e)) => Err(e.into()),
                     None => Err(End::Resync("consumer task ended".into())),
                 },
@@ -334,7 +335,10 @@ impl Daemon {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         while cfg_rx.try_recv().is_ok() {}
                         let poll = self.features.intent.wd_poll;
-                        let r = self.on_config_change(&appl_state).await;
+                        let r = match responder.flush().await {
+                            Ok(()) => self.on_config_change(&appl_state).await,
+                            Err(e) => Err(e),
+                        };
                         if self.features.intent.wd_poll != poll {
                             wd_tick = tick(Some(self.features.intent.wd_poll));
                         }
@@ -357,12 +361,18 @@ impl Daemon {
                     self.health_line();
                     Ok(())
                 }
+                e = &mut responder_failed => Err(End::Resync(format!(
+                    "answering keys: {}",
+                    e.unwrap_or_else(|_| "responder stopped".into())
+                ))),
             };
             if let Err(e) = result {
                 break e;
             }
         };
         drop(tasks);
+        // Answers already decided are written before the next session reads APPL_STATE_DB.
+        responder.finish().await;
         end
     }
 
@@ -501,8 +511,7 @@ impl Daemon {
     async fn handle_batch(
         &mut self,
         batch: &[KeyOpFieldValues],
-        publisher: &mut ResponsePublisher,
-        appl_live: &Table,
+        responder: &mut Responder,
     ) -> Result<(), End> {
         let t0 = Instant::now();
         let results = self.engine.apply_batch(batch).await?;
@@ -516,19 +525,24 @@ impl Daemon {
                 None => remove.push(r.key.clone()),
             }
         }
-        appl_live.replace_many(&revert, &remove).await?;
-        publisher.publish_batch(&results).await?;
         let failed = results.iter().filter(|r| !r.status.is_ok()).count();
+        for r in results.iter().filter(|r| !r.status.is_ok()).take(5) {
+            tracing::warn!(key = %r.key, status = %r.status, error = %r.message, "entry refused");
+        }
         tracing::debug!(
             keys = batch.len(),
             failed,
             ms = t0.elapsed().as_millis() as u64,
             "batch applied"
         );
-        for r in results.iter().filter(|r| !r.status.is_ok()).take(5) {
-            tracing::warn!(key = %r.key, status = %r.status, error = %r.message, "entry refused");
-        }
-        Ok(())
+        // Answered by the responder task while the next batch goes to the switch.
+        responder
+            .send(Answered {
+                results,
+                revert,
+                remove,
+            })
+            .await
     }
 
     async fn read_cells(
@@ -726,6 +740,96 @@ impl Daemon {
             uptime_s = self.started.elapsed().as_secs(),
             "health"
         );
+    }
+}
+
+/// One batch's answers, as the batch loop decided them.
+struct Answered {
+    results: Vec<EntryResult>,
+    /// APPL_DB rows of failed keys, back to what is installed...
+    revert: Vec<(String, FieldValues)>,
+    /// ...or gone when nothing is.
+    remove: Vec<String>,
+}
+
+/// Answers batches in order (APPL_DB reverts, APPL_STATE_DB copies, then the notifications, as
+/// swss-common's buffered ResponsePublisher does per batch) in a task of its own, so the batch
+/// loop writes the next batch to the switch meanwhile.
+struct Responder {
+    tx: Option<mpsc::Sender<ToResponder>>,
+    task: Option<JoinHandle<()>>,
+}
+
+enum ToResponder {
+    Answer(Answered),
+    /// Answered once everything before it is written.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+impl Responder {
+    async fn start(
+        sonic: &SonicDb,
+        appl_live: Table,
+    ) -> Result<(Responder, tokio::sync::oneshot::Receiver<String>), SonicDbError> {
+        let mut publisher = ResponsePublisher::new(sonic, P4RT_TABLE).await?;
+        let (tx, mut rx) = mpsc::channel::<ToResponder>(4);
+        let (err_tx, err_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            while let Some(m) = rx.recv().await {
+                let a = match m {
+                    ToResponder::Answer(a) => a,
+                    ToResponder::Flush(done) => {
+                        let _ = done.send(());
+                        continue;
+                    }
+                };
+                let r = async {
+                    appl_live.replace_many(&a.revert, &a.remove).await?;
+                    publisher.publish_batch(&a.results).await
+                }
+                .await;
+                if let Err(e) = r {
+                    let _ = err_tx.send(e.to_string());
+                    return;
+                }
+            }
+        });
+        Ok((
+            Responder {
+                tx: Some(tx),
+                task: Some(task),
+            },
+            err_rx,
+        ))
+    }
+
+    async fn send(&mut self, a: Answered) -> Result<(), End> {
+        match &self.tx {
+            Some(tx) => tx
+                .send(ToResponder::Answer(a))
+                .await
+                .map_err(|_| End::Resync("responder stopped".into())),
+            None => Err(End::Resync("responder stopped".into())),
+        }
+    }
+
+    /// Waits until every answer sent so far is in APPL_STATE_DB (before reading it).
+    async fn flush(&mut self) -> Result<(), End> {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        match &self.tx {
+            Some(tx) if tx.send(ToResponder::Flush(done)).await.is_ok() => wait
+                .await
+                .map_err(|_| End::Resync("responder stopped".into())),
+            _ => Err(End::Resync("responder stopped".into())),
+        }
+    }
+
+    /// Writes what is queued, then stops.
+    async fn finish(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        }
     }
 }
 
