@@ -727,13 +727,13 @@ fn expand(cx: &mut Ctx, intent: &Intent, gen_ctx: &GenContext) -> Expanded {
     }
 }
 
-fn role_of(cx: &mut Ctx, d: &Draft<SwitchSpec>, item: &str) -> Role {
+fn role_of(cx: &mut Ctx, d: &Draft<SwitchSpec>, item: impl Fn() -> String) -> Role {
     let s = &d.spec;
     match (s.role, s.tier) {
         (Some(r), Some(t)) if r.tier() != t => {
             cx.err(
                 &format!("{}.tier", d.origin),
-                item,
+                item(),
                 format!("tier {t} contradicts role {r} (tier {})", r.tier()),
             );
             r
@@ -744,7 +744,7 @@ fn role_of(cx: &mut Ctx, d: &Draft<SwitchSpec>, item: &str) -> Role {
             None => {
                 cx.err(
                     &format!("{}.tier", d.origin),
-                    item,
+                    item(),
                     format!("tier {t} is not 1 (leaf), 2 (spine) or 3 (superspine)"),
                 );
                 Role::Leaf
@@ -753,7 +753,7 @@ fn role_of(cx: &mut Ctx, d: &Draft<SwitchSpec>, item: &str) -> Role {
         (None, None) => {
             cx.err_help(
                 &d.origin,
-                item,
+                item(),
                 "missing role",
                 "add `role: leaf`, `role: spine` or `role: superspine` (or `tier: N`)",
             );
@@ -773,8 +773,8 @@ fn build_switches(
     let mut by_name: HashMap<String, SwitchIdx> = HashMap::with_capacity(drafts.len());
     for (si, (d, po)) in drafts.iter().zip(origins).enumerate() {
         let s = &d.spec;
-        let item = format!("switch {}", display_name(&s.name));
-        let role = role_of(cx, d, &item);
+        let item = || format!("switch {}", display_name(&s.name));
+        let role = role_of(cx, d, item);
         if !d.generated {
             check_name_at(cx, &format!("{}.name", d.origin), "switch", &s.name);
         }
@@ -783,7 +783,7 @@ fn build_switches(
         if too_many {
             cx.err_help(
                 &format!("{}.ports", d.origin),
-                &item,
+                item(),
                 format!(
                     "{} ports; a switch has at most {MAX_SWITCH_PORTS} (P4Runtime port ids 1..=510)",
                     s.ports.len()
@@ -879,28 +879,14 @@ fn build_links(
     let mut out_src: Vec<(Src, Src)> = Vec::with_capacity(drafts.len());
     for (d, src) in drafts.iter().zip(srcs) {
         let l = &d.spec;
-        let item = format!("link {} ↔ {}", l.a, l.b);
-        let ea = resolve_end(
-            cx,
-            switches,
-            by_name,
-            &l.a,
-            &format!("{}.a", d.origin),
-            &item,
-        );
-        let eb = resolve_end(
-            cx,
-            switches,
-            by_name,
-            &l.b,
-            &format!("{}.b", d.origin),
-            &item,
-        );
+        let item = || format!("link {} ↔ {}", l.a, l.b);
+        let ea = resolve_end(cx, switches, by_name, &l.a, || format!("{}.a", d.origin), item);
+        let eb = resolve_end(cx, switches, by_name, &l.b, || format!("{}.b", d.origin), item);
         let (Some(ea), Some(eb)) = (ea, eb) else {
             continue;
         };
         if ea.switch == eb.switch {
-            cx.err(&d.origin, &item, "a link must join two different switches");
+            cx.err(&d.origin, item(), "a link must join two different switches");
             continue;
         }
         let li = out.len();
@@ -919,7 +905,7 @@ fn build_links(
                         end_name(switches, other.a),
                         end_name(switches, other.b)
                     );
-                    cx.err(&d.origin, &item, msg);
+                    cx.err(&d.origin, item(), msg);
                 }
                 // Hosts are attached after links, so a link never finds a host here.
                 Peer::Host { .. } => {}
@@ -942,7 +928,7 @@ fn build_links(
             Some(s) if s > pa.speed || s > pb.speed => {
                 cx.err(
                     &format!("{}.speed", d.origin),
-                    &item,
+                    item(),
                     format!(
                         "link speed {s} is faster than its ports ({} and {})",
                         pa.speed, pb.speed
@@ -952,7 +938,7 @@ fn build_links(
             }
             Some(s) => (s, src.0.unwrap_or(Src::Builtin)),
             None if pa.speed != pb.speed => {
-                cx.err_help(&d.origin, &item, format!("speed mismatch: {} is {} but {} is {}", l.a, pa.speed, l.b, pb.speed), "set the same speed on both ports, or `speed:` on the link to run both at the lower one");
+                cx.err_help(&d.origin, item(), format!("speed mismatch: {} is {} but {} is {}", l.a, pa.speed, l.b, pb.speed), "set the same speed on both ports, or `speed:` on the link to run both at the lower one");
                 if pa.speed < pb.speed {
                     (pa.speed, sa.0)
                 } else {
@@ -993,14 +979,14 @@ fn attach_hosts(
     let mut by_host: HashMap<String, HostIdx> = HashMap::with_capacity(drafts.len());
     for (d, src) in drafts.iter().zip(srcs) {
         let h = &d.spec;
-        let item = format!("host {}", display_name(&h.name));
+        let item = || format!("host {}", display_name(&h.name));
         if !d.generated {
             check_name_at(cx, &format!("{}.name", d.origin), "host", &h.name);
         }
         let Some(att) = &h.attach else {
             cx.err_help(
                 &d.origin,
-                &item,
+                item(),
                 "missing field `attach`",
                 "say where the NIC is cabled, e.g. `attach: leaf1:Ethernet0`",
             );
@@ -1011,8 +997,8 @@ fn attach_hosts(
             switches,
             by_name,
             att,
-            &format!("{}.attach", d.origin),
-            &item,
+            || format!("{}.attach", d.origin),
+            item,
         ) else {
             continue;
         };
@@ -1023,7 +1009,7 @@ fn attach_hosts(
             Peer::Switch { .. } => {
                 cx.err(
                     &format!("{}.attach", d.origin),
-                    &item,
+                    item(),
                     format!("port {att} is already used by a link to another switch"),
                 );
                 continue;
@@ -1031,7 +1017,7 @@ fn attach_hosts(
             Peer::Host { host } => {
                 cx.err(
                     &format!("{}.attach", d.origin),
-                    &item,
+                    item(),
                     format!("port {att} is already used by host {}", out[host].name),
                 );
                 continue;
@@ -1048,7 +1034,7 @@ fn attach_hosts(
             };
             cx.err(
                 &at,
-                &item,
+                item(),
                 format!("speed mismatch: the NIC is {host_speed} but {att} is {pspeed}"),
             );
         }
@@ -1268,37 +1254,52 @@ fn end_name(sw: &[Switch], e: End) -> String {
     format!("{}:{}", sw[e.switch].name, sw[e.switch].ports[e.port].name)
 }
 
+/// The end `r` names, or why it names none (message, help); the caller reports it, so that the
+/// path and item strings are only made for errors.
+fn find_end(
+    switches: &[Switch],
+    by_name: &HashMap<String, SwitchIdx>,
+    r: &PortRef,
+) -> Result<End, (String, Option<String>)> {
+    let Some(&si) = by_name.get(&r.switch) else {
+        let msg = format!("unknown switch `{}`", display_name(&r.switch));
+        let help = suggest(&r.switch, by_name.keys().map(String::as_str))
+            .map(|s| format!("did you mean `{s}`?"));
+        return Err((msg, help));
+    };
+    let sw = &switches[si];
+    match sw.port_index(&r.port) {
+        Some(pi) => Ok(End {
+            switch: si,
+            port: pi,
+        }),
+        // Port names differ only in digits, so a nearest-name guess would mislead; list them.
+        None => Err((
+            format!("switch {} has no port `{}`", sw.name, display_name(&r.port)),
+            Some(format!(
+                "it has {} ports: {}",
+                sw.ports.len(),
+                summarize_ports(sw)
+            )),
+        )),
+    }
+}
+
 fn resolve_end(
     cx: &mut Ctx,
     switches: &[Switch],
     by_name: &HashMap<String, SwitchIdx>,
     r: &PortRef,
-    path: &str,
-    item: &str,
+    path: impl Fn() -> String,
+    item: impl Fn() -> String,
 ) -> Option<End> {
-    let Some(&si) = by_name.get(&r.switch) else {
-        let msg = format!("unknown switch `{}`", display_name(&r.switch));
-        match suggest(&r.switch, by_name.keys().map(String::as_str)) {
-            Some(s) => cx.err_help(path, item, msg, format!("did you mean `{s}`?")),
-            None => cx.err(path, item, msg),
-        }
-        return None;
-    };
-    let sw = &switches[si];
-    match sw.port_index(&r.port) {
-        Some(pi) => Some(End {
-            switch: si,
-            port: pi,
-        }),
-        None => {
-            // Port names differ only in digits, so a nearest-name guess would mislead; list them.
-            let msg = format!("switch {} has no port `{}`", sw.name, display_name(&r.port));
-            cx.err_help(
-                path,
-                item,
-                msg,
-                format!("it has {} ports: {}", sw.ports.len(), summarize_ports(sw)),
-            );
+    match find_end(switches, by_name, r) {
+        Ok(e) => Some(e),
+        Err((msg, help)) => {
+            match help {
+                Some(h) => cx.err_help(&path(), item(), msg, h),
+                None => cx.err(&path(), item(), msg),
+            }
             None
         }
     }

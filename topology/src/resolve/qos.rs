@@ -516,7 +516,9 @@ pub(super) fn check_ports(
         mtu,
         mtu_written: intent.fabric.defaults.mtu.is_some(),
     };
-    let mut verdicts: HashMap<(Case, usize), Option<(QosProblem, Option<String>)>> = HashMap::new();
+    type Verdict = Option<(QosProblem, Option<String>)>;
+    let mut verdicts: HashMap<Case, Vec<Verdict>> = HashMap::new();
+    let mut last: Option<(Case, Vec<Verdict>)> = None;
     // One report per line to blame: its first problem (in the order of `QosProblem`, then of
     // the classes), the first port with it, and how many ports it affects.
     struct Found {
@@ -560,10 +562,16 @@ pub(super) fn check_ports(
                     )
                 }
             };
-            for ci in 0..qos.classes.len() {
+            // Neighbouring ports are usually alike: skip the map for a repeat.
+            if last.as_ref().is_none_or(|(c, _)| *c != case) {
                 let v = verdicts
-                    .entry((case, ci))
-                    .or_insert_with(|| b.judge(&case, ci));
+                    .entry(case)
+                    .or_insert_with(|| (0..qos.classes.len()).map(|ci| b.judge(&case, ci)).collect())
+                    .clone();
+                last = Some((case, v));
+            }
+            let Some((_, v)) = &last else { continue };
+            for (ci, v) in v.iter().enumerate() {
                 let Some((problem, blame)) = v else { continue };
                 let at = blame.clone().unwrap_or_else(|| origin.clone());
                 let f = found.entry(at).or_insert_with(|| Found {
