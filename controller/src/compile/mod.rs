@@ -265,7 +265,7 @@ pub struct Compiler<'t> {
 }
 
 fn signature(g: &Graph, dest: SwitchIdx) -> Vec<(u32, u64)> {
-    let mut sig: Vec<(u32, u64)> = g.up[dest].iter().map(|&(p, _, c)| (p, c)).collect();
+    let mut sig: Vec<(u32, u64)> = g.up[dest].iter().map(|e| (e.nb, e.speed)).collect();
     sig.sort_unstable();
     sig
 }
@@ -384,7 +384,11 @@ impl<'t> Compiler<'t> {
         }
         let t = self.t;
         let sw = &t.switches[s];
-        let equal = self.equal_weights || hops.iter().all(|h| h.capacity == hops[0].capacity);
+        let h0 = &hops[0];
+        let equal = self.equal_weights
+            || hops
+                .iter()
+                .all(|h| (h.capacity, h.speed, h.total) == (h0.capacity, h0.speed, h0.total));
         let mut members = std::mem::take(&mut self.members_buf);
         members.clear();
         if equal {
@@ -395,8 +399,7 @@ impl<'t> Compiler<'t> {
                 )
             }));
         } else {
-            let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
-            let w = routing::weights(&caps, MAX_GROUP_WEIGHT);
+            let w = routing::link_weights(hops, MAX_GROUP_WEIGHT);
             members.extend(hops.iter().zip(w).map(|(h, w)| {
                 (
                     sw.ports[t.links[h.link as usize].end_at(s).port].id as u16,
@@ -445,16 +448,19 @@ impl<'t> Compiler<'t> {
             if parent_cap.contains_key(&p) {
                 continue;
             }
+            // The destination carries on everything: the parent's links to it give their speeds.
             let hops: Vec<Hop> = self.g.down[p as usize]
                 .iter()
-                .filter(|(m, _, _)| *m as usize == dest)
-                .map(|&(m, link, c)| Hop {
-                    link,
-                    neighbour: m,
-                    capacity: c,
+                .filter(|e| e.nb as usize == dest)
+                .map(|e| Hop {
+                    link: e.link,
+                    neighbour: e.nb,
+                    capacity: e.total,
+                    speed: e.speed,
+                    total: e.total,
                 })
                 .collect();
-            parent_cap.insert(p, hops.iter().map(|h| h.capacity).sum());
+            parent_cap.insert(p, hops.first().map_or(0, |h| h.capacity));
             self.route_set[p as usize][d] = self.intern(p as usize, &hops);
         }
         for m in self.classes[ci].members.clone() {
@@ -464,12 +470,14 @@ impl<'t> Compiler<'t> {
             }
             let hops: Vec<Hop> = self.g.up[sib]
                 .iter()
-                .filter_map(|&(p, link, c)| {
-                    let pc = *parent_cap.get(&p)?;
+                .filter_map(|e| {
+                    let pc = *parent_cap.get(&e.nb)?;
                     (pc > 0).then_some(Hop {
-                        link,
-                        neighbour: p,
-                        capacity: c.min(pc),
+                        link: e.link,
+                        neighbour: e.nb,
+                        capacity: e.via(pc),
+                        speed: e.speed,
+                        total: e.total,
                     })
                 })
                 .collect();

@@ -10,9 +10,12 @@
 //!   reach[s] = down[s] if finite, else 1 + min reach[u] over up-neighbours u (highest tier first)
 //!   next hops of s = down-neighbours n with down[n] = down[s]−1   if down[s] finite
 //!                    up-neighbours   u with reach[u] = reach[s]−1  otherwise
-//!   cap[s]   = Σ over next hops n of min(speed(s→n), cap[n]);  cap[D] = ∞
-//!   weight of n at s ∝ min(speed(s→n), cap[n])
+//!   via[s,n] = min(Σ speeds of the live links s–n, cap[n])      (parallel links share it)
+//!   cap[s]   = Σ over next-hop neighbours n of via[s,n];  cap[D] = ∞
+//!   weight of link l to n at s ∝ via[s,n] × speed(l) / Σ speeds of the live links s–n
 //! ```
+//! A neighbour reached over k parallel links counts once, with the sum of their speeds: what it
+//! can carry on does not grow with the number of cables to it.
 //! Such paths are loop-free (reach strictly decreases), shortest among valley-free paths, and a
 //! next hop that lost its way to D (cap 0, or no path) is never chosen. Links between switches
 //! of the same tier carry no routes.
@@ -21,12 +24,61 @@ use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
 
 pub const UNREACHABLE: u32 = u32::MAX;
 
+/// One live link as seen from one of its switches. Links to the same neighbour are adjacent in
+/// a list, the first of them marked, each carrying their summed speed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adj {
+    pub nb: u32,
+    pub link: u32,
+    pub speed: u64,
+    /// Σ speeds of the live links to `nb` (this one included).
+    pub total: u64,
+    /// The first of the links to `nb` in the list: capacities are summed per neighbour there.
+    pub first: bool,
+}
+
+/// Sorts one adjacency list by neighbour and recomputes `total` and `first`.
+fn regroup(list: &mut [Adj]) {
+    list.sort_unstable_by_key(|e| (e.nb, e.link));
+    let mut i = 0;
+    while i < list.len() {
+        let mut j = i;
+        let mut total = 0u64;
+        while j < list.len() && list[j].nb == list[i].nb {
+            total = total.saturating_add(list[j].speed);
+            j += 1;
+        }
+        for (k, e) in list[i..j].iter_mut().enumerate() {
+            e.total = total;
+            e.first = k == 0;
+        }
+        i = j;
+    }
+}
+
+impl Adj {
+    /// What this link's neighbour carries on through it and its parallels: via[s,n].
+    #[inline]
+    pub fn via(&self, cap_nb: u64) -> u64 {
+        self.total.min(cap_nb)
+    }
+    fn hop(&self, cap_nb: u64) -> Hop {
+        Hop {
+            link: self.link,
+            neighbour: self.nb,
+            capacity: self.via(cap_nb),
+            speed: self.speed,
+            total: self.total,
+        }
+    }
+}
+
 /// Live fabric links, as compact adjacency.
 pub struct Graph {
-    /// Per switch: (neighbour, link, capacity bits/s) toward higher tiers.
-    pub up: Vec<Vec<(u32, u32, u64)>>,
-    /// Per switch: (neighbour, link, capacity) toward lower tiers.
-    pub down: Vec<Vec<(u32, u32, u64)>>,
+    /// Per switch: links toward higher tiers.
+    pub up: Vec<Vec<Adj>>,
+    /// Per switch: links toward lower tiers.
+    pub down: Vec<Vec<Adj>>,
     pub tier: Vec<u8>,
     /// Switches ordered by tier, highest first.
     pub by_tier_desc: Vec<u32>,
@@ -45,10 +97,17 @@ impl Graph {
             } else {
                 continue;
             };
-            list.retain(|e| e.1 as usize != link);
+            list.retain(|e| e.link as usize != link);
             if up {
-                list.push((o as u32, link as u32, l.speed.bits_per_sec()));
+                list.push(Adj {
+                    nb: o as u32,
+                    link: link as u32,
+                    speed: l.speed.bits_per_sec(),
+                    total: 0,
+                    first: false,
+                });
             }
+            regroup(list);
         }
     }
 
@@ -65,7 +124,13 @@ impl Graph {
                     }
                     let l = &t.links[link];
                     let o = l.other(si).switch;
-                    let e = (o as u32, link as u32, l.speed.bits_per_sec());
+                    let e = Adj {
+                        nb: o as u32,
+                        link: link as u32,
+                        speed: l.speed.bits_per_sec(),
+                        total: 0,
+                        first: false,
+                    };
                     if tier[o] > tier[si] {
                         up[si].push(e);
                     } else if tier[o] < tier[si] {
@@ -73,6 +138,9 @@ impl Graph {
                     }
                 }
             }
+        }
+        for list in up.iter_mut().chain(down.iter_mut()) {
+            regroup(list);
         }
         let mut by_tier_desc: Vec<u32> = (0..n as u32).collect();
         by_tier_desc.sort_by_key(|&s| std::cmp::Reverse(tier[s as usize]));
@@ -106,12 +174,17 @@ impl Scratch {
     }
 }
 
-/// One next hop of a switch toward a destination: the link and its raw capacity weight.
+/// One next hop of a switch toward a destination: a link, and what its weight derives from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Hop {
     pub link: u32,
     pub neighbour: u32,
+    /// via[s,n]: what the neighbour carries on through this link and its parallels together.
     pub capacity: u64,
+    /// This link's speed, and the summed speed of the links to the neighbour: the link's share
+    /// of `capacity` is `speed / total`.
+    pub speed: u64,
+    pub total: u64,
 }
 
 /// Computes, for destination leaf `dest`, every switch's next hops, calling `emit(s, hops)` for
@@ -132,8 +205,8 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
     while head < sc.queue.len() {
         let s = sc.queue[head] as usize;
         head += 1;
-        for &(u, _, _) in &g.up[s] {
-            let u = u as usize;
+        for e in &g.up[s] {
+            let u = e.nb as usize;
             if sc.down[u] == UNREACHABLE {
                 sc.down[u] = sc.down[s] + 1;
                 sc.queue.push(u as u32);
@@ -146,16 +219,13 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
         let want = sc.down[s] - 1;
         hops.clear();
         let mut cap = 0u64;
-        for &(m, link, speed) in &g.down[s] {
-            let m = m as usize;
+        for e in &g.down[s] {
+            let m = e.nb as usize;
             if sc.down[m] == want && sc.cap[m] > 0 {
-                let c = speed.min(sc.cap[m]);
-                cap = cap.saturating_add(c);
-                hops.push(Hop {
-                    link,
-                    neighbour: m as u32,
-                    capacity: c,
-                });
+                if e.first {
+                    cap = cap.saturating_add(e.via(sc.cap[m]));
+                }
+                hops.push(e.hop(sc.cap[m]));
             }
         }
         sc.cap[s] = cap;
@@ -172,23 +242,20 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
         }
         let best = g.up[s]
             .iter()
-            .filter(|(u, _, _)| sc.cap[*u as usize] > 0)
-            .map(|(u, _, _)| sc.reach[*u as usize])
+            .filter(|e| sc.cap[e.nb as usize] > 0)
+            .map(|e| sc.reach[e.nb as usize])
             .min()
             .unwrap_or(UNREACHABLE);
         hops.clear();
         let mut cap = 0u64;
         if best != UNREACHABLE {
-            for &(u, link, speed) in &g.up[s] {
-                let u = u as usize;
+            for e in &g.up[s] {
+                let u = e.nb as usize;
                 if sc.reach[u] == best && sc.cap[u] > 0 {
-                    let c = speed.min(sc.cap[u]);
-                    cap = cap.saturating_add(c);
-                    hops.push(Hop {
-                        link,
-                        neighbour: u as u32,
-                        capacity: c,
-                    });
+                    if e.first {
+                        cap = cap.saturating_add(e.via(sc.cap[u]));
+                    }
+                    hops.push(e.hop(sc.cap[u]));
                 }
             }
             sc.reach[s] = best + 1;
@@ -207,26 +274,18 @@ pub fn hops_at(g: &Graph, sc: &Scratch, dest: SwitchIdx, s: SwitchIdx, out: &mut
     }
     if sc.down[s] != UNREACHABLE {
         let want = sc.down[s] - 1;
-        for &(m, link, speed) in &g.down[s] {
-            let mi = m as usize;
+        for e in &g.down[s] {
+            let mi = e.nb as usize;
             if sc.down[mi] == want && sc.cap[mi] > 0 {
-                out.push(Hop {
-                    link,
-                    neighbour: m,
-                    capacity: speed.min(sc.cap[mi]),
-                });
+                out.push(e.hop(sc.cap[mi]));
             }
         }
     } else if sc.reach[s] != UNREACHABLE {
         let want = sc.reach[s] - 1;
-        for &(u, link, speed) in &g.up[s] {
-            let ui = u as usize;
+        for e in &g.up[s] {
+            let ui = e.nb as usize;
             if sc.reach[ui] == want && sc.cap[ui] > 0 {
-                out.push(Hop {
-                    link,
-                    neighbour: u,
-                    capacity: speed.min(sc.cap[ui]),
-                });
+                out.push(e.hop(sc.cap[ui]));
             }
         }
     }
@@ -268,7 +327,7 @@ pub fn update(
         }
         let down = g.down[s]
             .iter()
-            .map(|&(m, _, _)| sc.down[m as usize])
+            .map(|e| sc.down[e.nb as usize])
             .filter(|&d| d != UNREACHABLE)
             .min()
             .map_or(UNREACHABLE, |d| d + 1);
@@ -277,10 +336,10 @@ pub fn update(
         } else {
             g.down[s]
                 .iter()
-                .filter(|&&(m, _, _)| sc.down[m as usize] == down - 1 && sc.cap[m as usize] > 0)
-                .fold(0u64, |a, &(m, _, speed)| {
-                    a.saturating_add(speed.min(sc.cap[m as usize]))
+                .filter(|e| {
+                    e.first && sc.down[e.nb as usize] == down - 1 && sc.cap[e.nb as usize] > 0
                 })
+                .fold(0u64, |a, e| a.saturating_add(e.via(sc.cap[e.nb as usize])))
         };
         // Its hop set may differ even when its totals do not (one neighbour lost what another
         // gained), so phase B revisits it either way.
@@ -296,8 +355,8 @@ pub fn update(
                 sc.reach[s] = UNREACHABLE;
                 sc.cap[s] = 0;
             }
-            for &(u, _, _) in &g.up[s] {
-                let u = u as usize;
+            for e in &g.up[s] {
+                let u = e.nb as usize;
                 if !queued[u] {
                     queued[u] = true;
                     heap.push(Reverse((g.tier[u], u as u32)));
@@ -325,8 +384,8 @@ pub fn update(
         } else {
             let best = g.up[s]
                 .iter()
-                .filter(|(u, _, _)| sc.cap[*u as usize] > 0)
-                .map(|(u, _, _)| sc.reach[*u as usize])
+                .filter(|e| sc.cap[e.nb as usize] > 0)
+                .map(|e| sc.reach[e.nb as usize])
                 .min()
                 .unwrap_or(UNREACHABLE);
             if best == UNREACHABLE {
@@ -334,10 +393,10 @@ pub fn update(
             } else {
                 let cap = g.up[s]
                     .iter()
-                    .filter(|&&(u, _, _)| sc.reach[u as usize] == best && sc.cap[u as usize] > 0)
-                    .fold(0u64, |a, &(u, _, speed)| {
-                        a.saturating_add(speed.min(sc.cap[u as usize]))
-                    });
+                    .filter(|e| {
+                        e.first && sc.reach[e.nb as usize] == best && sc.cap[e.nb as usize] > 0
+                    })
+                    .fold(0u64, |a, e| a.saturating_add(e.via(sc.cap[e.nb as usize])));
                 (best + 1, cap)
             }
         };
@@ -351,14 +410,14 @@ pub fn update(
         } else {
             &g.up[s]
         };
-        if moved[s] || touched.contains(&s) || relevant.iter().any(|&(m, _, _)| moved[m as usize]) {
+        if moved[s] || touched.contains(&s) || relevant.iter().any(|e| moved[e.nb as usize]) {
             changed(s);
         }
         // Phase A already stored its new totals, so `moved` (not just this comparison) decides
         // whether the switches that read it must look again.
         if moved[s] || touched.contains(&s) {
-            for &(m, _, _) in &g.down[s] {
-                let m = m as usize;
+            for e in &g.down[s] {
+                let m = e.nb as usize;
                 if !queued[m] {
                     queued[m] = true;
                     heap.push((g.tier[m], m as u32));
@@ -371,6 +430,56 @@ pub fn update(
 /// Reduces raw capacities to small integer weights whose sum fits a group (`max_sum`), keeping
 /// their ratios as closely as integers allow.
 pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
+    reduce(caps.iter().map(|&c| u128::from(c)).collect(), max_sum)
+}
+
+/// Weights of the links of one next-hop set: each link's share of what its neighbour carries on,
+/// `capacity × speed / total`, reduced like [`weights`]. Exact fractions where the numbers allow
+/// (they are multiples of a common speed unit in practice), else rounded shares.
+pub fn link_weights(hops: &[Hop], max_sum: u32) -> Vec<u32> {
+    // Without parallel links a link's share is its neighbour's capacity itself.
+    if hops.iter().all(|h| h.speed == h.total) {
+        let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
+        return weights(&caps, max_sum);
+    }
+    let unit = hops
+        .iter()
+        .fold(0u64, |g, h| gcd(gcd(gcd(g, h.capacity), h.speed), h.total))
+        .max(1);
+    let exact = || -> Option<Vec<u128>> {
+        let mut den: u128 = 1;
+        for h in hops {
+            let t = u128::from(h.total / unit).max(1);
+            den = den.checked_mul(t / gcd128(den, t))?;
+        }
+        hops.iter()
+            .map(|h| {
+                let t = u128::from(h.total / unit).max(1);
+                u128::from(h.capacity / unit)
+                    .checked_mul(u128::from(h.speed / unit))?
+                    .checked_mul(den / t)
+            })
+            .collect()
+    };
+    let nums = exact().unwrap_or_else(|| {
+        let shares: Vec<f64> = hops
+            .iter()
+            .map(|h| h.capacity as f64 * h.speed as f64 / h.total.max(1) as f64)
+            .collect();
+        let top = shares
+            .iter()
+            .copied()
+            .fold(0.0, f64::max)
+            .max(f64::MIN_POSITIVE);
+        shares
+            .iter()
+            .map(|x| ((x / top) * 1e9).round().max(1.0) as u128)
+            .collect()
+    });
+    reduce(nums, max_sum)
+}
+
+fn reduce(caps: Vec<u128>, max_sum: u32) -> Vec<u32> {
     if caps.is_empty() {
         return Vec::new();
     }
@@ -378,28 +487,37 @@ pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
     if caps.iter().all(|&c| c == caps[0]) {
         return vec![1; caps.len()];
     }
-    let mut g = 0u64;
-    for &c in caps {
-        g = gcd(g, c);
+    let mut g = 0u128;
+    for &c in &caps {
+        g = gcd128(g, c);
         if g == 1 {
             break;
         }
     }
     let g = g.max(1);
-    let mut w: Vec<u64> = caps.iter().map(|c| c / g).collect();
-    let sum: u64 = w.iter().sum();
-    let limit = u64::from(max_sum.max(caps.len() as u32));
+    let mut w: Vec<u128> = caps.iter().map(|c| c / g).collect();
+    let sum: u128 = w.iter().fold(0u128, |a, &x| a.saturating_add(x));
+    let limit = u128::from(max_sum.max(caps.len() as u32));
     if sum > limit {
         let scale = limit as f64 / sum as f64;
         w = w
             .iter()
-            .map(|&x| ((x as f64 * scale).floor() as u64).max(1))
+            .map(|&x| ((x as f64 * scale).floor() as u128).max(1))
             .collect();
     }
-    w.into_iter().map(|x| x as u32).collect()
+    w.into_iter()
+        .map(|x| x.min(u128::from(u32::MAX)) as u32)
+        .collect()
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn gcd128(mut a: u128, mut b: u128) -> u128 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
@@ -418,5 +536,51 @@ mod tests {
         let w = weights(&[1_000_003, 1_000_000, 7], 16);
         assert!(w.iter().sum::<u32>() <= 16, "{w:?}");
         assert!(w.iter().all(|&x| x >= 1));
+    }
+
+    fn hop(link: u32, nb: u32, capacity: u64, speed: u64, total: u64) -> Hop {
+        Hop {
+            link,
+            neighbour: nb,
+            capacity,
+            speed,
+            total,
+        }
+    }
+
+    #[test]
+    fn parallel_links_share_their_neighbours_capacity_by_speed() {
+        const G: u64 = 1_000_000_000;
+        // Two 100G links to a spine that carries on 100G, one to a spine that carries on 200G:
+        // the capacity behind them is 1:2, so the links split 1:1:2 (not 1:1:1).
+        let w = link_weights(
+            &[
+                hop(0, 1, 100 * G, 100 * G, 200 * G),
+                hop(1, 1, 100 * G, 100 * G, 200 * G),
+                hop(2, 2, 100 * G, 100 * G, 100 * G),
+            ],
+            256,
+        );
+        assert_eq!(w, vec![1, 1, 2]);
+        // A 100G and a 400G link to one neighbour carrying on 250G, and a 100G link elsewhere.
+        let w = link_weights(
+            &[
+                hop(0, 1, 250 * G, 100 * G, 500 * G),
+                hop(1, 1, 250 * G, 400 * G, 500 * G),
+                hop(2, 2, 100 * G, 100 * G, 100 * G),
+            ],
+            256,
+        );
+        assert_eq!(w, vec![1, 4, 2]);
+    }
+
+    #[test]
+    fn single_links_keep_the_capacity_weights() {
+        const G: u64 = 1_000_000_000;
+        let hops = [
+            hop(0, 1, 400 * G, 400 * G, 400 * G),
+            hop(1, 2, 200 * G, 400 * G, 400 * G),
+        ];
+        assert_eq!(link_weights(&hops, 256), weights(&[400 * G, 200 * G], 256));
     }
 }
