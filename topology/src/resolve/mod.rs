@@ -880,8 +880,22 @@ fn build_links(
     for (d, src) in drafts.iter().zip(srcs) {
         let l = &d.spec;
         let item = || format!("link {} ↔ {}", l.a, l.b);
-        let ea = resolve_end(cx, switches, by_name, &l.a, || format!("{}.a", d.origin), item);
-        let eb = resolve_end(cx, switches, by_name, &l.b, || format!("{}.b", d.origin), item);
+        let ea = resolve_end(
+            cx,
+            switches,
+            by_name,
+            &l.a,
+            || format!("{}.a", d.origin),
+            item,
+        );
+        let eb = resolve_end(
+            cx,
+            switches,
+            by_name,
+            &l.b,
+            || format!("{}.b", d.origin),
+            item,
+        );
         let (Some(ea), Some(eb)) = (ea, eb) else {
             continue;
         };

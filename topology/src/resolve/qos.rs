@@ -566,7 +566,11 @@ pub(super) fn check_ports(
             if last.as_ref().is_none_or(|(c, _)| *c != case) {
                 let v = verdicts
                     .entry(case)
-                    .or_insert_with(|| (0..qos.classes.len()).map(|ci| b.judge(&case, ci)).collect())
+                    .or_insert_with(|| {
+                        (0..qos.classes.len())
+                            .map(|ci| b.judge(&case, ci))
+                            .collect()
+                    })
                     .clone();
                 last = Some((case, v));
             }
