@@ -86,7 +86,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub fn add(self, o: Counts) -> Counts {
+    pub fn saturating_add(self, o: Counts) -> Counts {
         Counts {
             switches: self.switches.saturating_add(o.switches),
             hosts: self.hosts.saturating_add(o.hosts),

@@ -75,12 +75,22 @@ impl<'a> Checker<'a> {
         }
 
         if !type_matches(node, schema) {
-            sink.push(
-                self.file,
-                node.pos(),
-                item,
-                format!("expected {}, found {}", describe(schema), found(node)),
-            );
+            let msg = format!("expected {}, found {}", describe(schema), found(node));
+            let wants_text = types_of(schema) == ["string"] && schema.get("format").is_none();
+            match node {
+                // `name: 5` or `name: yes` read as a number or a boolean in YAML.
+                Node::Scalar(
+                    Scalar::Int(_) | Scalar::BigInt(_) | Scalar::Float(_) | Scalar::Bool(_),
+                    _,
+                ) if wants_text => sink.push_help(
+                    self.file,
+                    node.pos(),
+                    item,
+                    msg,
+                    "put it in quotes to make it text",
+                ),
+                _ => sink.push(self.file, node.pos(), item, msg),
+            }
             return;
         }
 

@@ -363,7 +363,9 @@ fn check_size(cx: &mut Ctx, intent: &Intent, limits: &Limits) -> bool {
         links: intent.links.len() as u64,
         ports: intent.switches.iter().map(|s| s.ports.len() as u64).sum(),
     };
-    let total = per_gen.iter().fold(explicit, |acc, (c, _)| acc.add(*c));
+    let total = per_gen
+        .iter()
+        .fold(explicit, |acc, (c, _)| acc.saturating_add(*c));
     type Pick = fn(&generators::Counts) -> u64;
     let quantities: [(&str, Pick, u64); 4] = [
         ("switches", |c| c.switches, limits.max_switches),
