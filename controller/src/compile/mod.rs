@@ -265,7 +265,10 @@ pub struct Compiler<'t> {
 }
 
 fn signature(g: &Graph, dest: SwitchIdx) -> Vec<(u32, u64)> {
-    let mut sig: Vec<(u32, u64)> = g.up[dest].iter().map(|e| (e.nb, e.speed)).collect();
+    let mut sig: Vec<(u32, u64)> = g.up[dest]
+        .iter()
+        .map(|e| (e.nb, g.speed[e.link as usize]))
+        .collect();
     sig.sort_unstable();
     sig
 }
@@ -384,11 +387,9 @@ impl<'t> Compiler<'t> {
         }
         let t = self.t;
         let sw = &t.switches[s];
-        let h0 = &hops[0];
+        let parallel = routing::has_parallel(hops);
         let equal = self.equal_weights
-            || hops
-                .iter()
-                .all(|h| (h.capacity, h.speed, h.total) == (h0.capacity, h0.speed, h0.total));
+            || (!parallel && hops.iter().all(|h| h.capacity == hops[0].capacity));
         let mut members = std::mem::take(&mut self.members_buf);
         members.clear();
         if equal {
@@ -399,7 +400,13 @@ impl<'t> Compiler<'t> {
                 )
             }));
         } else {
-            let w = routing::link_weights(hops, MAX_GROUP_WEIGHT);
+            let w = if parallel {
+                let speed = &self.g.speed;
+                routing::link_weights(hops, |l| speed[l as usize], MAX_GROUP_WEIGHT)
+            } else {
+                let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
+                routing::weights(&caps, MAX_GROUP_WEIGHT)
+            };
             members.extend(hops.iter().zip(w).map(|(h, w)| {
                 (
                     sw.ports[t.links[h.link as usize].end_at(s).port].id as u16,
@@ -449,18 +456,20 @@ impl<'t> Compiler<'t> {
                 continue;
             }
             // The destination carries on everything: the parent's links to it give their speeds.
-            let hops: Vec<Hop> = self.g.down[p as usize]
+            let run: Vec<&routing::Adj> = self.g.down[p as usize]
                 .iter()
                 .filter(|e| e.nb as usize == dest)
+                .collect();
+            let total = run.first().map_or(0, |e| e.total);
+            let hops: Vec<Hop> = run
+                .iter()
                 .map(|e| Hop {
                     link: e.link,
                     neighbour: e.nb,
-                    capacity: e.total,
-                    speed: e.speed,
-                    total: e.total,
+                    capacity: total,
                 })
                 .collect();
-            parent_cap.insert(p, hops.first().map_or(0, |h| h.capacity));
+            parent_cap.insert(p, total);
             self.route_set[p as usize][d] = self.intern(p as usize, &hops);
         }
         for m in self.classes[ci].members.clone() {
@@ -468,16 +477,19 @@ impl<'t> Compiler<'t> {
             if sib == dest {
                 continue;
             }
+            // The first link to each parent carries the run's total speed; its parallels follow.
+            let mut via = 0u64;
             let hops: Vec<Hop> = self.g.up[sib]
                 .iter()
                 .filter_map(|e| {
                     let pc = *parent_cap.get(&e.nb)?;
+                    if e.total != 0 {
+                        via = e.total.min(pc);
+                    }
                     (pc > 0).then_some(Hop {
                         link: e.link,
                         neighbour: e.nb,
-                        capacity: e.via(pc),
-                        speed: e.speed,
-                        total: e.total,
+                        capacity: via,
                     })
                 })
                 .collect();

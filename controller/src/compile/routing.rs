@@ -25,56 +25,37 @@ use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
 pub const UNREACHABLE: u32 = u32::MAX;
 
 /// One live link as seen from one of its switches. Links to the same neighbour are adjacent in
-/// a list, the first of them marked, each carrying their summed speed.
+/// a list; the first of them carries their summed speed in `total`, the others 0. (16 bytes, as
+/// every routing pass reads all adjacency: per-neighbour sums must not cost memory traffic.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Adj {
     pub nb: u32,
     pub link: u32,
-    pub speed: u64,
-    /// Σ speeds of the live links to `nb` (this one included).
+    /// Σ speeds of the live links to `nb` on the first of them, 0 on the others.
     pub total: u64,
-    /// The first of the links to `nb` in the list: capacities are summed per neighbour there.
-    pub first: bool,
 }
 
-/// Sorts one adjacency list by neighbour and recomputes `total` and `first`.
-fn regroup(list: &mut [Adj]) {
+/// Sorts one adjacency list by neighbour and recomputes `total`.
+fn regroup(list: &mut [Adj], speed: &[u64]) {
     list.sort_unstable_by_key(|e| (e.nb, e.link));
     let mut i = 0;
     while i < list.len() {
         let mut j = i;
         let mut total = 0u64;
         while j < list.len() && list[j].nb == list[i].nb {
-            total = total.saturating_add(list[j].speed);
+            total = total.saturating_add(speed[list[j].link as usize]);
+            list[j].total = 0;
             j += 1;
         }
-        for (k, e) in list[i..j].iter_mut().enumerate() {
-            e.total = total;
-            e.first = k == 0;
-        }
+        list[i].total = total;
         i = j;
-    }
-}
-
-impl Adj {
-    /// What this link's neighbour carries on through it and its parallels: via[s,n].
-    #[inline]
-    pub fn via(&self, cap_nb: u64) -> u64 {
-        self.total.min(cap_nb)
-    }
-    fn hop(&self, cap_nb: u64) -> Hop {
-        Hop {
-            link: self.link,
-            neighbour: self.nb,
-            capacity: self.via(cap_nb),
-            speed: self.speed,
-            total: self.total,
-        }
     }
 }
 
 /// Live fabric links, as compact adjacency.
 pub struct Graph {
+    /// Per link: its speed, bits/s.
+    pub speed: Vec<u64>,
     /// Per switch: links toward higher tiers.
     pub up: Vec<Vec<Adj>>,
     /// Per switch: links toward lower tiers.
@@ -102,12 +83,10 @@ impl Graph {
                 list.push(Adj {
                     nb: o as u32,
                     link: link as u32,
-                    speed: l.speed.bits_per_sec(),
                     total: 0,
-                    first: false,
                 });
             }
-            regroup(list);
+            regroup(list, &self.speed);
         }
     }
 
@@ -127,9 +106,7 @@ impl Graph {
                     let e = Adj {
                         nb: o as u32,
                         link: link as u32,
-                        speed: l.speed.bits_per_sec(),
                         total: 0,
-                        first: false,
                     };
                     if tier[o] > tier[si] {
                         up[si].push(e);
@@ -139,12 +116,14 @@ impl Graph {
                 }
             }
         }
+        let speed: Vec<u64> = t.links.iter().map(|l| l.speed.bits_per_sec()).collect();
         for list in up.iter_mut().chain(down.iter_mut()) {
-            regroup(list);
+            regroup(list, &speed);
         }
         let mut by_tier_desc: Vec<u32> = (0..n as u32).collect();
         by_tier_desc.sort_by_key(|&s| std::cmp::Reverse(tier[s as usize]));
         Graph {
+            speed,
             up,
             down,
             tier,
@@ -174,17 +153,22 @@ impl Scratch {
     }
 }
 
-/// One next hop of a switch toward a destination: a link, and what its weight derives from.
+/// One next hop of a switch toward a destination: the link, and via[s,n], what its neighbour
+/// carries on through it and its parallel links together. Hops to one neighbour are adjacent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Hop {
     pub link: u32,
     pub neighbour: u32,
-    /// via[s,n]: what the neighbour carries on through this link and its parallels together.
     pub capacity: u64,
-    /// This link's speed, and the summed speed of the links to the neighbour: the link's share
-    /// of `capacity` is `speed / total`.
-    pub speed: u64,
-    pub total: u64,
+}
+
+#[inline]
+fn hop(e: &Adj, via: u64) -> Hop {
+    Hop {
+        link: e.link,
+        neighbour: e.nb,
+        capacity: via,
+    }
 }
 
 /// Computes, for destination leaf `dest`, every switch's next hops, calling `emit(s, hops)` for
@@ -219,13 +203,16 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
         let want = sc.down[s] - 1;
         hops.clear();
         let mut cap = 0u64;
+        let mut via = 0u64;
         for e in &g.down[s] {
             let m = e.nb as usize;
             if sc.down[m] == want && sc.cap[m] > 0 {
-                if e.first {
-                    cap = cap.saturating_add(e.via(sc.cap[m]));
+                // The first link to a neighbour sets via[s,n]; its parallels share it.
+                if e.total != 0 {
+                    via = e.total.min(sc.cap[m]);
+                    cap = cap.saturating_add(via);
                 }
-                hops.push(e.hop(sc.cap[m]));
+                hops.push(hop(e, via));
             }
         }
         sc.cap[s] = cap;
@@ -249,13 +236,15 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
         hops.clear();
         let mut cap = 0u64;
         if best != UNREACHABLE {
+            let mut via = 0u64;
             for e in &g.up[s] {
                 let u = e.nb as usize;
                 if sc.reach[u] == best && sc.cap[u] > 0 {
-                    if e.first {
-                        cap = cap.saturating_add(e.via(sc.cap[u]));
+                    if e.total != 0 {
+                        via = e.total.min(sc.cap[u]);
+                        cap = cap.saturating_add(via);
                     }
-                    hops.push(e.hop(sc.cap[u]));
+                    hops.push(hop(e, via));
                 }
             }
             sc.reach[s] = best + 1;
@@ -272,12 +261,16 @@ pub fn hops_at(g: &Graph, sc: &Scratch, dest: SwitchIdx, s: SwitchIdx, out: &mut
     if s == dest {
         return;
     }
+    let mut via = 0u64;
     if sc.down[s] != UNREACHABLE {
         let want = sc.down[s] - 1;
         for e in &g.down[s] {
             let mi = e.nb as usize;
             if sc.down[mi] == want && sc.cap[mi] > 0 {
-                out.push(e.hop(sc.cap[mi]));
+                if e.total != 0 {
+                    via = e.total.min(sc.cap[mi]);
+                }
+                out.push(hop(e, via));
             }
         }
     } else if sc.reach[s] != UNREACHABLE {
@@ -285,7 +278,10 @@ pub fn hops_at(g: &Graph, sc: &Scratch, dest: SwitchIdx, s: SwitchIdx, out: &mut
         for e in &g.up[s] {
             let ui = e.nb as usize;
             if sc.reach[ui] == want && sc.cap[ui] > 0 {
-                out.push(e.hop(sc.cap[ui]));
+                if e.total != 0 {
+                    via = e.total.min(sc.cap[ui]);
+                }
+                out.push(hop(e, via));
             }
         }
     }
@@ -337,9 +333,11 @@ pub fn update(
             g.down[s]
                 .iter()
                 .filter(|e| {
-                    e.first && sc.down[e.nb as usize] == down - 1 && sc.cap[e.nb as usize] > 0
+                    e.total != 0 && sc.down[e.nb as usize] == down - 1 && sc.cap[e.nb as usize] > 0
                 })
-                .fold(0u64, |a, e| a.saturating_add(e.via(sc.cap[e.nb as usize])))
+                .fold(0u64, |a, e| {
+                    a.saturating_add(e.total.min(sc.cap[e.nb as usize]))
+                })
         };
         // Its hop set may differ even when its totals do not (one neighbour lost what another
         // gained), so phase B revisits it either way.
@@ -394,9 +392,11 @@ pub fn update(
                 let cap = g.up[s]
                     .iter()
                     .filter(|e| {
-                        e.first && sc.reach[e.nb as usize] == best && sc.cap[e.nb as usize] > 0
+                        e.total != 0 && sc.reach[e.nb as usize] == best && sc.cap[e.nb as usize] > 0
                     })
-                    .fold(0u64, |a, e| a.saturating_add(e.via(sc.cap[e.nb as usize])));
+                    .fold(0u64, |a, e| {
+                        a.saturating_add(e.total.min(sc.cap[e.nb as usize]))
+                    });
                 (best + 1, cap)
             }
         };
@@ -433,30 +433,39 @@ pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
     reduce(caps.iter().map(|&c| u128::from(c)).collect(), max_sum)
 }
 
-/// Weights of the links of one next-hop set: each link's share of what its neighbour carries on,
-/// `capacity × speed / total`, reduced like [`weights`]. Exact fractions where the numbers allow
-/// (they are multiples of a common speed unit in practice), else rounded shares.
-pub fn link_weights(hops: &[Hop], max_sum: u32) -> Vec<u32> {
-    // Without parallel links a link's share is its neighbour's capacity itself.
-    if hops.iter().all(|h| h.speed == h.total) {
-        let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
-        return weights(&caps, max_sum);
-    }
+/// Weights of the links of one next-hop set in which some neighbour is reached over parallel
+/// links: each link's share of what its neighbour carries on, `via × speed / Σ speeds of the
+/// links to that neighbour`, reduced like [`weights`]. Exact fractions where the numbers allow
+/// (speeds are multiples of a common unit in practice), else rounded shares.
+pub fn link_weights(hops: &[Hop], speed_of: impl Fn(u32) -> u64, max_sum: u32) -> Vec<u32> {
+    let speed: Vec<u64> = hops.iter().map(|h| speed_of(h.link)).collect();
+    // Every live link to a next-hop neighbour is in the set, so its parallels sum here.
+    let total: Vec<u64> = hops
+        .iter()
+        .map(|h| {
+            hops.iter()
+                .zip(&speed)
+                .filter(|(o, _)| o.neighbour == h.neighbour)
+                .fold(0u64, |a, (_, s)| a.saturating_add(*s))
+        })
+        .collect();
     let unit = hops
         .iter()
-        .fold(0u64, |g, h| gcd(gcd(gcd(g, h.capacity), h.speed), h.total))
+        .zip(speed.iter().zip(&total))
+        .fold(0u64, |g, (h, (s, t))| gcd(gcd(gcd(g, h.capacity), *s), *t))
         .max(1);
     let exact = || -> Option<Vec<u128>> {
         let mut den: u128 = 1;
-        for h in hops {
-            let t = u128::from(h.total / unit).max(1);
+        for t in &total {
+            let t = u128::from(t / unit).max(1);
             den = den.checked_mul(t / gcd128(den, t))?;
         }
         hops.iter()
-            .map(|h| {
-                let t = u128::from(h.total / unit).max(1);
+            .zip(speed.iter().zip(&total))
+            .map(|(h, (s, t))| {
+                let t = u128::from(t / unit).max(1);
                 u128::from(h.capacity / unit)
-                    .checked_mul(u128::from(h.speed / unit))?
+                    .checked_mul(u128::from(s / unit))?
                     .checked_mul(den / t)
             })
             .collect()
@@ -464,7 +473,8 @@ pub fn link_weights(hops: &[Hop], max_sum: u32) -> Vec<u32> {
     let nums = exact().unwrap_or_else(|| {
         let shares: Vec<f64> = hops
             .iter()
-            .map(|h| h.capacity as f64 * h.speed as f64 / h.total.max(1) as f64)
+            .zip(speed.iter().zip(&total))
+            .map(|(h, (s, t))| h.capacity as f64 * *s as f64 / (*t).max(1) as f64)
             .collect();
         let top = shares
             .iter()
@@ -477,6 +487,11 @@ pub fn link_weights(hops: &[Hop], max_sum: u32) -> Vec<u32> {
             .collect()
     });
     reduce(nums, max_sum)
+}
+
+/// Whether some neighbour appears twice in a next-hop set (hops to one neighbour are adjacent).
+pub fn has_parallel(hops: &[Hop]) -> bool {
+    hops.windows(2).any(|w| w[0].neighbour == w[1].neighbour)
 }
 
 fn reduce(caps: Vec<u128>, max_sum: u32) -> Vec<u32> {
@@ -538,13 +553,11 @@ mod tests {
         assert!(w.iter().all(|&x| x >= 1));
     }
 
-    fn hop(link: u32, nb: u32, capacity: u64, speed: u64, total: u64) -> Hop {
+    fn h(link: u32, nb: u32, capacity: u64) -> Hop {
         Hop {
             link,
             neighbour: nb,
             capacity,
-            speed,
-            total,
         }
     }
 
@@ -553,34 +566,27 @@ mod tests {
         const G: u64 = 1_000_000_000;
         // Two 100G links to a spine that carries on 100G, one to a spine that carries on 200G:
         // the capacity behind them is 1:2, so the links split 1:1:2 (not 1:1:1).
-        let w = link_weights(
-            &[
-                hop(0, 1, 100 * G, 100 * G, 200 * G),
-                hop(1, 1, 100 * G, 100 * G, 200 * G),
-                hop(2, 2, 100 * G, 100 * G, 100 * G),
-            ],
-            256,
+        let hops = [h(0, 1, 100 * G), h(1, 1, 100 * G), h(2, 2, 100 * G)];
+        assert!(has_parallel(&hops));
+        assert_eq!(link_weights(&hops, |_| 100 * G, 256), vec![1, 1, 2]);
+        // A 100G and a 400G link to one neighbour carrying on 250G, and a 100G link elsewhere:
+        // shares 50G, 200G and 100G.
+        let speeds = [100 * G, 400 * G, 100 * G];
+        let hops = [h(0, 1, 250 * G), h(1, 1, 250 * G), h(2, 2, 100 * G)];
+        assert_eq!(
+            link_weights(&hops, |l| speeds[l as usize], 256),
+            vec![1, 4, 2]
         );
-        assert_eq!(w, vec![1, 1, 2]);
-        // A 100G and a 400G link to one neighbour carrying on 250G, and a 100G link elsewhere.
-        let w = link_weights(
-            &[
-                hop(0, 1, 250 * G, 100 * G, 500 * G),
-                hop(1, 1, 250 * G, 400 * G, 500 * G),
-                hop(2, 2, 100 * G, 100 * G, 100 * G),
-            ],
-            256,
-        );
-        assert_eq!(w, vec![1, 4, 2]);
     }
 
     #[test]
-    fn single_links_keep_the_capacity_weights() {
+    fn without_parallel_links_the_shares_are_the_capacities() {
         const G: u64 = 1_000_000_000;
-        let hops = [
-            hop(0, 1, 400 * G, 400 * G, 400 * G),
-            hop(1, 2, 200 * G, 400 * G, 400 * G),
-        ];
-        assert_eq!(link_weights(&hops, 256), weights(&[400 * G, 200 * G], 256));
+        let hops = [h(0, 1, 400 * G), h(1, 2, 200 * G)];
+        assert!(!has_parallel(&hops));
+        assert_eq!(
+            link_weights(&hops, |_| 400 * G, 256),
+            weights(&[400 * G, 200 * G], 256)
+        );
     }
 }
