@@ -173,9 +173,10 @@ pub(super) fn allocate_switches(
             s.db = format!("unix://{sock_dir}/{}/redis.sock", s.name);
         }
         if !ex.router_mac[i] {
-            let mut m = ROUTER_MAC_BASE + s.device_id;
+            // Device ids past 32 bits are reported; keep the MAC within 48 bits meanwhile.
+            let mut m = ROUTER_MAC_BASE.wrapping_add(s.device_id) & 0xffff_ffff_ffff;
             while !used_macs.insert(m) {
-                m += 1;
+                m = (m + 1) & 0xffff_ffff_ffff;
             }
             s.router_mac = MacAddr::from_u64(m);
         }
@@ -242,42 +243,50 @@ pub(super) fn allocate_hosts(
             v6_pool = None;
         }
     }
-    let base = u32::from(pools.hosts_v4.network());
-    let pool_len = pools.hosts_v4.prefix_len();
+    // In u64: a subnet at the top of the address space ends at 2^32.
+    let base = u64::from(u32::from(pools.hosts_v4.network()));
+    let pool_len = u32::from(pools.hosts_v4.prefix_len());
     let mut bits = (max_hosts as u64 + 3)
         .next_power_of_two()
         .trailing_zeros()
         .max(2);
-    // (leaf, address) pairs to assign, found by trying subnet sizes from the smallest.
-    let plan: Vec<(usize, u32)> = loop {
-        let v4_len = 32 - bits as u8;
-        if v4_len < pool_len || (leaves.len() as u64) > (1u64 << (v4_len - pool_len)) {
+    let taken = |a: u64| u32::try_from(a).is_ok_and(|a| ex.v4.contains(&a));
+    // (host, address) pairs to assign, found by trying subnet sizes from the smallest.
+    let plan: Vec<(usize, u64)> = loop {
+        if bits > 32 - pool_len || (leaves.len() as u64) > (1u64 << (32 - bits - pool_len)) {
+            let need = 32u32.saturating_sub(bits.min(32));
             cx.err_help(
                 "fabric.pools.hosts_v4",
                 "fabric.pools.hosts_v4",
                 format!(
-                    "{} is too small: {} leaves need a /{v4_len} each",
+                    "{} is too small: {} {} a /{need} each",
                     pools.hosts_v4,
-                    leaves.len()
+                    leaves.len(),
+                    if leaves.len() == 1 {
+                        "leaf needs"
+                    } else {
+                        "leaves need"
+                    }
                 ),
                 "use a larger pool",
             );
             return;
         }
-        let size = 1u32 << bits;
+        let size = 1u64 << bits;
         let mut plan = Vec::new();
         let mut fits = true;
         'leaf: for (slot, &s) in leaves.iter().enumerate() {
-            let net = base + ((slot as u32) << bits);
+            let net = base + ((slot as u64) << bits);
+            let last = net + size - 1; // broadcast
             let mut next = net + 2;
             for &hi in &per_switch[s] {
                 if ex.host_v4[hi] {
                     continue;
                 }
-                while next < net + size - 1 && ex.v4.contains(&next) {
+                while next < last && taken(next) {
                     next += 1;
                 }
-                if next >= net + size - 1 {
+                if next >= last {
                     fits = false;
                     break 'leaf;
                 }
@@ -290,16 +299,17 @@ pub(super) fn allocate_hosts(
         }
         bits += 1;
     };
-    let size = 1u32 << bits;
-    let v4_len = 32 - bits as u8;
+    let size = 1u64 << bits;
+    let v4_len = (32 - bits) as u8;
+    let v4 = |a: u64| Ipv4Addr::from(u32::try_from(a).unwrap_or(u32::MAX));
     for (hi, a) in plan {
-        hosts[hi].ipv4 = Ipv4Addr::from(a);
+        hosts[hi].ipv4 = v4(a);
     }
 
     // The network, gateway and broadcast address of every leaf subnet belong to nobody.
-    let special = |a: u32| -> Option<(usize, &'static str)> {
-        let off = a.checked_sub(base)?;
-        let slot = (off >> bits) as usize;
+    let special = |a: Ipv4Addr| -> Option<(usize, &'static str)> {
+        let off = u64::from(u32::from(a)).checked_sub(base)?;
+        let slot = usize::try_from(off >> bits).ok()?;
         let s = *leaves.get(slot)?;
         match off & (size - 1) {
             0 => Some((s, "network")),
@@ -320,12 +330,12 @@ pub(super) fn allocate_hosts(
         }
     };
     let subnet_of = |s: usize| {
-        let slot = leaves.iter().position(|&x| x == s).unwrap_or(0) as u32;
-        Ipv4Net::new(Ipv4Addr::from(base + (slot << bits)), v4_len).unwrap_or_default()
+        let slot = leaves.iter().position(|&x| x == s).unwrap_or(0) as u64;
+        Ipv4Net::new(v4(base + (slot << bits)), v4_len).unwrap_or_default()
     };
     for (hi, h) in hosts.iter().enumerate() {
         if ex.host_v4[hi]
-            && let Some((s, what)) = special(u32::from(h.ipv4))
+            && let Some((s, what)) = special(h.ipv4)
         {
             cx.err_help(
                 &format!("{}.ipv4", h.origin),
@@ -343,18 +353,19 @@ pub(super) fn allocate_hosts(
             && let Some(a) = h.ipv6
             && let Some((s, what)) = special6(u128::from(a))
         {
-            cx.err(
+            cx.err_help(
                 &format!("{}.ipv6", h.origin),
                 format!("host {}", display_name(&h.name)),
                 format!("{a} is the {what} address of {}'s /64", switches[s].name),
+                "leave `ipv6` out to have one allocated",
             );
         }
     }
     for (si, s) in switches.iter().enumerate() {
         if ex.loopback[si]
-            && let Some((l, what)) = special(u32::from(s.loopback))
+            && let Some((l, what)) = special(s.loopback)
         {
-            cx.err(
+            cx.err_help(
                 &format!("{}.loopback", s.origin),
                 format!("switch {}", display_name(&s.name)),
                 format!(
@@ -363,13 +374,14 @@ pub(super) fn allocate_hosts(
                     switches[l].name,
                     subnet_of(l)
                 ),
+                "leave `loopback` out to have one allocated from loopbacks_v4",
             );
         }
     }
 
     for (slot, &si) in leaves.iter().enumerate() {
-        let net_addr = base + ((slot as u32) << bits);
-        let subnet = Ipv4Net::new(Ipv4Addr::from(net_addr), v4_len).unwrap_or_default();
+        let net_addr = base + ((slot as u64) << bits);
+        let subnet = Ipv4Net::new(v4(net_addr), v4_len).unwrap_or_default();
         let v6_subnet = v6_pool.and_then(|p| {
             Ipv6Net::new(
                 Ipv6Addr::from(u128::from(p.network()) + ((slot as u128) << 64)),
@@ -384,7 +396,7 @@ pub(super) fn allocate_hosts(
             if !subnet.contains(&h.ipv4) {
                 all_inside = false;
             }
-            h.gateway_v4 = Ipv4Addr::from(net_addr + 1);
+            h.gateway_v4 = v4(net_addr + 1);
             if let (Some(n6), Some(next)) = (v6_subnet, next6.as_mut()) {
                 if h.ipv6.is_none() {
                     while ex.v6.contains(next) {
@@ -401,7 +413,10 @@ pub(super) fn allocate_hosts(
             switches[si].host_subnet_v6 = v6_subnet;
         }
     }
+}
 
+/// Host MACs: counted up from a base by host, skipping explicit ones.
+pub(super) fn allocate_host_macs(hosts: &mut [Host], ex: &Explicit) {
     let mut used_macs: HashSet<u64> = hosts
         .iter()
         .zip(&ex.host_mac)
@@ -458,7 +473,15 @@ fn dup<K: std::hash::Hash + Eq + std::fmt::Display>(
                 let p = path(at);
                 if reported.insert(p.clone()) {
                     let msg = format!("duplicate {what} {k} (also used by {})", owner(other));
-                    cx.err(&p, owner(at), msg);
+                    cx.err_help(
+                        &p,
+                        owner(at),
+                        msg,
+                        format!(
+                            "give each its own {what}, or leave `{}` out to have one allocated",
+                            field(at)
+                        ),
+                    );
                 }
             }
             None => {

@@ -294,6 +294,7 @@ pub fn resolve(
         &explicit,
         &pools,
     );
+    alloc::allocate_host_macs(&mut out_hosts, &explicit);
     alloc::check_unique(&mut cx, &out_switches, &out_hosts, &explicit);
 
     // QoS, routing, failover.
@@ -1178,28 +1179,31 @@ fn check_explicit_fields(
         if let Some(m) = spec.router_mac
             && let Some(why) = mac_problem(m)
         {
-            cx.err(
+            cx.err_help(
                 &format!("{}.router_mac", dr.origin),
                 item(),
                 format!("router MAC {m}: {why}"),
+                "leave `router_mac` out to have one allocated from the device id",
             );
         }
         if let Some(a) = spec.loopback
             && let Some(why) = v4_problem(a)
         {
-            cx.err(
+            cx.err_help(
                 &format!("{}.loopback", dr.origin),
                 item(),
                 format!("loopback {a}: {why}"),
+                "leave `loopback` out to have one allocated from fabric.pools.loopbacks_v4",
             );
         }
         if let Some(id) = spec.device_id
             && id > MAX_DEVICE_ID
         {
-            cx.err(
+            cx.err_help(
                 &format!("{}.device_id", dr.origin),
                 item(),
                 format!("device id {id} is larger than {MAX_DEVICE_ID} (32 bits, so the testbed's interface names s<device>p<port> fit Linux's 15 characters)"),
+                "leave `device_id` out to have one allocated (they count from 1)",
             );
         }
     }
@@ -1213,21 +1217,32 @@ fn check_explicit_fields(
         if cx.written(&mac_path)
             && let Some(why) = mac_problem(h.mac)
         {
-            cx.err(&mac_path, item(), format!("MAC {}: {why}", h.mac));
+            cx.err_help(
+                &mac_path,
+                item(),
+                format!("MAC {}: {why}", h.mac),
+                "leave `mac` out to have one allocated",
+            );
         }
         let v4_path = format!("{}.ipv4", h.origin);
         if cx.written(&v4_path)
             && let Some(why) = v4_problem(h.ipv4)
         {
-            cx.err(&v4_path, item(), format!("address {}: {why}", h.ipv4));
+            cx.err_help(
+                &v4_path,
+                item(),
+                format!("address {}: {why}", h.ipv4),
+                "leave `ipv4` out to have one allocated from fabric.pools.hosts_v4",
+            );
         }
         if let Some(a) = h.ipv6
             && let Some(why) = v6_problem(a)
         {
-            cx.err(
+            cx.err_help(
                 &format!("{}.ipv6", h.origin),
                 item(),
                 format!("address {a}: {why}"),
+                "leave `ipv6` out to have one allocated from fabric.pools.hosts_v6",
             );
         }
     }

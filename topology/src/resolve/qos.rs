@@ -614,7 +614,7 @@ pub(super) fn check_ports(
                 ),
                 format!(
                     "the headroom absorbs what is in flight on the cable after a pause: shorten the cable, or raise qos.pfc.port_buffer above {}",
-                    Bytes(pq.headroom.size.0 + pq.ecn.kmax.0).human()
+                    Bytes(pq.headroom.size.0.saturating_add(pq.ecn.kmax.0)).human()
                 ),
             ),
             QosProblem::EcnNotBeforePfc => (
