@@ -45,7 +45,6 @@ impl Explicit {
     pub(super) fn collect(
         drafts: &[Draft<SwitchSpec>],
         switches: &[Switch],
-        _host_drafts: &[Draft<crate::model::HostSpec>],
         hosts: &[Host],
     ) -> Self {
         let mut v4: HashSet<u32> = HashSet::new();

@@ -42,6 +42,8 @@ pub(crate) struct Ctx<'a> {
     file: &'a str,
     idx: &'a PathIndex,
     sink: Sink,
+    /// Names that break the rule: reported, but no reason to doubt the fabric's shape.
+    bad_names: usize,
 }
 
 impl Ctx<'_> {
@@ -153,6 +155,7 @@ fn default_classes() -> Vec<TrafficClassSpec> {
 /// Reports `name` at `path` if it breaks the name rule.
 fn check_name_at(cx: &mut Ctx, path: &str, what: &str, name: &str) {
     if let Err(e) = check_name(name) {
+        cx.bad_names += 1;
         cx.err_help(
             path,
             format!("{what} {}", display_name(name)),
@@ -184,6 +187,7 @@ pub fn resolve(
         file,
         idx,
         sink: Sink::default(),
+        bad_names: 0,
     };
     let d = &intent.fabric.defaults;
     if let Some(n) = &intent.fabric.name {
@@ -191,13 +195,6 @@ pub fn resolve(
     }
     let speed = d.speed.unwrap_or(DEFAULT_SPEED);
     let mtu = d.mtu.unwrap_or(DEFAULT_MTU);
-    if !(1280..=9216).contains(&mtu) {
-        cx.err(
-            "fabric.defaults.mtu",
-            "fabric.defaults.mtu",
-            format!("MTU {mtu} is outside 1280..=9216 bytes"),
-        );
-    }
     if !check_size(&mut cx, intent, limits) {
         return Err(cx.sink.finish());
     }
@@ -209,6 +206,7 @@ pub fn resolve(
         host_cable: d.host_cable_length.unwrap_or(DEFAULT_HOST_CABLE),
     };
 
+    let before = cx.errors().saturating_sub(cx.bad_names);
     let Expanded {
         switches,
         port_origins,
@@ -231,11 +229,9 @@ pub fn resolve(
         );
         return Err(cx.sink.finish());
     }
-    // Problems so far are about items themselves; reachability is judged only without them, as
-    // a missing switch or link would make it fail for no new reason.
     let (mut out_switches, switch_by_name) =
         build_switches(&mut cx, &switches, &port_origins, speed, cable);
-    let mut port_src: Vec<Vec<(Src, Src)>> = port_origins.into_iter().map(|p| p.src).collect();
+    let port_src: Vec<Vec<(Src, Src)>> = port_origins.into_iter().map(|p| p.src).collect();
     let (out_links, out_link_src) = build_links(
         &mut cx,
         &mut out_switches,
@@ -254,8 +250,17 @@ pub fn resolve(
         &port_src,
         ooo_default,
     );
-    port_src.clear();
-    let structural_errors = cx.errors();
+    drop(port_src);
+    // Problems with switches, links or hosts themselves: reachability is judged only without
+    // them, as a switch or link left out would make it fail for no new reason.
+    let structural_errors = cx.errors().saturating_sub(cx.bad_names + before);
+    if !(1280..=9216).contains(&mtu) {
+        cx.err(
+            "fabric.defaults.mtu",
+            "fabric.defaults.mtu",
+            format!("MTU {mtu} is outside 1280..=9216 bytes"),
+        );
+    }
 
     check_explicit_fields(&mut cx, intent, &switches, &out_switches, &out_hosts);
     check_socket_dir(&mut cx, d, &out_switches);
@@ -285,7 +290,7 @@ pub fn resolve(
             ),
         );
     }
-    let explicit = alloc::Explicit::collect(&switches, &out_switches, &hosts, &out_hosts);
+    let explicit = alloc::Explicit::collect(&switches, &out_switches, &out_hosts);
     alloc::allocate_switches(&mut cx, &mut out_switches, &explicit, d, &pools);
     alloc::allocate_hosts(
         &mut cx,
