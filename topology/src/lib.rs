@@ -1,12 +1,16 @@
 //! Weft's topology intent: the YAML contract with network operators.
 //!
 //! ```text
-//!   text ──yaml::parse──▶ marked tree ──structure::Checker──▶ (unknown fields, types, units)
-//!     └──serde_yaml_ng──▶ Intent ──resolve──▶ Topology     (generators, defaults, addresses,
-//!                                                          duplicates, partitions, QoS sanity)
+//!   text ──(size limit, BOM)──yaml::parse──▶ marked tree ──structure::Checker──▶ (duplicate keys,
+//!     │        (value and nesting limits)                   unknown fields, types, units)
+//!     └──serde_yaml_ng──▶ Intent ──resolve──▶ Topology    (fabric size, generators, defaults,
+//!                                                          names, addresses, duplicates, QoS
+//!                                                          safety per port, reachability)
 //! ```
 //! Every problem becomes a [`Diagnostic`] with file, line, column and the item at fault; all of
-//! them are reported at once. Nothing here does I/O except [`load_file`] reading the file.
+//! them are reported at once (at most [`diag::MAX_REPORTED`]), none that only follows from
+//! another. Nothing here does I/O except [`read_intent`]/[`read_limited`] reading the text, and
+//! no input can make it use more than [`Limits`] allow.
 
 pub mod diag;
 pub mod generators;

@@ -562,4 +562,54 @@ mod tests {
         assert!(err.pos.line >= 1);
         assert!(!err.message.is_empty());
     }
+
+    #[test]
+    fn a_duplicate_key_is_reported_at_its_own_line_with_the_first() {
+        let p = parse_with(
+            "a: 1\nroutes:\n  x: 1\n  y: 2\n  x: 3\n",
+            ParseLimits::default(),
+        )
+        .expect("valid yaml");
+        assert_eq!(
+            p.duplicates,
+            vec![DuplicateKey {
+                key: "x".into(),
+                path: "routes.x".into(),
+                pos: Pos { line: 5, col: 3 },
+                first: Pos { line: 3, col: 3 },
+            }]
+        );
+    }
+
+    #[test]
+    fn aliases_count_every_value_they_repeat() {
+        let limits = ParseLimits {
+            max_nodes: 100,
+            max_depth: 64,
+        };
+        // 10 × 10 = 100 repeated scalars, plus the lists: past 100.
+        let bomb =
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n";
+        let e = parse_with(bomb, limits).expect_err("bomb");
+        assert!(e.limit && e.message.contains("alias"), "{e:?}");
+        // The same aliases a few times are fine.
+        assert!(parse_with("a: &a [x, x]\nb: [*a, *a]\n", limits).is_ok());
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_and_empty_documents_are_flagged() {
+        let limits = ParseLimits {
+            max_nodes: 1000,
+            max_depth: 3,
+        };
+        let e = parse_with("a:\n  b:\n    c:\n      d: 1\n", limits).expect_err("too deep");
+        assert!(e.limit, "{e:?}");
+        for empty in ["", "# only a comment\n", "~\n"] {
+            assert!(
+                parse_with(empty, limits).expect("parses").empty,
+                "{empty:?}"
+            );
+        }
+        assert!(!parse_with("{}\n", limits).expect("parses").empty);
+    }
 }
