@@ -514,11 +514,39 @@ fn reduce(caps: Vec<u128>, max_sum: u32) -> Vec<u32> {
     let sum: u128 = w.iter().fold(0u128, |a, &x| a.saturating_add(x));
     let limit = u128::from(max_sum.max(caps.len() as u32));
     if sum > limit {
+        // Largest remainders: the weights sum to exactly `limit` and each is within one unit of
+        // its ideal share, so no share is off by more than 1/limit. (Flooring alone loses up to
+        // one unit per member, which shifts every share.)
         let scale = limit as f64 / sum as f64;
-        w = w
-            .iter()
-            .map(|&x| ((x as f64 * scale).floor() as u128).max(1))
-            .collect();
+        let ideal: Vec<f64> = w.iter().map(|&x| x as f64 * scale).collect();
+        w = ideal.iter().map(|&x| (x.floor() as u128).max(1)).collect();
+        let mut total: u128 = w.iter().sum();
+        let mut order: Vec<usize> = (0..w.len()).collect();
+        order.sort_by(|&a, &b| {
+            let ra = ideal[a] - w[a] as f64;
+            let rb = ideal[b] - w[b] as f64;
+            rb.total_cmp(&ra).then(a.cmp(&b))
+        });
+        for &i in &order {
+            if total >= limit {
+                break;
+            }
+            if ideal[i] > w[i] as f64 {
+                w[i] += 1;
+                total += 1;
+            }
+        }
+        // Members raised to 1 may leave the sum above the limit: take from the most over.
+        while total > limit {
+            let Some(i) = (0..w.len())
+                .filter(|&i| w[i] > 1)
+                .max_by(|&a, &b| (w[a] as f64 - ideal[a]).total_cmp(&(w[b] as f64 - ideal[b])))
+            else {
+                break;
+            };
+            w[i] -= 1;
+            total -= 1;
+        }
     }
     w.into_iter()
         .map(|x| x.min(u128::from(u32::MAX)) as u32)
@@ -551,6 +579,14 @@ mod tests {
         let w = weights(&[1_000_003, 1_000_000, 7], 16);
         assert!(w.iter().sum::<u32>() <= 16, "{w:?}");
         assert!(w.iter().all(|&x| x >= 1));
+        // Scaled down, every weight stays within one unit of its ideal share of the group.
+        let caps = [49u64, 49, 98, 48, 12, 24];
+        let w = weights(&caps, 256);
+        assert_eq!(w.iter().sum::<u32>(), 256, "{w:?}");
+        for (c, w) in caps.iter().zip(&w) {
+            let ideal = *c as f64 * 256.0 / 280.0;
+            assert!((f64::from(*w) - ideal).abs() < 1.0, "{w} vs {ideal}");
+        }
     }
 
     fn h(link: u32, nb: u32, capacity: u64) -> Hop {
