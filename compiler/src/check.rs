@@ -7,10 +7,13 @@
 //! - no forwarding loop and no blackhole on any branch of any group;
 //! - the destination is reached exactly when the live fabric connects the two hosts (same plane);
 //! - every branch is a shortest valley-free (up then down) path;
+//! - a group toward a neighbour uses every live link to it (parallel links included);
 //! - each group's weights are proportional to the capacity reachable through each member
-//!   (when the fabric uses capacity weights), within integer rounding.
+//!   (when the fabric uses capacity weights), within integer rounding. The capacity through a
+//!   neighbour is `min(Σ speeds of the live links to it, what it carries on)`, shared among
+//!   those links by speed: k parallel links do not make a neighbour count k times.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
 use weft_topology::{HostIdx, LinkIdx, Peer, RoutingMode, SwitchIdx, Topology};
@@ -59,6 +62,7 @@ fn valley_free_dist(t: &Topology, up: &dyn Fn(LinkIdx) -> bool, src: SwitchIdx) 
 
 struct Walker<'a> {
     t: &'a Topology,
+    live: &'a dyn Fn(LinkIdx) -> bool,
     d: &'a Desired,
     dst: HostIdx,
     memo: HashMap<SwitchIdx, Result<(u32, u32, u64), String>>,
@@ -124,9 +128,12 @@ impl Walker<'_> {
         };
         let mut lo = u32::MAX;
         let mut hi = 0;
-        let mut caps = Vec::new();
+        // (capacity share, weight) per member; members toward switches grouped by neighbour.
+        let mut caps: Vec<(f64, u32)> = Vec::new();
+        let mut cap = 0u64;
+        let mut by_nb: BTreeMap<SwitchIdx, Vec<(LinkIdx, u32)>> = BTreeMap::new();
+        let sw_t = &t.switches[s];
         for (port_id, w) in &members {
-            let sw_t = &t.switches[s];
             let p = sw_t
                 .ports
                 .iter()
@@ -135,7 +142,8 @@ impl Walker<'_> {
             match p.peer {
                 Peer::Host { host } if host == self.dst => {
                     lo = 0;
-                    caps.push((u64::MAX, *w));
+                    caps.push((f64::MAX, *w));
+                    cap = u64::MAX;
                 }
                 Peer::Host { host } => {
                     return Err(format!(
@@ -151,22 +159,62 @@ impl Walker<'_> {
                 }
                 Peer::Switch { link } => {
                     let next = t.links[link].other(s).switch;
-                    let (a, b, c) = self.walk(next)?;
-                    lo = lo.min(a + 1);
-                    hi = hi.max(b + 1);
-                    caps.push((t.links[link].speed.bits_per_sec().min(c), *w));
+                    by_nb.entry(next).or_default().push((link, *w));
                 }
+            }
+        }
+        for (next, used) in by_nb {
+            let live: Vec<LinkIdx> = sw_t
+                .ports
+                .iter()
+                .filter_map(|p| match p.peer {
+                    Peer::Switch { link }
+                        if (self.live)(link) && t.links[link].other(s).switch == next =>
+                    {
+                        Some(link)
+                    }
+                    _ => None,
+                })
+                .collect();
+            if used.len() != live.len() || !used.iter().all(|(l, _)| live.contains(l)) {
+                self.problems.push(format!(
+                    "{}: toward {} uses {} of the {} live links to {}",
+                    sw.name,
+                    h.name,
+                    used.len(),
+                    live.len(),
+                    t.switches[next].name
+                ));
+            }
+            let total: u64 = live.iter().map(|&l| t.links[l].speed.bits_per_sec()).sum();
+            let (a, b, c) = self.walk(next)?;
+            lo = lo.min(a + 1);
+            hi = hi.max(b + 1);
+            let via = total.min(c);
+            cap = cap.saturating_add(via);
+            for (l, w) in used {
+                let share =
+                    via as f64 * t.links[l].speed.bits_per_sec() as f64 / total.max(1) as f64;
+                caps.push((share, w));
             }
         }
         if let Target::Group(id) = route.target
             && self.capacity_weights
         {
             let wsum: u64 = caps.iter().map(|c| u64::from(c.1)).sum();
-            let csum: f64 = caps.iter().map(|c| c.0 as f64).sum();
+            let csum: f64 = caps.iter().map(|c| c.0).sum();
+            // Weights are exact unless the exact ratio needs a larger sum than a group holds;
+            // only then may each be off by the rounding of one unit.
+            let scaled = wsum + caps.len() as u64 > u64::from(super::MAX_GROUP_WEIGHT);
+            let tolerance = if scaled {
+                1.0 / wsum as f64 + 1e-9
+            } else {
+                1e-6
+            };
             for (c, w) in &caps {
-                let want = *c as f64 / csum;
+                let want = *c / csum;
                 let got = f64::from(*w) / wsum as f64;
-                if (want - got).abs() > 1.0 / wsum as f64 + 1e-9 {
+                if (want - got).abs() > tolerance {
                     self.problems.push(format!(
                         "{}: group {id} toward {}: weight share {got:.3} but capacity share {want:.3}",
                         sw.name, h.name
@@ -175,7 +223,6 @@ impl Walker<'_> {
                 }
             }
         }
-        let cap = caps.iter().fold(0u64, |a, c| a.saturating_add(c.0));
         Ok((lo, hi.max(lo), cap))
     }
 }
@@ -189,6 +236,7 @@ pub fn check(t: &Topology, links: &LinkState, d: &Desired, stride: usize) -> Rep
     for dst in (0..t.hosts.len()).step_by(stride.max(1)) {
         let mut w = Walker {
             t,
+            live: &up,
             d,
             dst,
             memo: HashMap::new(),

@@ -265,7 +265,10 @@ pub struct Compiler<'t> {
 }
 
 fn signature(g: &Graph, dest: SwitchIdx) -> Vec<(u32, u64)> {
-    let mut sig: Vec<(u32, u64)> = g.up[dest].iter().map(|&(p, _, c)| (p, c)).collect();
+    let mut sig: Vec<(u32, u64)> = g.up[dest]
+        .iter()
+        .map(|e| (e.nb, g.speed[e.link as usize]))
+        .collect();
     sig.sort_unstable();
     sig
 }
@@ -389,7 +392,9 @@ impl<'t> Compiler<'t> {
         }
         let t = self.t;
         let sw = &t.switches[s];
-        let equal = self.equal_weights || hops.iter().all(|h| h.capacity == hops[0].capacity);
+        let parallel = routing::has_parallel(hops);
+        let equal = self.equal_weights
+            || (!parallel && hops.iter().all(|h| h.capacity == hops[0].capacity));
         let mut members = std::mem::take(&mut self.members_buf);
         members.clear();
         if equal {
@@ -400,8 +405,13 @@ impl<'t> Compiler<'t> {
                 )
             }));
         } else {
-            let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
-            let w = routing::weights(&caps, MAX_GROUP_WEIGHT);
+            let w = if parallel {
+                let speed = &self.g.speed;
+                routing::link_weights(hops, |l| speed[l as usize], MAX_GROUP_WEIGHT)
+            } else {
+                let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
+                routing::weights(&caps, MAX_GROUP_WEIGHT)
+            };
             members.extend(hops.iter().zip(w).map(|(h, w)| {
                 (
                     sw.ports[t.links[h.link as usize].end_at(s).port].id as u16,
@@ -450,16 +460,21 @@ impl<'t> Compiler<'t> {
             if parent_cap.contains_key(&p) {
                 continue;
             }
-            let hops: Vec<Hop> = self.g.down[p as usize]
+            // The destination carries on everything: the parent's links to it give their speeds.
+            let run: Vec<&routing::Adj> = self.g.down[p as usize]
                 .iter()
-                .filter(|(m, _, _)| *m as usize == dest)
-                .map(|&(m, link, c)| Hop {
-                    link,
-                    neighbour: m,
-                    capacity: c,
+                .filter(|e| e.nb as usize == dest)
+                .collect();
+            let total = run.first().map_or(0, |e| e.total);
+            let hops: Vec<Hop> = run
+                .iter()
+                .map(|e| Hop {
+                    link: e.link,
+                    neighbour: e.nb,
+                    capacity: total,
                 })
                 .collect();
-            parent_cap.insert(p, hops.iter().map(|h| h.capacity).sum());
+            parent_cap.insert(p, total);
             self.route_set[p as usize][d] = self.intern(p as usize, &hops);
         }
         for m in self.classes[ci].members.clone() {
@@ -467,14 +482,19 @@ impl<'t> Compiler<'t> {
             if sib == dest {
                 continue;
             }
+            // The first link to each parent carries the run's total speed; its parallels follow.
+            let mut via = 0u64;
             let hops: Vec<Hop> = self.g.up[sib]
                 .iter()
-                .filter_map(|&(p, link, c)| {
-                    let pc = *parent_cap.get(&p)?;
+                .filter_map(|e| {
+                    let pc = *parent_cap.get(&e.nb)?;
+                    if e.total != 0 {
+                        via = e.total.min(pc);
+                    }
                     (pc > 0).then_some(Hop {
-                        link,
-                        neighbour: p,
-                        capacity: c.min(pc),
+                        link: e.link,
+                        neighbour: e.nb,
+                        capacity: via,
                     })
                 })
                 .collect();

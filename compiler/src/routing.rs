@@ -10,9 +10,12 @@
 //!   reach[s] = down[s] if finite, else 1 + min reach[u] over up-neighbours u (highest tier first)
 //!   next hops of s = down-neighbours n with down[n] = down[s]−1   if down[s] finite
 //!                    up-neighbours   u with reach[u] = reach[s]−1  otherwise
-//!   cap[s]   = Σ over next hops n of min(speed(s→n), cap[n]);  cap[D] = ∞
-//!   weight of n at s ∝ min(speed(s→n), cap[n])
+//!   via[s,n] = min(Σ speeds of the live links s–n, cap[n])      (parallel links share it)
+//!   cap[s]   = Σ over next-hop neighbours n of via[s,n];  cap[D] = ∞
+//!   weight of link l to n at s ∝ via[s,n] × speed(l) / Σ speeds of the live links s–n
 //! ```
+//! A neighbour reached over k parallel links counts once, with the sum of their speeds: what it
+//! can carry on does not grow with the number of cables to it.
 //! Such paths are loop-free (reach strictly decreases), shortest among valley-free paths, and a
 //! next hop that lost its way to D (cap 0, or no path) is never chosen. Links between switches
 //! of the same tier carry no routes.
@@ -21,12 +24,42 @@ use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
 
 pub const UNREACHABLE: u32 = u32::MAX;
 
+/// One live link as seen from one of its switches. Links to the same neighbour are adjacent in
+/// a list; the first of them carries their summed speed in `total`, the others 0. (16 bytes, as
+/// every routing pass reads all adjacency: per-neighbour sums must not cost memory traffic.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adj {
+    pub nb: u32,
+    pub link: u32,
+    /// Σ speeds of the live links to `nb` on the first of them, 0 on the others.
+    pub total: u64,
+}
+
+/// Sorts one adjacency list by neighbour and recomputes `total`.
+fn regroup(list: &mut [Adj], speed: &[u64]) {
+    list.sort_unstable_by_key(|e| (e.nb, e.link));
+    let mut i = 0;
+    while i < list.len() {
+        let mut j = i;
+        let mut total = 0u64;
+        while j < list.len() && list[j].nb == list[i].nb {
+            total = total.saturating_add(speed[list[j].link as usize]);
+            list[j].total = 0;
+            j += 1;
+        }
+        list[i].total = total;
+        i = j;
+    }
+}
+
 /// Live fabric links, as compact adjacency.
 pub struct Graph {
-    /// Per switch: (neighbour, link, capacity bits/s) toward higher tiers.
-    pub up: Vec<Vec<(u32, u32, u64)>>,
-    /// Per switch: (neighbour, link, capacity) toward lower tiers.
-    pub down: Vec<Vec<(u32, u32, u64)>>,
+    /// Per link: its speed, bits/s.
+    pub speed: Vec<u64>,
+    /// Per switch: links toward higher tiers.
+    pub up: Vec<Vec<Adj>>,
+    /// Per switch: links toward lower tiers.
+    pub down: Vec<Vec<Adj>>,
     pub tier: Vec<u8>,
     /// Switches ordered by tier, highest first.
     pub by_tier_desc: Vec<u32>,
@@ -45,10 +78,15 @@ impl Graph {
             } else {
                 continue;
             };
-            list.retain(|e| e.1 as usize != link);
+            list.retain(|e| e.link as usize != link);
             if up {
-                list.push((o as u32, link as u32, l.speed.bits_per_sec()));
+                list.push(Adj {
+                    nb: o as u32,
+                    link: link as u32,
+                    total: 0,
+                });
             }
+            regroup(list, &self.speed);
         }
     }
 
@@ -65,7 +103,11 @@ impl Graph {
                     }
                     let l = &t.links[link];
                     let o = l.other(si).switch;
-                    let e = (o as u32, link as u32, l.speed.bits_per_sec());
+                    let e = Adj {
+                        nb: o as u32,
+                        link: link as u32,
+                        total: 0,
+                    };
                     if tier[o] > tier[si] {
                         up[si].push(e);
                     } else if tier[o] < tier[si] {
@@ -74,9 +116,14 @@ impl Graph {
                 }
             }
         }
+        let speed: Vec<u64> = t.links.iter().map(|l| l.speed.bits_per_sec()).collect();
+        for list in up.iter_mut().chain(down.iter_mut()) {
+            regroup(list, &speed);
+        }
         let mut by_tier_desc: Vec<u32> = (0..n as u32).collect();
         by_tier_desc.sort_by_key(|&s| std::cmp::Reverse(tier[s as usize]));
         Graph {
+            speed,
             up,
             down,
             tier,
@@ -106,12 +153,22 @@ impl Scratch {
     }
 }
 
-/// One next hop of a switch toward a destination: the link and its raw capacity weight.
+/// One next hop of a switch toward a destination: the link, and via[s,n], what its neighbour
+/// carries on through it and its parallel links together. Hops to one neighbour are adjacent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Hop {
     pub link: u32,
     pub neighbour: u32,
     pub capacity: u64,
+}
+
+#[inline]
+fn hop(e: &Adj, via: u64) -> Hop {
+    Hop {
+        link: e.link,
+        neighbour: e.nb,
+        capacity: via,
+    }
 }
 
 /// Computes, for destination leaf `dest`, every switch's next hops, calling `emit(s, hops)` for
@@ -132,8 +189,8 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
     while head < sc.queue.len() {
         let s = sc.queue[head] as usize;
         head += 1;
-        for &(u, _, _) in &g.up[s] {
-            let u = u as usize;
+        for e in &g.up[s] {
+            let u = e.nb as usize;
             if sc.down[u] == UNREACHABLE {
                 sc.down[u] = sc.down[s] + 1;
                 sc.queue.push(u as u32);
@@ -146,16 +203,16 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
         let want = sc.down[s] - 1;
         hops.clear();
         let mut cap = 0u64;
-        for &(m, link, speed) in &g.down[s] {
-            let m = m as usize;
+        let mut via = 0u64;
+        for e in &g.down[s] {
+            let m = e.nb as usize;
             if sc.down[m] == want && sc.cap[m] > 0 {
-                let c = speed.min(sc.cap[m]);
-                cap = cap.saturating_add(c);
-                hops.push(Hop {
-                    link,
-                    neighbour: m as u32,
-                    capacity: c,
-                });
+                // The first link to a neighbour sets via[s,n]; its parallels share it.
+                if e.total != 0 {
+                    via = e.total.min(sc.cap[m]);
+                    cap = cap.saturating_add(via);
+                }
+                hops.push(hop(e, via));
             }
         }
         sc.cap[s] = cap;
@@ -172,23 +229,22 @@ pub fn route_to(g: &Graph, dest: SwitchIdx, sc: &mut Scratch, mut emit: impl FnM
         }
         let best = g.up[s]
             .iter()
-            .filter(|(u, _, _)| sc.cap[*u as usize] > 0)
-            .map(|(u, _, _)| sc.reach[*u as usize])
+            .filter(|e| sc.cap[e.nb as usize] > 0)
+            .map(|e| sc.reach[e.nb as usize])
             .min()
             .unwrap_or(UNREACHABLE);
         hops.clear();
         let mut cap = 0u64;
         if best != UNREACHABLE {
-            for &(u, link, speed) in &g.up[s] {
-                let u = u as usize;
+            let mut via = 0u64;
+            for e in &g.up[s] {
+                let u = e.nb as usize;
                 if sc.reach[u] == best && sc.cap[u] > 0 {
-                    let c = speed.min(sc.cap[u]);
-                    cap = cap.saturating_add(c);
-                    hops.push(Hop {
-                        link,
-                        neighbour: u as u32,
-                        capacity: c,
-                    });
+                    if e.total != 0 {
+                        via = e.total.min(sc.cap[u]);
+                        cap = cap.saturating_add(via);
+                    }
+                    hops.push(hop(e, via));
                 }
             }
             sc.reach[s] = best + 1;
@@ -205,28 +261,27 @@ pub fn hops_at(g: &Graph, sc: &Scratch, dest: SwitchIdx, s: SwitchIdx, out: &mut
     if s == dest {
         return;
     }
+    let mut via = 0u64;
     if sc.down[s] != UNREACHABLE {
         let want = sc.down[s] - 1;
-        for &(m, link, speed) in &g.down[s] {
-            let mi = m as usize;
+        for e in &g.down[s] {
+            let mi = e.nb as usize;
             if sc.down[mi] == want && sc.cap[mi] > 0 {
-                out.push(Hop {
-                    link,
-                    neighbour: m,
-                    capacity: speed.min(sc.cap[mi]),
-                });
+                if e.total != 0 {
+                    via = e.total.min(sc.cap[mi]);
+                }
+                out.push(hop(e, via));
             }
         }
     } else if sc.reach[s] != UNREACHABLE {
         let want = sc.reach[s] - 1;
-        for &(u, link, speed) in &g.up[s] {
-            let ui = u as usize;
+        for e in &g.up[s] {
+            let ui = e.nb as usize;
             if sc.reach[ui] == want && sc.cap[ui] > 0 {
-                out.push(Hop {
-                    link,
-                    neighbour: u,
-                    capacity: speed.min(sc.cap[ui]),
-                });
+                if e.total != 0 {
+                    via = e.total.min(sc.cap[ui]);
+                }
+                out.push(hop(e, via));
             }
         }
     }
@@ -268,7 +323,7 @@ pub fn update(
         }
         let down = g.down[s]
             .iter()
-            .map(|&(m, _, _)| sc.down[m as usize])
+            .map(|e| sc.down[e.nb as usize])
             .filter(|&d| d != UNREACHABLE)
             .min()
             .map_or(UNREACHABLE, |d| d + 1);
@@ -277,9 +332,11 @@ pub fn update(
         } else {
             g.down[s]
                 .iter()
-                .filter(|&&(m, _, _)| sc.down[m as usize] == down - 1 && sc.cap[m as usize] > 0)
-                .fold(0u64, |a, &(m, _, speed)| {
-                    a.saturating_add(speed.min(sc.cap[m as usize]))
+                .filter(|e| {
+                    e.total != 0 && sc.down[e.nb as usize] == down - 1 && sc.cap[e.nb as usize] > 0
+                })
+                .fold(0u64, |a, e| {
+                    a.saturating_add(e.total.min(sc.cap[e.nb as usize]))
                 })
         };
         // Its hop set may differ even when its totals do not (one neighbour lost what another
@@ -296,8 +353,8 @@ pub fn update(
                 sc.reach[s] = UNREACHABLE;
                 sc.cap[s] = 0;
             }
-            for &(u, _, _) in &g.up[s] {
-                let u = u as usize;
+            for e in &g.up[s] {
+                let u = e.nb as usize;
                 if !queued[u] {
                     queued[u] = true;
                     heap.push(Reverse((g.tier[u], u as u32)));
@@ -325,8 +382,8 @@ pub fn update(
         } else {
             let best = g.up[s]
                 .iter()
-                .filter(|(u, _, _)| sc.cap[*u as usize] > 0)
-                .map(|(u, _, _)| sc.reach[*u as usize])
+                .filter(|e| sc.cap[e.nb as usize] > 0)
+                .map(|e| sc.reach[e.nb as usize])
                 .min()
                 .unwrap_or(UNREACHABLE);
             if best == UNREACHABLE {
@@ -334,9 +391,11 @@ pub fn update(
             } else {
                 let cap = g.up[s]
                     .iter()
-                    .filter(|&&(u, _, _)| sc.reach[u as usize] == best && sc.cap[u as usize] > 0)
-                    .fold(0u64, |a, &(u, _, speed)| {
-                        a.saturating_add(speed.min(sc.cap[u as usize]))
+                    .filter(|e| {
+                        e.total != 0 && sc.reach[e.nb as usize] == best && sc.cap[e.nb as usize] > 0
+                    })
+                    .fold(0u64, |a, e| {
+                        a.saturating_add(e.total.min(sc.cap[e.nb as usize]))
                     });
                 (best + 1, cap)
             }
@@ -351,14 +410,14 @@ pub fn update(
         } else {
             &g.up[s]
         };
-        if moved[s] || touched.contains(&s) || relevant.iter().any(|&(m, _, _)| moved[m as usize]) {
+        if moved[s] || touched.contains(&s) || relevant.iter().any(|e| moved[e.nb as usize]) {
             changed(s);
         }
         // Phase A already stored its new totals, so `moved` (not just this comparison) decides
         // whether the switches that read it must look again.
         if moved[s] || touched.contains(&s) {
-            for &(m, _, _) in &g.down[s] {
-                let m = m as usize;
+            for e in &g.down[s] {
+                let m = e.nb as usize;
                 if !queued[m] {
                     queued[m] = true;
                     heap.push((g.tier[m], m as u32));
@@ -371,6 +430,71 @@ pub fn update(
 /// Reduces raw capacities to small integer weights whose sum fits a group (`max_sum`), keeping
 /// their ratios as closely as integers allow.
 pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
+    reduce(caps.iter().map(|&c| u128::from(c)).collect(), max_sum)
+}
+
+/// Weights of the links of one next-hop set in which some neighbour is reached over parallel
+/// links: each link's share of what its neighbour carries on, `via × speed / Σ speeds of the
+/// links to that neighbour`, reduced like [`weights`]. Exact fractions where the numbers allow
+/// (speeds are multiples of a common unit in practice), else rounded shares.
+pub fn link_weights(hops: &[Hop], speed_of: impl Fn(u32) -> u64, max_sum: u32) -> Vec<u32> {
+    let speed: Vec<u64> = hops.iter().map(|h| speed_of(h.link)).collect();
+    // Every live link to a next-hop neighbour is in the set, so its parallels sum here.
+    let total: Vec<u64> = hops
+        .iter()
+        .map(|h| {
+            hops.iter()
+                .zip(&speed)
+                .filter(|(o, _)| o.neighbour == h.neighbour)
+                .fold(0u64, |a, (_, s)| a.saturating_add(*s))
+        })
+        .collect();
+    let unit = hops
+        .iter()
+        .zip(speed.iter().zip(&total))
+        .fold(0u64, |g, (h, (s, t))| gcd(gcd(gcd(g, h.capacity), *s), *t))
+        .max(1);
+    let exact = || -> Option<Vec<u128>> {
+        let mut den: u128 = 1;
+        for t in &total {
+            let t = u128::from(t / unit).max(1);
+            den = den.checked_mul(t / gcd128(den, t))?;
+        }
+        hops.iter()
+            .zip(speed.iter().zip(&total))
+            .map(|(h, (s, t))| {
+                let t = u128::from(t / unit).max(1);
+                u128::from(h.capacity / unit)
+                    .checked_mul(u128::from(s / unit))?
+                    .checked_mul(den / t)
+            })
+            .collect()
+    };
+    let nums = exact().unwrap_or_else(|| {
+        let shares: Vec<f64> = hops
+            .iter()
+            .zip(speed.iter().zip(&total))
+            .map(|(h, (s, t))| h.capacity as f64 * *s as f64 / (*t).max(1) as f64)
+            .collect();
+        let top = shares
+            .iter()
+            .copied()
+            .fold(0.0, f64::max)
+            .max(f64::MIN_POSITIVE);
+        shares
+            .iter()
+            .map(|x| ((x / top) * 1e9).round().max(1.0) as u128)
+            .collect()
+    });
+    reduce(nums, max_sum)
+}
+
+/// Whether some neighbour appears twice in a next-hop set (hops to one neighbour are adjacent).
+pub fn has_parallel(hops: &[Hop]) -> bool {
+    hops.windows(2).any(|w| w[0].neighbour == w[1].neighbour)
+}
+
+fn reduce(caps: Vec<u128>, max_sum: u32) -> Vec<u32> {
     if caps.is_empty() {
         return Vec::new();
     }
@@ -378,28 +502,65 @@ pub fn weights(caps: &[u64], max_sum: u32) -> Vec<u32> {
     if caps.iter().all(|&c| c == caps[0]) {
         return vec![1; caps.len()];
     }
-    let mut g = 0u64;
-    for &c in caps {
-        g = gcd(g, c);
+    let mut g = 0u128;
+    for &c in &caps {
+        g = gcd128(g, c);
         if g == 1 {
             break;
         }
     }
     let g = g.max(1);
-    let mut w: Vec<u64> = caps.iter().map(|c| c / g).collect();
-    let sum: u64 = w.iter().sum();
-    let limit = u64::from(max_sum.max(caps.len() as u32));
+    let mut w: Vec<u128> = caps.iter().map(|c| c / g).collect();
+    let sum: u128 = w.iter().fold(0u128, |a, &x| a.saturating_add(x));
+    let limit = u128::from(max_sum.max(caps.len() as u32));
     if sum > limit {
+        // Largest remainders: the weights sum to exactly `limit` and each is within one unit of
+        // its ideal share, so no share is off by more than 1/limit. (Flooring alone loses up to
+        // one unit per member, which shifts every share.)
         let scale = limit as f64 / sum as f64;
-        w = w
-            .iter()
-            .map(|&x| ((x as f64 * scale).floor() as u64).max(1))
-            .collect();
+        let ideal: Vec<f64> = w.iter().map(|&x| x as f64 * scale).collect();
+        w = ideal.iter().map(|&x| (x.floor() as u128).max(1)).collect();
+        let mut total: u128 = w.iter().sum();
+        let mut order: Vec<usize> = (0..w.len()).collect();
+        order.sort_by(|&a, &b| {
+            let ra = ideal[a] - w[a] as f64;
+            let rb = ideal[b] - w[b] as f64;
+            rb.total_cmp(&ra).then(a.cmp(&b))
+        });
+        for &i in &order {
+            if total >= limit {
+                break;
+            }
+            if ideal[i] > w[i] as f64 {
+                w[i] += 1;
+                total += 1;
+            }
+        }
+        // Members raised to 1 may leave the sum above the limit: take from the most over.
+        while total > limit {
+            let Some(i) = (0..w.len())
+                .filter(|&i| w[i] > 1)
+                .max_by(|&a, &b| (w[a] as f64 - ideal[a]).total_cmp(&(w[b] as f64 - ideal[b])))
+            else {
+                break;
+            };
+            w[i] -= 1;
+            total -= 1;
+        }
     }
-    w.into_iter().map(|x| x as u32).collect()
+    w.into_iter()
+        .map(|x| x.min(u128::from(u32::MAX)) as u32)
+        .collect()
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn gcd128(mut a: u128, mut b: u128) -> u128 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
@@ -418,5 +579,50 @@ mod tests {
         let w = weights(&[1_000_003, 1_000_000, 7], 16);
         assert!(w.iter().sum::<u32>() <= 16, "{w:?}");
         assert!(w.iter().all(|&x| x >= 1));
+        // Scaled down, every weight stays within one unit of its ideal share of the group.
+        let caps = [49u64, 49, 98, 48, 12, 24];
+        let w = weights(&caps, 256);
+        assert_eq!(w.iter().sum::<u32>(), 256, "{w:?}");
+        for (c, w) in caps.iter().zip(&w) {
+            let ideal = *c as f64 * 256.0 / 280.0;
+            assert!((f64::from(*w) - ideal).abs() < 1.0, "{w} vs {ideal}");
+        }
+    }
+
+    fn h(link: u32, nb: u32, capacity: u64) -> Hop {
+        Hop {
+            link,
+            neighbour: nb,
+            capacity,
+        }
+    }
+
+    #[test]
+    fn parallel_links_share_their_neighbours_capacity_by_speed() {
+        const G: u64 = 1_000_000_000;
+        // Two 100G links to a spine that carries on 100G, one to a spine that carries on 200G:
+        // the capacity behind them is 1:2, so the links split 1:1:2 (not 1:1:1).
+        let hops = [h(0, 1, 100 * G), h(1, 1, 100 * G), h(2, 2, 100 * G)];
+        assert!(has_parallel(&hops));
+        assert_eq!(link_weights(&hops, |_| 100 * G, 256), vec![1, 1, 2]);
+        // A 100G and a 400G link to one neighbour carrying on 250G, and a 100G link elsewhere:
+        // shares 50G, 200G and 100G.
+        let speeds = [100 * G, 400 * G, 100 * G];
+        let hops = [h(0, 1, 250 * G), h(1, 1, 250 * G), h(2, 2, 100 * G)];
+        assert_eq!(
+            link_weights(&hops, |l| speeds[l as usize], 256),
+            vec![1, 4, 2]
+        );
+    }
+
+    #[test]
+    fn without_parallel_links_the_shares_are_the_capacities() {
+        const G: u64 = 1_000_000_000;
+        let hops = [h(0, 1, 400 * G), h(1, 2, 200 * G)];
+        assert!(!has_parallel(&hops));
+        assert_eq!(
+            link_weights(&hops, |_| 400 * G, 256),
+            weights(&[400 * G, 200 * G], 256)
+        );
     }
 }

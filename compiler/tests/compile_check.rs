@@ -181,3 +181,232 @@ fn checker_catches_blackholes_loops_and_wrong_weights() {
             .any(|p| p.contains("weight share"))
     );
 }
+
+/// Two spines between a sending and a receiving leaf, with parallel links: `(a, b)` 100G links
+/// leaf1–spineA and leaf1–spineB, `(c, d)` spineA–leaf2 and spineB–leaf2.
+fn parallel(a: usize, b: usize, c: usize, d: usize) -> Topology {
+    let ports = |n: usize| {
+        (0..n)
+            .map(|i| format!("{{name: Ethernet{}}}", i * 4))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut links = Vec::new();
+    let mut next = [0usize; 4]; // leaf1, leaf2, spineA, spineB: next free port (after hosts)
+    next[0] = 1;
+    next[1] = 1;
+    let mut add = |links: &mut Vec<String>, x: usize, y: usize, n: usize| {
+        let names = ["leaf1", "leaf2", "spineA", "spineB"];
+        for _ in 0..n {
+            links.push(format!(
+                "  - {{a: {}:Ethernet{}, b: {}:Ethernet{}}}",
+                names[x],
+                next[x] * 4,
+                names[y],
+                next[y] * 4
+            ));
+            next[x] += 1;
+            next[y] += 1;
+        }
+    };
+    add(&mut links, 0, 2, a);
+    add(&mut links, 0, 3, b);
+    add(&mut links, 1, 2, c);
+    add(&mut links, 1, 3, d);
+    let yaml = format!(
+        "switches:\n  - {{name: leaf1, role: leaf, ports: [{}]}}\n  - {{name: leaf2, role: leaf, ports: [{}]}}\n  - {{name: spineA, role: spine, ports: [{}]}}\n  - {{name: spineB, role: spine, ports: [{}]}}\nlinks:\n{}\nhosts:\n  - {{name: h1, attach: leaf1:Ethernet0}}\n  - {{name: h2, attach: leaf2:Ethernet0}}\nrouting:\n  default: {{mode: wcmp}}\n",
+        ports(1 + a + b),
+        ports(1 + c + d),
+        ports(a + c),
+        ports(b + d),
+        links.join("\n")
+    );
+    weft_topology::load_str(&yaml, "parallel.yaml").unwrap_or_else(|e| panic!("{e:?}\n{yaml}"))
+}
+
+/// leaf1's weights toward h2, summed per spine and listed per link.
+fn leaf1_weights(t: &Topology, d: &weft_controller::compile::Desired) -> Vec<(String, u32)> {
+    let leaf = d
+        .switches
+        .iter()
+        .find(|s| s.name == "leaf1")
+        .expect("leaf1");
+    let h2 = t.hosts.iter().find(|h| h.name == "h2").expect("h2");
+    let r = weft_controller::compile::lookup(&leaf.routes, h2.ipv4.into()).expect("route");
+    let Target::Group(g) = r.target else {
+        panic!("expected a group, got {:?}", r.target)
+    };
+    let mut w: Vec<(String, u32)> = leaf.groups[&g]
+        .members
+        .iter()
+        .map(|m| (m.neighbour.to_string(), m.weight))
+        .collect();
+    w.sort();
+    w
+}
+
+#[test]
+fn a_neighbour_behind_parallel_links_counts_once_with_their_summed_speed() {
+    // Two links to spineA, which carries on 100G; one to spineB, which carries on 200G: the
+    // capacity behind the three links is 1:1:2, not 1:1:1.
+    let t = parallel(2, 1, 1, 2);
+    let ls = LinkState::all_up(&t);
+    assert_clean(&t, &ls, 1);
+    let d = compile(&t, &ls);
+    assert_eq!(
+        leaf1_weights(&t, &d),
+        vec![
+            ("spineA".into(), 1),
+            ("spineA".into(), 1),
+            ("spineB".into(), 2)
+        ]
+    );
+}
+
+#[test]
+fn a_failure_behind_a_double_linked_spine_shrinks_its_share() {
+    let t = parallel(2, 2, 2, 2);
+    let mut ls = LinkState::all_up(&t);
+    let d = compile(&t, &ls);
+    assert!(leaf1_weights(&t, &d).iter().all(|(_, w)| *w == 1));
+    // One of spineA's two links to leaf2 fails: spineA carries on 100G, spineB 200G.
+    let l = t
+        .links
+        .iter()
+        .position(|l| {
+            t.end_name(l.a).starts_with("leaf2:") && t.end_name(l.b).starts_with("spineA:")
+        })
+        .expect("leaf2–spineA link");
+    ls.set_down(l, true);
+    assert_clean(&t, &ls, 1);
+    let d = compile(&t, &ls);
+    assert_eq!(
+        leaf1_weights(&t, &d),
+        vec![
+            ("spineA".into(), 1),
+            ("spineA".into(), 1),
+            ("spineB".into(), 2),
+            ("spineB".into(), 2)
+        ]
+    );
+}
+
+#[test]
+fn checker_refuses_weights_that_count_a_parallel_neighbour_per_link() {
+    let t = parallel(2, 1, 1, 2);
+    let ls = LinkState::all_up(&t);
+    let mut d = compile(&t, &ls);
+    // What per-link capacities gave: every link min(100G, what its spine carries on) = 1:1:1.
+    let leaf = d
+        .switches
+        .iter_mut()
+        .find(|s| s.name == "leaf1")
+        .expect("leaf1");
+    for g in leaf.groups.values_mut() {
+        for m in &mut g.members {
+            m.weight = 1;
+        }
+    }
+    let problems = check(&t, &ls, &d, 1).problems;
+    assert!(
+        problems.iter().any(|p| p.contains("weight share")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn checker_refuses_a_group_that_leaves_out_a_live_parallel_link() {
+    let t = parallel(2, 1, 1, 2);
+    let ls = LinkState::all_up(&t);
+    let mut d = compile(&t, &ls);
+    let leaf = d
+        .switches
+        .iter_mut()
+        .find(|s| s.name == "leaf1")
+        .expect("leaf1");
+    for g in leaf.groups.values_mut() {
+        if let Some(i) = g.members.iter().position(|m| &*m.neighbour == "spineA") {
+            g.members.remove(i);
+        }
+    }
+    let problems = check(&t, &ls, &d, 1).problems;
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("uses 1 of the 2 live links to spineA")),
+        "{problems:#?}"
+    );
+}
+
+/// The compiler never emits QoS rows that break the ECN/PFC rules validation enforces: on every
+/// example and every tricky valid intent, each lossless profile's headroom stays under the
+/// port's buffer and each envelope has a positive pause threshold above its Kmax.
+#[test]
+fn compiled_qos_rows_keep_ecn_before_pfc_on_every_valid_intent() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for dir in ["topology/examples", "tests/valid"] {
+        for e in std::fs::read_dir(format!("{root}/{dir}"))
+            .expect("dir")
+            .flatten()
+        {
+            if e.path().extension().is_some_and(|x| x == "yaml") {
+                files.push(e.path());
+            }
+        }
+    }
+    assert!(files.len() > 10);
+    for f in files {
+        let t = weft_topology::load_file(&f).unwrap_or_else(|e| panic!("{}: {e:?}", f.display()));
+        for s in 0..t.switches.len() {
+            for row in weft_controller::compile::qos::compile_switch(&t, s).rows {
+                let num = |k: &str| -> u64 {
+                    row.fields
+                        .get(k)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| {
+                            panic!("{}: {} {} without {k}", f.display(), row.table, row.key)
+                        })
+                };
+                if row.table == "WEFT_ECN_ENVELOPE" {
+                    let lossless = t.qos.classes.iter().any(|c| {
+                        c.lossless
+                            && t.qos.pfc_enabled
+                            && row.key.ends_with(&format!("|{}", c.traffic_class))
+                    });
+                    assert!(
+                        num("kmin_min") <= num("kmin_max"),
+                        "{}: {row:?}",
+                        f.display()
+                    );
+                    assert!(
+                        num("kmax_min") <= num("kmax_max"),
+                        "{}: {row:?}",
+                        f.display()
+                    );
+                    assert!(
+                        num("kmin_max") < num("kmax_max"),
+                        "{}: {row:?}",
+                        f.display()
+                    );
+                    if lossless {
+                        assert!(
+                            num("pause_threshold") > num("kmax_max").min(1),
+                            "{}: {row:?}",
+                            f.display()
+                        );
+                        assert!(
+                            num("kmax_max") <= num("pause_threshold"),
+                            "{}: {row:?}",
+                            f.display()
+                        );
+                    }
+                }
+                if row.table == "BUFFER_PROFILE" {
+                    assert!(num("xon") <= num("xoff"), "{}: {row:?}", f.display());
+                    assert_eq!(num("size"), num("xon") + num("xoff"));
+                }
+            }
+        }
+    }
+}

@@ -1,5 +1,8 @@
 //! Property tests: random small fabrics with random failed links always compile to forwarding
-//! state the independent checker accepts.
+//! state the independent checker accepts, and a live compiler fed link events one by one agrees
+//! with a full compile. Besides the generators' regular fabrics, explicit ones with random
+//! parallel links of random speeds between tiers (the case where a neighbour reached over k
+//! links must count once, with their summed speed).
 
 use proptest::prelude::*;
 use weft_compiler::{LinkState, check::check, compile};
@@ -23,6 +26,133 @@ fn fabric(kind: u8, a: u32, b: u32, c: u32, mode: &str) -> String {
     format!(
         "fabric:\n  defaults:\n    ooo_tolerant: true\ngenerators:\n{generator}routing:\n  default:\n    mode: {mode}\n"
     )
+}
+
+const SPEEDS: [&str; 3] = ["100G", "200G", "400G"];
+
+/// An explicit two- or three-tier fabric: `spines` spines, `leaves` leaves, `tops` superspines
+/// (0: two tiers). Between every lower and upper pair, `counts` picks 0..=3 parallel links (at
+/// least one to the first upper switch, so the fabric is connected) and `speeds` their speeds.
+fn parallel_fabric(
+    spines: usize,
+    leaves: usize,
+    tops: usize,
+    counts: &[u8],
+    speeds: &[u8],
+    mode: &str,
+) -> String {
+    let mut names: Vec<(String, &str)> = Vec::new();
+    names.extend((1..=leaves).map(|i| (format!("leaf{i}"), "leaf")));
+    names.extend((1..=spines).map(|i| (format!("spine{i}"), "spine")));
+    names.extend((1..=tops).map(|i| (format!("top{i}"), "superspine")));
+    let idx = |n: &str| names.iter().position(|x| x.0 == n).unwrap_or(0);
+    let mut next = vec![0usize; names.len()];
+    for n in next.iter_mut().take(leaves) {
+        *n = 1; // Ethernet0 is the host's
+    }
+    let mut links = Vec::new();
+    let mut k = 0usize;
+    let mut tier =
+        |lower: Vec<String>, upper: Vec<String>, links: &mut Vec<String>, next: &mut Vec<usize>| {
+            for lo in &lower {
+                for (ui, up) in upper.iter().enumerate() {
+                    let c = counts[k % counts.len()] % 4;
+                    let c = if ui == 0 { c.max(1) } else { c };
+                    for _ in 0..c {
+                        let sp = SPEEDS[usize::from(speeds[k % speeds.len()]) % SPEEDS.len()];
+                        k += 1;
+                        let (a, b) = (idx(lo), idx(up));
+                        links.push(format!(
+                            "  - {{a: {lo}:Ethernet{}, b: {up}:Ethernet{}, speed: {sp}}}",
+                            next[a] * 4,
+                            next[b] * 4
+                        ));
+                        next[a] += 1;
+                        next[b] += 1;
+                    }
+                    k += 1;
+                }
+            }
+        };
+    let leaf_names: Vec<String> = (1..=leaves).map(|i| format!("leaf{i}")).collect();
+    let spine_names: Vec<String> = (1..=spines).map(|i| format!("spine{i}")).collect();
+    let top_names: Vec<String> = (1..=tops).map(|i| format!("top{i}")).collect();
+    tier(leaf_names, spine_names.clone(), &mut links, &mut next);
+    if tops > 0 {
+        tier(spine_names, top_names, &mut links, &mut next);
+    }
+    let mut y = String::from("fabric:\n  defaults: {speed: 400G, ooo_tolerant: true}\nswitches:\n");
+    for (i, (n, role)) in names.iter().enumerate() {
+        let ports: Vec<String> = (0..next[i].max(1))
+            .map(|p| format!("{{name: Ethernet{}}}", p * 4))
+            .collect();
+        y.push_str(&format!(
+            "  - {{name: {n}, role: {role}, ports: [{}]}}\n",
+            ports.join(", ")
+        ));
+    }
+    y.push_str("links:\n");
+    y.push_str(&links.join("\n"));
+    y.push_str("\nhosts:\n");
+    for i in 1..=leaves {
+        y.push_str(&format!("  - {{name: h{i}, attach: leaf{i}:Ethernet0}}\n"));
+    }
+    y.push_str(&format!("routing:\n  default:\n    mode: {mode}\n"));
+    y
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_fabrics_with_parallel_links_and_failures_route_by_capacity_per_neighbour(
+        spines in 1usize..4,
+        leaves in 2usize..5,
+        tops in 0usize..3,
+        counts in prop::collection::vec(any::<u8>(), 1..24),
+        speeds in prop::collection::vec(any::<u8>(), 1..24),
+        mode in prop::sample::select(vec!["wcmp", "ecmp", "spray"]),
+        failures in prop::collection::vec(0usize..1000, 0..5),
+    ) {
+        let yaml = parallel_fabric(spines, leaves, tops, &counts, &speeds, mode);
+        let t = weft_topology::load_str(&yaml, "prop.yaml").map_err(|e| TestCaseError::fail(format!("{e:?}\n{yaml}")))?;
+        let mut ls = LinkState::all_up(&t);
+        for f in failures {
+            ls.set_down(f % t.links.len(), true);
+        }
+        let d = compile(&t, &ls);
+        let r = check(&t, &ls, &d, 1);
+        prop_assert!(r.problems.is_empty(), "{yaml}\ndown: {:?}\n{:#?}", d.down_links, r.problems);
+    }
+
+    /// As below, on fabrics with parallel links of mixed speeds.
+    #[test]
+    fn incremental_link_changes_with_parallel_links_equal_a_full_compile(
+        spines in 1usize..4,
+        leaves in 2usize..5,
+        tops in 0usize..3,
+        counts in prop::collection::vec(any::<u8>(), 1..24),
+        speeds in prop::collection::vec(any::<u8>(), 1..24),
+        events in prop::collection::vec((0usize..1000, any::<bool>()), 1..8),
+    ) {
+        let yaml = parallel_fabric(spines, leaves, tops, &counts, &speeds, "wcmp");
+        let t = weft_topology::load_str(&yaml, "prop.yaml").map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        let mut inc = weft_controller::compile::Compiler::new(&t, LinkState::all_up(&t));
+        let mut ls = LinkState::all_up(&t);
+        for (l, down) in events {
+            let l = l % t.links.len();
+            inc.set_link(l, down);
+            ls.set_down(l, down);
+            let full = compile(&t, &ls);
+            for (i, (x, y)) in inc.switches().iter().zip(&full.switches).enumerate() {
+                prop_assert_eq!(
+                    serde_json::to_string(x).unwrap_or_default(),
+                    serde_json::to_string(y).unwrap_or_default(),
+                    "switch {} after link {} down={}\n{}", i, l, down, yaml
+                );
+            }
+        }
+    }
 }
 
 proptest! {

@@ -15,8 +15,31 @@ pub struct Diagnostic {
     /// (`switch leaf1`).
     pub item: String,
     pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// How to fix it, where that is obvious (`null` in JSON otherwise).
     pub help: Option<String>,
+}
+
+/// At most this many diagnostics are reported for one intent; a last one says how many more
+/// there were. Millions of errors help nobody and would cost gigabytes.
+pub const MAX_REPORTED: usize = 200;
+
+/// The item of the diagnostic that stands for the ones not reported.
+pub const OMITTED_ITEM: &str = "more errors";
+
+/// How many diagnostics a list stands for: those in it, plus those its last one says were left
+/// out.
+pub fn total_count(diags: &[Diagnostic]) -> usize {
+    match diags.last() {
+        Some(d) if d.item == OMITTED_ITEM => {
+            let more: usize = d
+                .message
+                .split_whitespace()
+                .find_map(|w| w.replace(',', "").parse().ok())
+                .unwrap_or(0);
+            diags.len() - 1 + more
+        }
+        _ => diags.len(),
+    }
 }
 
 impl fmt::Display for Diagnostic {
@@ -33,10 +56,14 @@ impl fmt::Display for Diagnostic {
     }
 }
 
-/// Collects diagnostics with positions resolved through a [`crate::yaml::PathIndex`].
+/// Collects diagnostics with positions resolved through a [`crate::yaml::PathIndex`]. Keeps the
+/// [`MAX_REPORTED`] first in the file and counts the rest, so memory stays bounded however many
+/// problems an input has.
 #[derive(Debug, Default)]
 pub struct Sink {
     pub items: Vec<Diagnostic>,
+    /// Distinct diagnostics dropped past the limit.
+    dropped: usize,
 }
 
 impl Sink {
@@ -47,6 +74,9 @@ impl Sink {
         item: impl Into<String>,
         message: impl Into<String>,
     ) {
+        if self.items.len() >= 4 * MAX_REPORTED {
+            self.compact();
+        }
         self.items.push(Diagnostic {
             file: file.to_string(),
             line: pos.line,
@@ -75,12 +105,53 @@ impl Sink {
         self.items.is_empty()
     }
 
-    /// Sorted by position so the report reads top to bottom.
-    pub fn finish(mut self) -> Vec<Diagnostic> {
+    /// Number of diagnostics so far (kept or dropped).
+    pub fn len(&self) -> usize {
+        self.items.len() + self.dropped
+    }
+
+    fn sort(&mut self) {
+        // Messages break ties, so the report does not depend on hash order.
         self.items.sort_by(|a, b| {
-            (a.file.as_str(), a.line, a.column).cmp(&(b.file.as_str(), b.line, b.column))
+            (a.file.as_str(), a.line, a.column, &a.item, &a.message).cmp(&(
+                b.file.as_str(),
+                b.line,
+                b.column,
+                &b.item,
+                &b.message,
+            ))
         });
         self.items.dedup();
+    }
+
+    fn compact(&mut self) {
+        self.sort();
+        if self.items.len() > MAX_REPORTED {
+            self.dropped += self.items.len() - MAX_REPORTED;
+            self.items.truncate(MAX_REPORTED);
+        }
+    }
+
+    /// Sorted by position so the report reads top to bottom; past [`MAX_REPORTED`], one last
+    /// diagnostic says how many more there are.
+    pub fn finish(mut self) -> Vec<Diagnostic> {
+        self.compact();
+        if self.dropped > 0
+            && let Some(last) = self.items.last()
+        {
+            let d = Diagnostic {
+                file: last.file.clone(),
+                line: last.line,
+                column: last.column,
+                item: OMITTED_ITEM.into(),
+                message: format!(
+                    "{} more errors not shown (only the first {MAX_REPORTED} are reported)",
+                    self.dropped
+                ),
+                help: Some("fix these and run again".into()),
+            };
+            self.items.push(d);
+        }
         self.items
     }
 }

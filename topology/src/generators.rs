@@ -70,6 +70,110 @@ fn host(name: String, sw: &str, port: u32, ctx: &GenContext) -> HostSpec {
     }
 }
 
+/// The most ports a switch can have: P4Runtime port ids 1..=510 (BMv2's port numbers; 511 is
+/// its drop port).
+pub const MAX_SWITCH_PORTS: u32 = 510;
+
+/// How much a generator would create, computed from its parameters alone, so that a fabric too
+/// large to handle is refused before any of it is built. Saturating: parameters near `u32::MAX`
+/// give `u64::MAX`, not an overflow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub switches: u64,
+    pub hosts: u64,
+    pub links: u64,
+    pub ports: u64,
+}
+
+impl Counts {
+    pub fn saturating_add(self, o: Counts) -> Counts {
+        Counts {
+            switches: self.switches.saturating_add(o.switches),
+            hosts: self.hosts.saturating_add(o.hosts),
+            links: self.links.saturating_add(o.links),
+            ports: self.ports.saturating_add(o.ports),
+        }
+    }
+}
+
+/// What `g` would generate (see [`Counts`]), and the parameter that sets its size.
+pub fn estimate(g: &Generator) -> (Counts, &'static str) {
+    let m = |a: u64, b: u64| a.saturating_mul(b);
+    let p = |a: u64, b: u64| a.saturating_add(b);
+    match g {
+        Generator::LeafSpine {
+            spines,
+            leaves,
+            hosts_per_leaf,
+            uplinks,
+            ports,
+            ..
+        } => {
+            let (s, l, h, u) = (
+                u64::from(*spines),
+                u64::from(*leaves),
+                u64::from(*hosts_per_leaf),
+                u64::from(uplinks.unwrap_or(1)),
+            );
+            let leaf_ports = ports.map_or(p(h, m(s, u)), u64::from);
+            let spine_ports = ports.map_or(m(l, u), u64::from);
+            let c = Counts {
+                switches: p(s, l),
+                hosts: m(l, h),
+                links: m(m(l, s), u),
+                ports: p(m(l, leaf_ports), m(s, spine_ports)),
+            };
+            (c, if s > l { "spines" } else { "leaves" })
+        }
+        Generator::FatTree { k, hosts_per_leaf } => {
+            let k = u64::from(*k);
+            let half = k / 2;
+            let hpl = hosts_per_leaf.map_or(half, u64::from);
+            let switches = p(m(half, half), m(m(k, half), 2));
+            let c = Counts {
+                switches,
+                hosts: m(m(k, half), hpl),
+                links: m(m(m(k, half), half), 2),
+                ports: m(switches, k),
+            };
+            (c, "k")
+        }
+        Generator::MultiPlane { planes, radix } => {
+            let (q, r) = (u64::from(*planes), u64::from(*radix));
+            let half = r / 2;
+            let switches = m(q, p(half, r));
+            let c = Counts {
+                switches,
+                hosts: m(m(q, r), half),
+                links: m(m(q, r), half),
+                ports: m(switches, r),
+            };
+            (c, if q > r { "planes" } else { "radix" })
+        }
+        Generator::RailOptimized {
+            servers,
+            gpus_per_server,
+            radix,
+        } => {
+            let (srv, g, r) = (
+                u64::from(*servers),
+                u64::from(*gpus_per_server),
+                u64::from(radix.unwrap_or(64)),
+            );
+            let half = (r / 2).max(1);
+            let leaves = m(srv.div_ceil(half), g);
+            let switches = p(half, leaves);
+            let c = Counts {
+                switches,
+                hosts: m(srv, g),
+                links: m(leaves, half),
+                ports: m(switches, r),
+            };
+            (c, "servers")
+        }
+    }
+}
+
 fn even_radix(field: &str, k: u32) -> Result<(), (String, String)> {
     if k < 2 || !k.is_multiple_of(2) {
         return Err((
@@ -79,10 +183,12 @@ fn even_radix(field: &str, k: u32) -> Result<(), (String, String)> {
             ),
         ));
     }
-    if k > 1024 {
+    if k > MAX_SWITCH_PORTS {
         return Err((
             field.to_string(),
-            format!("{field} {k} is larger than any switch (at most 1024)"),
+            format!(
+                "{field} {k} needs {k} ports per switch; a switch has at most {MAX_SWITCH_PORTS} (P4Runtime port ids 1..=510)"
+            ),
         ));
     }
     Ok(())
@@ -138,6 +244,14 @@ fn leaf_spine(
     let leaf_ports = u64::from(hosts_per_leaf) + u64::from(spines) * u64::from(uplinks);
     let spine_ports = u64::from(leaves) * u64::from(uplinks);
     if let Some(p) = ports {
+        if p > MAX_SWITCH_PORTS {
+            return Err((
+                "ports".into(),
+                format!(
+                    "{p} ports per switch is more than a switch has: at most {MAX_SWITCH_PORTS} (P4Runtime port ids 1..=510)"
+                ),
+            ));
+        }
         if u64::from(p) < leaf_ports {
             return Err((
                 "ports".into(),
@@ -155,10 +269,18 @@ fn leaf_spine(
             ));
         }
     }
-    if leaf_ports > 1024 || spine_ports > 1024 {
+    let most = u64::from(MAX_SWITCH_PORTS);
+    if leaf_ports > most || spine_ports > most {
+        let (field, n) = if leaf_ports > most {
+            ("spines", leaf_ports)
+        } else {
+            ("leaves", spine_ports)
+        };
         return Err((
-            "leaves".into(),
-            "a switch would need more than 1024 ports".into(),
+            field.into(),
+            format!(
+                "a switch would need {n} ports; a switch has at most {MAX_SWITCH_PORTS} (P4Runtime port ids 1..=510)"
+            ),
         ));
     }
     let mut g = Generated::default();

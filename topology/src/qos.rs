@@ -81,6 +81,98 @@ pub fn pause_threshold(port_buffer: Bytes, h: Headroom) -> Bytes {
     Bytes(port_buffer.0.saturating_sub(h.size.0))
 }
 
+/// Everything the ECN/PFC values of one port and class depend on: the port's effective speed
+/// and cable length (its link's or host's), the MTU, and what the intent sets explicitly (`None`:
+/// derived).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QosInputs {
+    pub speed: Speed,
+    pub cable: Length,
+    pub mtu: u32,
+    pub port_buffer: Option<Bytes>,
+    pub xoff: Option<Bytes>,
+    pub xon: Option<Bytes>,
+    pub kmin: Option<Bytes>,
+    pub kmax: Option<Bytes>,
+    pub pmax: Option<f64>,
+}
+
+/// ECN and PFC values for one (port, class).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct PortQos {
+    pub ecn: EcnParams,
+    pub headroom: Headroom,
+    pub port_buffer: Bytes,
+    pub pause_threshold: Bytes,
+}
+
+/// The values the compiler emits for `i`.
+pub fn port_qos(i: &QosInputs) -> PortQos {
+    let d = default_ecn(i.speed);
+    let ecn = EcnParams {
+        kmin: i.kmin.unwrap_or(d.kmin),
+        kmax: i.kmax.unwrap_or(d.kmax),
+        pmax: i.pmax.unwrap_or(d.pmax),
+    };
+    let mut h = headroom(i.speed, i.cable, i.mtu);
+    if let Some(x) = i.xoff {
+        h.xoff = x;
+    }
+    if let Some(x) = i.xon {
+        h.xon = x;
+    }
+    h.size = Bytes(h.xoff.0.saturating_add(h.xon.0));
+    let port_buffer = i
+        .port_buffer
+        .unwrap_or_else(|| default_port_buffer(i.speed));
+    PortQos {
+        ecn,
+        headroom: h,
+        port_buffer,
+        pause_threshold: pause_threshold(port_buffer, h),
+    }
+}
+
+/// What makes the values of one (port, class) unsafe to install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QosProblem {
+    /// Marking would start at or above where it is certain.
+    KminNotBelowKmax,
+    /// The port would resume its peer above the level at which it paused it.
+    XonAboveXoff,
+    /// The headroom alone fills the port's buffer: the pause threshold is 0.
+    HeadroomFillsBuffer,
+    /// The queue reaches the pause threshold before ECN marks every packet.
+    EcnNotBeforePfc,
+    /// Marking is certain only above the buffer the queue can use: it never is.
+    KmaxAboveBuffer,
+}
+
+impl PortQos {
+    /// The first safety rule these values break, if any; `lossless` is whether PFC protects the
+    /// class. Validation refuses every intent for which some connected port has one, and the
+    /// compiler checks again before it emits a profile or envelope.
+    pub fn problem(&self, lossless: bool) -> Option<QosProblem> {
+        if self.ecn.kmin >= self.ecn.kmax {
+            return Some(QosProblem::KminNotBelowKmax);
+        }
+        if lossless {
+            if self.headroom.xon > self.headroom.xoff {
+                return Some(QosProblem::XonAboveXoff);
+            }
+            if self.headroom.size >= self.port_buffer {
+                return Some(QosProblem::HeadroomFillsBuffer);
+            }
+            if self.ecn.kmax >= self.pause_threshold {
+                return Some(QosProblem::EcnNotBeforePfc);
+            }
+        } else if self.ecn.kmax > self.port_buffer {
+            return Some(QosProblem::KmaxAboveBuffer);
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +201,59 @@ mod tests {
         let fast = headroom(Speed::gbps(400), Length::metres(5), 9100);
         assert!(long.xoff > short.xoff);
         assert!(fast.xoff > short.xoff);
+    }
+
+    fn inputs(speed: u64, cable_m: u64) -> QosInputs {
+        QosInputs {
+            speed: Speed::gbps(speed),
+            cable: Length::metres(cable_m),
+            mtu: 9100,
+            port_buffer: None,
+            xoff: None,
+            xon: None,
+            kmin: None,
+            kmax: None,
+            pmax: None,
+        }
+    }
+
+    #[test]
+    fn default_values_are_safe_up_to_a_few_kilometres_and_unsafe_beyond() {
+        for g in [25, 100, 400, 800] {
+            assert_eq!(port_qos(&inputs(g, 300)).problem(true), None, "{g}G/300m");
+        }
+        // 100G over 40 km: the cable alone holds ~5 MB in flight, twice the 2.4 MB buffer.
+        let long = port_qos(&inputs(100, 40_000));
+        assert_eq!(long.pause_threshold, Bytes(0));
+        assert_eq!(long.problem(true), Some(QosProblem::HeadroomFillsBuffer));
+        // A lossy class needs no headroom.
+        assert_eq!(long.problem(false), None);
+    }
+
+    #[test]
+    fn each_safety_rule_is_detected() {
+        let mut i = inputs(100, 5);
+        i.kmin = Some(Bytes(2_000_000));
+        assert_eq!(
+            port_qos(&i).problem(false),
+            Some(QosProblem::KminNotBelowKmax)
+        );
+        let mut i = inputs(100, 5);
+        i.xon = Some(Bytes(60_000));
+        i.xoff = Some(Bytes(50_000));
+        assert_eq!(port_qos(&i).problem(true), Some(QosProblem::XonAboveXoff));
+        let mut i = inputs(100, 5);
+        i.kmax = Some(Bytes(2_350_000));
+        assert_eq!(
+            port_qos(&i).problem(true),
+            Some(QosProblem::EcnNotBeforePfc)
+        );
+        let mut i = inputs(100, 5);
+        i.kmax = Some(Bytes(3_000_000));
+        assert_eq!(
+            port_qos(&i).problem(false),
+            Some(QosProblem::KmaxAboveBuffer)
+        );
     }
 
     #[test]

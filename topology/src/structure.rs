@@ -75,12 +75,22 @@ impl<'a> Checker<'a> {
         }
 
         if !type_matches(node, schema) {
-            sink.push(
-                self.file,
-                node.pos(),
-                item,
-                format!("expected {}, found {}", describe(schema), found(node)),
-            );
+            let msg = format!("expected {}, found {}", describe(schema), found(node));
+            let wants_text = types_of(schema) == ["string"] && schema.get("format").is_none();
+            match node {
+                // `name: 5` or `name: yes` read as a number or a boolean in YAML.
+                Node::Scalar(
+                    Scalar::Int(_) | Scalar::BigInt(_) | Scalar::Float(_) | Scalar::Bool(_),
+                    _,
+                ) if wants_text => sink.push_help(
+                    self.file,
+                    node.pos(),
+                    item,
+                    msg,
+                    "put it in quotes to make it text",
+                ),
+                _ => sink.push(self.file, node.pos(), item, msg),
+            }
             return;
         }
 
@@ -143,21 +153,34 @@ impl<'a> Checker<'a> {
                 }
             }
             Node::Scalar(Scalar::Int(i), pos) => {
-                let min = schema.get("minimum").and_then(Value::as_f64);
-                let max = schema.get("maximum").and_then(Value::as_f64);
-                let v = *i as f64;
-                if min.is_some_and(|m| v < m) || max.is_some_and(|m| v > m) {
+                let (min, max) = int_bounds(schema);
+                if min.is_some_and(|m| *i < m) {
+                    let m = min.unwrap_or_default();
                     sink.push(
                         self.file,
                         *pos,
                         item,
-                        format!(
-                            "{i} is out of range ({}..={})",
-                            min.map_or("-".into(), |m| m.to_string()),
-                            max.map_or("-".into(), |m| m.to_string())
-                        ),
+                        format!("{i} is too small: the least is {m}"),
+                    );
+                } else if max.is_some_and(|m| *i > m) {
+                    let m = max.unwrap_or_default();
+                    sink.push(
+                        self.file,
+                        *pos,
+                        item,
+                        format!("{i} is too large: the most is {m}"),
                     );
                 }
+            }
+            Node::Scalar(Scalar::BigInt(b), pos) => {
+                let (_, max) = int_bounds(schema);
+                let m = max.unwrap_or_default();
+                let msg = if b.starts_with('-') {
+                    format!("{b} is too small for any setting")
+                } else {
+                    format!("{b} is too large: the most is {m}")
+                };
+                sink.push(self.file, *pos, item, msg);
             }
             Node::Scalar(..) => {}
         }
@@ -340,8 +363,14 @@ fn type_matches(node: &Node, schema: &Value) -> bool {
             ("object", Node::Map(..))
                 | ("array", Node::Seq(..))
                 | ("string", Node::Scalar(Scalar::Str(_), _))
-                | ("integer", Node::Scalar(Scalar::Int(_), _))
-                | ("number", Node::Scalar(Scalar::Int(_) | Scalar::Float(_), _))
+                | (
+                    "integer",
+                    Node::Scalar(Scalar::Int(_) | Scalar::BigInt(_), _)
+                )
+                | (
+                    "number",
+                    Node::Scalar(Scalar::Int(_) | Scalar::BigInt(_) | Scalar::Float(_), _)
+                )
                 | ("boolean", Node::Scalar(Scalar::Bool(_), _))
                 | ("null", Node::Scalar(Scalar::Null, _))
         )
@@ -382,6 +411,7 @@ fn found(node: &Node) -> String {
     match node {
         Node::Scalar(Scalar::Str(s), _) => format!("string {s:?}"),
         Node::Scalar(Scalar::Int(i), _) => format!("integer {i}"),
+        Node::Scalar(Scalar::BigInt(i), _) => format!("integer {i}"),
         Node::Scalar(Scalar::Float(f), _) => format!("number {f}"),
         Node::Scalar(Scalar::Bool(b), _) => format!("{b}"),
         Node::Scalar(Scalar::Null, _) => "nothing (null)".into(),
@@ -397,4 +427,67 @@ fn scalar_equals(node: &Node, v: &Value) -> bool {
         (Node::Scalar(Scalar::Null, _), Value::Null) => true,
         _ => false,
     }
+}
+
+/// The integer range a schema allows: its `minimum`/`maximum`, else what its `format` (the Rust
+/// type it was generated from) can hold, so that serde never meets a number it cannot store.
+fn int_bounds(schema: &Value) -> (Option<i128>, Option<i128>) {
+    let by_format: (Option<i128>, Option<i128>) = match schema.get("format").and_then(Value::as_str)
+    {
+        Some("uint8") => (Some(0), Some(u8::MAX.into())),
+        Some("uint16") => (Some(0), Some(u16::MAX.into())),
+        Some("uint32") => (Some(0), Some(u32::MAX.into())),
+        Some("uint64" | "uint" | "size") => (Some(0), Some(u64::MAX.into())),
+        Some("int8") => (Some(i8::MIN.into()), Some(i8::MAX.into())),
+        Some("int16") => (Some(i16::MIN.into()), Some(i16::MAX.into())),
+        Some("int32") => (Some(i32::MIN.into()), Some(i32::MAX.into())),
+        _ => (Some(i64::MIN.into()), Some(u64::MAX.into())),
+    };
+    let num = |k: &str| {
+        schema.get(k).and_then(|v| {
+            v.as_i64()
+                .map(i128::from)
+                .or_else(|| v.as_u64().map(i128::from))
+                .or_else(|| v.as_f64().map(|f| f as i128))
+        })
+    };
+    (
+        num("minimum").or(by_format.0),
+        num("maximum").or(by_format.1),
+    )
+}
+
+/// A serde error rephrased for operators: no Rust type names, no "invalid type", no position
+/// (the diagnostic has it).
+pub fn operator_message(raw: &str) -> String {
+    let mut m = raw.to_string();
+    if let Some(i) = m.find(" at line ") {
+        m.truncate(i);
+    }
+    for ty in [
+        " as u128", " as i128", " as u64", " as i64", " as u32", " as f64",
+    ] {
+        m = m.replace(ty, "");
+    }
+    if m.contains("repetition limit exceeded") {
+        return "YAML aliases repeat values here more often than Weft expands".into();
+    }
+    if m.contains("recursion limit exceeded") {
+        return "mappings and lists nest too deeply here".into();
+    }
+    if m.contains("did not match any variant of untagged enum") {
+        return "this value has none of the accepted forms".into();
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = m.strip_prefix(prefix)
+            && let Some((found, expected)) = rest.split_once(", expected ")
+        {
+            let expected = expected.replace("any value", "a value");
+            return format!("expected {expected}, found {found}");
+        }
+    }
+    if let Some(rest) = m.strip_prefix("unknown variant ") {
+        return format!("unknown value {rest}");
+    }
+    m
 }

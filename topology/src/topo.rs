@@ -8,7 +8,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Serialize;
 
 use crate::model::{MacAddr, Role, RoutingMode, Tuning, WatchdogAction};
-use crate::qos::{self, EcnParams, Headroom};
+use crate::qos;
 use crate::units::{Bytes, Duration, Length, Speed};
 
 pub type SwitchIdx = usize;
@@ -204,44 +204,51 @@ pub struct Failover {
     pub dampening: Dampening,
 }
 
-/// ECN and PFC values for one (port, class).
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct PortQos {
-    pub ecn: EcnParams,
-    pub headroom: Headroom,
-    pub port_buffer: Bytes,
-    pub pause_threshold: Bytes,
-}
+pub use crate::qos::{PortQos, QosProblem};
 
 impl Qos {
+    /// What decides the ECN/PFC values of a port of `speed` and `cable` length for `class`.
+    pub fn inputs(
+        &self,
+        speed: Speed,
+        cable: Length,
+        mtu: u32,
+        class: &TrafficClass,
+    ) -> qos::QosInputs {
+        qos::QosInputs {
+            speed,
+            cable,
+            mtu,
+            port_buffer: self.port_buffer,
+            xoff: self.xoff,
+            xon: self.xon,
+            kmin: class.ecn.kmin.or(self.ecn.kmin),
+            kmax: class.ecn.kmax.or(self.ecn.kmax),
+            pmax: class.ecn.pmax.or(self.ecn.pmax),
+        }
+    }
+
     /// Resolved ECN/PFC parameters of a port of `speed` and `cable` length for class `tc`.
     pub fn port_qos(&self, speed: Speed, cable: Length, mtu: u32, class: &TrafficClass) -> PortQos {
-        let d = qos::default_ecn(speed);
-        let pick = |o: &EcnOverride| (o.kmin, o.kmax, o.pmax);
-        let (ck, cx, cp) = pick(&class.ecn);
-        let (gk, gx, gp) = pick(&self.ecn);
-        let ecn = EcnParams {
-            kmin: ck.or(gk).unwrap_or(d.kmin),
-            kmax: cx.or(gx).unwrap_or(d.kmax),
-            pmax: cp.or(gp).unwrap_or(d.pmax),
-        };
-        let mut h = qos::headroom(speed, cable, mtu);
-        if let Some(x) = self.xoff {
-            h.xoff = x;
-        }
-        if let Some(x) = self.xon {
-            h.xon = x;
-        }
-        h.size = Bytes(h.xoff.0 + h.xon.0);
-        let port_buffer = self
-            .port_buffer
-            .unwrap_or_else(|| qos::default_port_buffer(speed));
-        PortQos {
-            ecn,
-            headroom: h,
-            port_buffer,
-            pause_threshold: qos::pause_threshold(port_buffer, h),
-        }
+        qos::port_qos(&self.inputs(speed, cable, mtu, class))
+    }
+
+    /// Whether PFC protects `class` (lossless, and PFC on).
+    pub fn pfc_protects(&self, class: &TrafficClass) -> bool {
+        class.lossless && self.pfc_enabled
+    }
+
+    /// The safety rule the values of such a port would break ([`PortQos::problem`]); `None` on
+    /// every connected port of a validated topology.
+    pub fn port_problem(
+        &self,
+        speed: Speed,
+        cable: Length,
+        mtu: u32,
+        class: &TrafficClass,
+    ) -> Option<QosProblem> {
+        self.port_qos(speed, cable, mtu, class)
+            .problem(self.pfc_protects(class))
     }
 }
 

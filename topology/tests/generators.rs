@@ -185,3 +185,42 @@ fn generated_names_and_addresses_are_deterministic() {
         Some("10.0.0.0/29")
     );
 }
+
+/// The size check refuses fabrics from the generators' parameters alone, before generating:
+/// its counts must be exactly what the generators then make.
+#[test]
+fn size_estimates_from_parameters_match_what_generators_make() {
+    use weft_topology::generators::{GenContext, estimate, generate};
+    use weft_topology::model::Generator;
+    use weft_topology::units::{Length, Speed};
+    let ctx = GenContext {
+        speed: Speed::gbps(100),
+        host_speed: Speed::gbps(100),
+        cable: Length::metres(5),
+        host_cable: Length::metres(2),
+    };
+    let gens = [
+        "{kind: leaf-spine, spines: 3, leaves: 5, hosts_per_leaf: 4, uplinks: 2}",
+        "{kind: leaf-spine, spines: 2, leaves: 4, hosts_per_leaf: 2, ports: 16}",
+        "{kind: fat-tree, k: 8}",
+        "{kind: fat-tree, k: 8, hosts_per_leaf: 2}",
+        "{kind: multi-plane, planes: 3, radix: 8}",
+        "{kind: rail-optimized, servers: 10, gpus_per_server: 4, radix: 16}",
+    ];
+    for text in gens {
+        let g: Generator = serde_yaml_ng::from_str(text).expect("generator");
+        let (c, _) = estimate(&g);
+        let out = generate(&g, &ctx).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        let ports: usize = out.switches.iter().map(|s| s.ports.len()).sum();
+        assert_eq!(
+            (c.switches, c.hosts, c.links, c.ports),
+            (
+                out.switches.len() as u64,
+                out.hosts.len() as u64,
+                out.links.len() as u64,
+                ports as u64
+            ),
+            "{text}"
+        );
+    }
+}
