@@ -36,39 +36,20 @@ const ENVELOPE_LOW: f64 = 0.25;
 /// ...and up to this multiple, but never past the pause threshold.
 const ENVELOPE_HIGH: f64 = 2.0;
 
-/// A row the compiler refuses to emit: the intent's QoS would be unsafe on this port.
+/// A row the compiler refuses to emit: the intent's QoS would be unsafe on this port. Validation
+/// refuses such intents by the same rule ([`weft_topology::qos::PortQos::problem`]); this is
+/// the check again where the rows are made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum QosError {
-    #[error(
-        "switch {switch} port {port} class {class}: PFC headroom {headroom} B does not fit the port buffer {buffer} B (cable {cable_m} m at {speed_gbps} Gb/s)"
-    )]
-    HeadroomExceedsBuffer {
-        switch: String,
-        port: String,
-        class: String,
-        headroom: u64,
-        buffer: u64,
-        cable_m: u64,
-        speed_gbps: u64,
-    },
-    #[error(
-        "switch {switch} port {port} class {class}: ECN Kmax {kmax} B is not under the PFC pause threshold {pause} B (ECN must act before PFC)"
-    )]
-    EcnAfterPfc {
-        switch: String,
-        port: String,
-        class: String,
-        kmax: u64,
-        pause: u64,
-    },
-    #[error("switch {switch} port {port} class {class}: PFC xon {xon} B is above xoff {xoff} B")]
-    XonAboveXoff {
-        switch: String,
-        port: String,
-        class: String,
-        xon: u64,
-        xoff: u64,
-    },
+#[error(
+    "switch {switch} port {port} class {class}: {problem:?} (cable {cable_m} m at {speed_gbps} Gb/s): refusing to emit its buffer profile and ECN envelope"
+)]
+pub struct QosError {
+    pub switch: String,
+    pub port: String,
+    pub class: String,
+    pub problem: weft_topology::qos::QosProblem,
+    pub cable_m: u64,
+    pub speed_gbps: u64,
 }
 
 fn wd_action(a: WatchdogAction) -> PfcWdAction {
@@ -152,41 +133,24 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
             tc_to_pg_map: Some(MAP_NAME.into()),
             pfc_enable: Some(pfc_enable.clone()),
         }));
+        let mut classes_done = std::collections::BTreeSet::new();
         for c in &q.classes {
+            if !classes_done.insert(c.traffic_class) {
+                // Classes that share a traffic class share its queue (validation made sure
+                // they agree on it): one row per traffic class.
+                continue;
+            }
             let pq = q.port_qos(speed, len, t.mtu, c);
-            let lossless_here = c.lossless && q.pfc_enabled;
-            let at = || (sw.name.clone(), p.name.clone(), c.name.clone());
-            if lossless_here {
-                let (switch, port, class) = at();
-                if pq.headroom.xon.0 > pq.headroom.xoff.0 {
-                    return Err(QosError::XonAboveXoff {
-                        switch,
-                        port,
-                        class,
-                        xon: pq.headroom.xon.0,
-                        xoff: pq.headroom.xoff.0,
-                    });
-                }
-                if pq.headroom.size.0 >= pq.port_buffer.0 {
-                    return Err(QosError::HeadroomExceedsBuffer {
-                        switch,
-                        port,
-                        class,
-                        headroom: pq.headroom.size.0,
-                        buffer: pq.port_buffer.0,
-                        cable_m: metres,
-                        speed_gbps: speed.bits_per_sec() / 1_000_000_000,
-                    });
-                }
-                if pq.ecn.kmax.0 >= pq.pause_threshold.0 {
-                    return Err(QosError::EcnAfterPfc {
-                        switch,
-                        port,
-                        class,
-                        kmax: pq.ecn.kmax.0,
-                        pause: pq.pause_threshold.0,
-                    });
-                }
+            let lossless_here = q.pfc_protects(c);
+            if let Some(problem) = pq.problem(lossless_here) {
+                return Err(QosError {
+                    switch: sw.name.clone(),
+                    port: p.name.clone(),
+                    class: c.name.clone(),
+                    problem,
+                    cable_m: metres,
+                    speed_gbps: speed.bits_per_sec() / 1_000_000_000,
+                });
             }
             let profile = format!("WEFT_{}_{}", c.name.to_uppercase(), speed);
             wred.entry(profile.clone()).or_insert_with(|| WredProfile {
@@ -343,7 +307,7 @@ mod tests {
         assert!(!errs.is_empty(), "40 km links must be refused");
         assert!(
             errs.iter()
-                .all(|e| matches!(e, QosError::HeadroomExceedsBuffer { .. })),
+                .all(|e| e.problem == weft_topology::qos::QosProblem::HeadroomFillsBuffer),
             "{errs:?}"
         );
     }

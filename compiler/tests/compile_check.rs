@@ -3,6 +3,7 @@
 //! also after link failures.
 
 use weft_compiler::{LinkState, Target, check::check, compile};
+use weft_sonic_schema::config::ConfigRow;
 use weft_topology::Topology;
 
 fn example(name: &str) -> Topology {
@@ -225,14 +226,14 @@ fn parallel(a: usize, b: usize, c: usize, d: usize) -> Topology {
 }
 
 /// leaf1's weights toward h2, summed per spine and listed per link.
-fn leaf1_weights(t: &Topology, d: &weft_controller::compile::Desired) -> Vec<(String, u32)> {
+fn leaf1_weights(t: &Topology, d: &weft_compiler::Desired) -> Vec<(String, u32)> {
     let leaf = d
         .switches
         .iter()
         .find(|s| s.name == "leaf1")
         .expect("leaf1");
     let h2 = t.hosts.iter().find(|h| h.name == "h2").expect("h2");
-    let r = weft_controller::compile::lookup(&leaf.routes, h2.ipv4.into()).expect("route");
+    let r = weft_compiler::lookup(&leaf.routes, h2.ipv4.into()).expect("route");
     let Target::Group(g) = r.target else {
         panic!("expected a group, got {:?}", r.target)
     };
@@ -359,52 +360,35 @@ fn compiled_qos_rows_keep_ecn_before_pfc_on_every_valid_intent() {
     for f in files {
         let t = weft_topology::load_file(&f).unwrap_or_else(|e| panic!("{}: {e:?}", f.display()));
         for s in 0..t.switches.len() {
-            for row in weft_controller::compile::qos::compile_switch(&t, s).rows {
-                let num = |k: &str| -> u64 {
-                    row.fields
-                        .get(k)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or_else(|| {
-                            panic!("{}: {} {} without {k}", f.display(), row.table, row.key)
-                        })
-                };
-                if row.table == "WEFT_ECN_ENVELOPE" {
-                    let lossless = t.qos.classes.iter().any(|c| {
-                        c.lossless
-                            && t.qos.pfc_enabled
-                            && row.key.ends_with(&format!("|{}", c.traffic_class))
-                    });
-                    assert!(
-                        num("kmin_min") <= num("kmin_max"),
-                        "{}: {row:?}",
-                        f.display()
-                    );
-                    assert!(
-                        num("kmax_min") <= num("kmax_max"),
-                        "{}: {row:?}",
-                        f.display()
-                    );
-                    assert!(
-                        num("kmin_max") < num("kmax_max"),
-                        "{}: {row:?}",
-                        f.display()
-                    );
-                    if lossless {
-                        assert!(
-                            num("pause_threshold") > num("kmax_max").min(1),
-                            "{}: {row:?}",
-                            f.display()
-                        );
-                        assert!(
-                            num("kmax_max") <= num("pause_threshold"),
-                            "{}: {row:?}",
-                            f.display()
-                        );
+            let rows = weft_compiler::qos::compile_switch(&t, s).unwrap_or_else(|e| {
+                panic!("{}: a valid intent's QoS is refused: {e}", f.display())
+            });
+            for row in rows {
+                match &row {
+                    ConfigRow::EcnEnvelope(e) => {
+                        let lossless =
+                            t.qos.classes.iter().any(|c| {
+                                c.lossless && t.qos.pfc_enabled && e.tc == c.traffic_class
+                            });
+                        assert!(e.kmin_min <= e.kmin_max, "{}: {row:?}", f.display());
+                        assert!(e.kmax_min <= e.kmax_max, "{}: {row:?}", f.display());
+                        assert!(e.kmin_max < e.kmax_max, "{}: {row:?}", f.display());
+                        if lossless {
+                            assert!(
+                                e.pause_threshold > e.kmax_max.min(1),
+                                "{}: {row:?}",
+                                f.display()
+                            );
+                            assert!(e.kmax_max <= e.pause_threshold, "{}: {row:?}", f.display());
+                        }
                     }
-                }
-                if row.table == "BUFFER_PROFILE" {
-                    assert!(num("xon") <= num("xoff"), "{}: {row:?}", f.display());
-                    assert_eq!(num("size"), num("xon") + num("xoff"));
+                    ConfigRow::BufferProfile(b) => {
+                        let (xon, xoff, size) =
+                            (b.xon.unwrap_or(0), b.xoff.unwrap_or(0), b.size.unwrap_or(0));
+                        assert!(xon <= xoff, "{}: {row:?}", f.display());
+                        assert_eq!(size, xon + xoff, "{}: {row:?}", f.display());
+                    }
+                    _ => {}
                 }
             }
         }

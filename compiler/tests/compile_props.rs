@@ -137,7 +137,7 @@ proptest! {
     ) {
         let yaml = parallel_fabric(spines, leaves, tops, &counts, &speeds, "wcmp");
         let t = weft_topology::load_str(&yaml, "prop.yaml").map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
-        let mut inc = weft_controller::compile::Compiler::new(&t, LinkState::all_up(&t));
+        let mut inc = weft_compiler::Compiler::new(&t, LinkState::all_up(&t));
         let mut ls = LinkState::all_up(&t);
         for (l, down) in events {
             let l = l % t.links.len();

@@ -106,7 +106,8 @@ pub async fn write_plan(
         let mut p = plan::diff(t, si, sw, desired, &inst, &down, views);
         if output == OutputFormat::Json || verbose {
             // Readers and reviewers get rows in key order; the writers need no order.
-            p.config_set.sort_by_cached_key(plan::ConfigChange::redis_key);
+            p.config_set
+                .sort_by_cached_key(plan::ConfigChange::redis_key);
         }
         if !p.is_empty() {
             changed += 1;
