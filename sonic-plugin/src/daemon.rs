@@ -40,7 +40,7 @@ use weft_sonic_schema::state::{
 };
 
 use crate::config::PluginConfig;
-use crate::engine::{Engine, same_fields};
+use crate::engine::{Engine, Executed, Pending, Prepared, SwitchLost, same_fields};
 use crate::features::{Features, Publish};
 use crate::intent::SwitchIntent;
 use crate::pipeline::{self, owned_tables};
@@ -321,13 +321,18 @@ impl Daemon {
         let mut status_tick = tick(Some(self.cfg.status_interval));
         let mut counter_tick = tick(self.cfg.counter_interval);
         let mut tuning_tick = tick(self.cfg.tuning_interval);
+        let mut pipe = Pipe::default();
         let end = loop {
             let result = tokio::select! {
                 _ = &mut *shutdown => break End::Shutdown,
-                b = batch_rx.recv() => match b {
-                    Some(Ok(batch)) => self.handle_batch(&batch, &mut responder).await,
+                b = batch_rx.recv(), if pipe.next.is_none() => match b {
+                    Some(Ok(batch)) => self.take_batch(&mut pipe, batch),
                     Some(Err(e)) => Err(e.into()),
                     None => Err(End::Resync("consumer task ended".into())),
+                },
+                w = async { match pipe.inflight.as_mut() { Some(f) => f.await, None => std::future::pending().await } } => {
+                    pipe.inflight = None;
+                    self.written(&mut pipe, w, &mut responder).await
                 },
                 c = cfg_rx.recv() => match c {
                     Some(()) => {
@@ -335,8 +340,12 @@ impl Daemon {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         while cfg_rx.try_recv().is_ok() {}
                         let poll = self.features.intent.wd_poll;
-                        let r = match responder.flush().await {
-                            Ok(()) => self.on_config_change(&appl_state).await,
+                        // Batches in flight land first: the change may retranslate everything.
+                        let r = match self.drain(&mut pipe, &mut responder).await {
+                            Ok(()) => match responder.flush().await {
+                                Ok(()) => self.on_config_change(&appl_state).await,
+                                Err(e) => Err(e),
+                            },
                             Err(e) => Err(e),
                         };
                         if self.features.intent.wd_poll != poll {
@@ -515,8 +524,19 @@ impl Daemon {
     ) -> Result<(), End> {
         let t0 = Instant::now();
         let results = self.engine.apply_batch(batch).await?;
-        // A failed key's APPL_DB entry goes back to what is installed, so APPL_DB and
-        // APPL_STATE_DB differ only while a key is in flight (what a restart replays).
+        self.answer(results, batch.len(), t0, responder).await
+    }
+
+    /// Hands a batch's answers to the responder, with the APPL_DB rows of failed keys put back
+    /// to what is installed (so APPL_DB and APPL_STATE_DB differ only while a key is in flight:
+    /// what a restart replays).
+    async fn answer(
+        &mut self,
+        results: Vec<EntryResult>,
+        keys: usize,
+        t0: Instant,
+        responder: &mut Responder,
+    ) -> Result<(), End> {
         let mut revert = Vec::new();
         let mut remove = Vec::new();
         for r in results.iter().filter(|r| !r.status.is_ok()) {
@@ -530,12 +550,11 @@ impl Daemon {
             tracing::warn!(key = %r.key, status = %r.status, error = %r.message, "entry refused");
         }
         tracing::debug!(
-            keys = batch.len(),
+            keys,
             failed,
             ms = t0.elapsed().as_millis() as u64,
             "batch applied"
         );
-        // Answered by the responder task while the next batch goes to the switch.
         responder
             .send(Answered {
                 results,
@@ -543,6 +562,58 @@ impl Daemon {
                 remove,
             })
             .await
+    }
+
+    /// A batch from the consumer: written at once when nothing is in flight; otherwise
+    /// prepared now (when it touches no key of the batch in flight) and written next.
+    fn take_batch(&mut self, pipe: &mut Pipe, batch: Vec<KeyOpFieldValues>) -> Result<(), End> {
+        match &pipe.inflight {
+            None => {
+                let p = self.engine.prepare(batch, &Pending::default());
+                pipe.start(&self.client, p);
+            }
+            Some(_) if pipe.pending.disjoint(&batch) => {
+                let p = self.engine.prepare(batch, &pipe.pending);
+                pipe.next = Some(Next::Prepared(p));
+            }
+            Some(_) => pipe.next = Some(Next::Raw(batch)),
+        }
+        Ok(())
+    }
+
+    /// The batch in flight was written: commit and answer it, then start the next.
+    async fn written(
+        &mut self,
+        pipe: &mut Pipe,
+        (prepared, executed): (Prepared, Result<Executed<usize>, SwitchLost>),
+        responder: &mut Responder,
+    ) -> Result<(), End> {
+        let t0 = Instant::now();
+        let n = prepared.ops.len();
+        let results = self.engine.commit(prepared, executed?).await?;
+        self.answer(results, n, t0, responder).await?;
+        match pipe.next.take() {
+            Some(Next::Prepared(p)) if !p.blocked => pipe.start(&self.client, p),
+            Some(Next::Prepared(p)) => {
+                let p = self.engine.prepare(p.ops, &Pending::default());
+                pipe.start(&self.client, p);
+            }
+            Some(Next::Raw(b)) => {
+                let p = self.engine.prepare(b, &Pending::default());
+                pipe.start(&self.client, p);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Writes and answers whatever is in flight or queued.
+    async fn drain(&mut self, pipe: &mut Pipe, responder: &mut Responder) -> Result<(), End> {
+        while let Some(f) = pipe.inflight.take() {
+            let w = f.await;
+            self.written(pipe, w, responder).await?;
+        }
+        Ok(())
     }
 
     async fn read_cells(
@@ -740,6 +811,37 @@ impl Daemon {
             uptime_s = self.started.elapsed().as_secs(),
             "health"
         );
+    }
+}
+
+type Write = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (Prepared, Result<Executed<usize>, SwitchLost>)> + Send>,
+>;
+
+/// The batch loop's pipeline: one batch being written to the switch, the next one prepared
+/// (translated and planned) meanwhile, and the one before answered by the responder.
+#[derive(Default)]
+struct Pipe {
+    inflight: Option<Write>,
+    /// What the batch in flight holds.
+    pending: Pending,
+    next: Option<Next>,
+}
+
+enum Next {
+    Prepared(Prepared),
+    /// Touches a key of the batch in flight: prepared once that one is committed.
+    Raw(Vec<KeyOpFieldValues>),
+}
+
+impl Pipe {
+    fn start(&mut self, client: &Client, p: Prepared) {
+        self.pending = p.pending();
+        let client = client.clone();
+        self.inflight = Some(Box::pin(async move {
+            let r = crate::engine::execute(&client, &p.plan).await;
+            (p, r)
+        }));
     }
 }
 

@@ -127,9 +127,11 @@ impl<S: SwitchIo> Engine<S> {
             weft_sonic_db::P4rtTableKind::Fixed,
         );
         let prefix = format!("{table}:");
+        // Keys are sorted: the nexthops are one range, not a scan of every route.
         self.installed
-            .keys()
-            .filter(|k| k.starts_with(&prefix))
+            .range(prefix.clone()..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(&prefix))
             .filter_map(|k| weft_sonic_db::P4rtKey::parse_table_key(k).ok())
             .filter_map(|k| {
                 k.match_value(t::nexthop_table::fields::nexthop_id::NAME)
@@ -148,46 +150,14 @@ impl<S: SwitchIo> Engine<S> {
         self.owners.clear();
     }
 
-    /// Runs a plan stage by stage. Per-update failures are returned by owner (the first per
-    /// owner; later stages of a failed owner are skipped); an RPC failure aborts.
+    /// Runs a plan stage by stage (see [`execute`]), counting the updates.
     async fn execute<O: Clone + Eq + std::hash::Hash>(
         &mut self,
         plan: &Plan<O>,
-    ) -> Result<(HashMap<O, (StatusCode, String)>, Vec<PlannedUpdate<O>>), SwitchLost> {
-        let mut failed: HashMap<O, (StatusCode, String)> = HashMap::new();
-        let mut done = Vec::new();
-        for stage in plan.stages.values() {
-            let todo: Vec<&PlannedUpdate<O>> = stage
-                .iter()
-                .filter(|u| !failed.contains_key(&u.owner))
-                .collect();
-            if todo.is_empty() {
-                continue;
-            }
-            let updates: Vec<_> = todo.iter().map(|u| u.update.clone()).collect();
-            self.stats.switch_updates += updates.len() as u64;
-            let mut bad = BTreeSet::new();
-            match self.switch.write(&updates).await {
-                Ok(()) => {}
-                Err(P4Error::Write(we)) => {
-                    for e in we.failed {
-                        let Some(u) = todo.get(e.index) else { continue };
-                        bad.insert(e.index);
-                        failed
-                            .entry(u.owner.clone())
-                            .or_insert_with(|| (status_of(e.code), e.to_string()));
-                    }
-                }
-                Err(e) => return Err(SwitchLost(e)),
-            }
-            done.extend(
-                todo.into_iter()
-                    .enumerate()
-                    .filter(|(i, _)| !bad.contains(i))
-                    .map(|(_, u)| u.clone()),
-            );
-        }
-        Ok((failed, done))
+    ) -> Result<Executed<O>, SwitchLost> {
+        let r = execute(&self.switch, plan).await?;
+        self.stats.switch_updates += r.sent;
+        Ok(r)
     }
 
     /// Applies one batch of P4RT_TABLE operations; one result per operation, in order.
@@ -195,11 +165,21 @@ impl<S: SwitchIo> Engine<S> {
         &mut self,
         ops: &[KeyOpFieldValues],
     ) -> Result<Vec<EntryResult>, SwitchLost> {
-        self.stats.batches += 1;
+        let prepared = self.prepare(ops.to_vec(), &Pending::default());
+        let executed = execute(&self.switch, &prepared.plan).await?;
+        self.commit(prepared, executed).await
+    }
+
+    /// Translates a batch and plans its writes against what is installed, without writing:
+    /// the batch loop prepares the next batch while the switch takes the current one.
+    /// `pending` is what a batch still in flight will claim: a key or object it holds is
+    /// refused as a conflict here (the caller prepares such a batch only after the other).
+    pub fn prepare(&self, ops: Vec<KeyOpFieldValues>, pending: &Pending) -> Prepared {
         let mut results: Vec<Option<EntryResult>> = vec![None; ops.len()];
         let mut new_objects: HashMap<usize, Objects> = HashMap::new();
         let mut claimed: HashMap<ObjKey, usize> = HashMap::new();
         let mut plan: Plan<usize> = Plan::default();
+        let mut blocked = false;
         let empty = Objects::new();
         for (i, op) in ops.iter().enumerate() {
             let old = self.installed.get(&op.key).map(|x| &x.objects);
@@ -224,6 +204,10 @@ impl<S: SwitchIo> Engine<S> {
                     let conflict = objs.keys().find_map(|k| {
                         if let Some(o) = self.owners.get(k).filter(|o| *o != op.key) {
                             return Some(o.to_string());
+                        }
+                        if pending.objects.contains(k) {
+                            blocked = true;
+                            return Some("a key of the batch in flight".to_string());
                         }
                         claimed
                             .get(k)
@@ -259,10 +243,32 @@ impl<S: SwitchIo> Engine<S> {
                 },
             }
         }
+        Prepared {
+            ops,
+            results,
+            new_objects,
+            plan,
+            blocked,
+        }
+    }
 
-        let (failed, done) = self.execute(&plan).await?;
-
-        // Roll back what failed keys did in earlier stages, so each key is all or nothing.
+    /// Takes what the switch did with a prepared batch: rolls back what failed keys did in
+    /// earlier stages (each key is all or nothing), records what is installed, answers every
+    /// key.
+    pub async fn commit(
+        &mut self,
+        prepared: Prepared,
+        executed: Executed<usize>,
+    ) -> Result<Vec<EntryResult>, SwitchLost> {
+        self.stats.batches += 1;
+        self.stats.switch_updates += executed.sent;
+        let Prepared {
+            ops,
+            mut results,
+            mut new_objects,
+            ..
+        } = prepared;
+        let Executed { failed, done, .. } = executed;
         if !failed.is_empty() {
             let mut partial: HashMap<usize, Objects> = HashMap::new();
             for u in done.iter().filter(|u| failed.contains_key(&u.owner)) {
@@ -288,8 +294,8 @@ impl<S: SwitchIo> Engine<S> {
                 undo.add_diff(&self.contract, cur, &old, *owner);
             }
             if !undo.is_empty() {
-                let (undo_failed, _) = self.execute(&undo).await?;
-                for (owner, (_, msg)) in undo_failed {
+                let undone = self.execute(&undo).await?;
+                for (owner, (_, msg)) in undone.failed {
                     tracing::error!(key = %ops[owner].key, error = %msg,
                         "rollback of a failed key failed; the next full sync repairs it");
                 }
@@ -334,13 +340,7 @@ impl<S: SwitchIo> Engine<S> {
             .zip(ops)
             .map(|(r, op)| {
                 r.unwrap_or_else(|| {
-                    EntryResult::err(
-                        op.key.clone(),
-                        op.op,
-                        StatusCode::Internal,
-                        "no result",
-                        op.fields.clone(),
-                    )
+                    EntryResult::err(op.key, op.op, StatusCode::Internal, "no result", op.fields)
                 })
             })
             .collect())
@@ -376,7 +376,7 @@ impl<S: SwitchIo> Engine<S> {
         if n == 0 {
             return Ok(0);
         }
-        let (failed, _) = self.execute(&plan).await?;
+        let failed = self.execute(&plan).await?.failed;
         for (k, (_, msg)) in &failed {
             tracing::warn!(object = ?k, error = %msg, "plugin-owned switch object not written");
         }
@@ -519,7 +519,7 @@ impl<S: SwitchIo> Engine<S> {
             }
         }
         report.updates = plan.len();
-        let (failed, _) = self.execute(&plan).await?;
+        let failed = self.execute(&plan).await?.failed;
         report.failed_updates = failed.len();
         for (k, (_, msg)) in failed.iter().take(10) {
             tracing::warn!(object = ?k, error = %msg, "full sync could not write an object");
@@ -531,6 +531,104 @@ impl<S: SwitchIo> Engine<S> {
         self.owned = owned;
         Ok(report)
     }
+}
+
+/// A batch translated and planned, not yet written.
+#[derive(Debug)]
+pub struct Prepared {
+    pub ops: Vec<KeyOpFieldValues>,
+    /// Keys refused before any write (bad entries, conflicts).
+    results: Vec<Option<EntryResult>>,
+    new_objects: HashMap<usize, Objects>,
+    pub plan: Plan<usize>,
+    /// It met an object of the batch in flight: prepare it again once that one is committed.
+    pub blocked: bool,
+}
+
+impl Prepared {
+    /// What this batch will hold once written: the keys and switch objects another batch
+    /// prepared meanwhile must not touch.
+    pub fn pending(&self) -> Pending {
+        Pending {
+            keys: self.ops.iter().map(|o| o.key.clone()).collect(),
+            objects: self
+                .new_objects
+                .values()
+                .flat_map(|o| o.keys().cloned())
+                .chain(self.plan.stages.values().flatten().map(|u| u.key.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// The keys and objects of a batch in flight.
+#[derive(Debug, Default, Clone)]
+pub struct Pending {
+    pub keys: std::collections::HashSet<String>,
+    pub objects: std::collections::HashSet<ObjKey>,
+}
+
+impl Pending {
+    /// Whether a batch of `ops` can be prepared before this one is committed.
+    pub fn disjoint(&self, ops: &[KeyOpFieldValues]) -> bool {
+        ops.iter().all(|o| !self.keys.contains(&o.key))
+    }
+}
+
+/// What the switch did with a plan.
+#[derive(Debug)]
+pub struct Executed<O> {
+    /// The first failure per owner (its later stages were skipped).
+    pub failed: HashMap<O, (StatusCode, String)>,
+    /// The updates the switch took.
+    pub done: Vec<PlannedUpdate<O>>,
+    /// Updates sent.
+    pub sent: u64,
+}
+
+/// Runs a plan stage by stage: one pipelined write per stage. Per-update failures are
+/// returned by owner (the first per owner; later stages of a failed owner are skipped); an
+/// RPC failure aborts. Takes only the switch, so it runs while the engine prepares the next
+/// batch.
+pub async fn execute<S: SwitchIo, O: Clone + Eq + std::hash::Hash>(
+    switch: &S,
+    plan: &Plan<O>,
+) -> Result<Executed<O>, SwitchLost> {
+    let mut failed: HashMap<O, (StatusCode, String)> = HashMap::new();
+    let mut done = Vec::new();
+    let mut sent = 0u64;
+    for stage in plan.stages.values() {
+        let todo: Vec<&PlannedUpdate<O>> = stage
+            .iter()
+            .filter(|u| !failed.contains_key(&u.owner))
+            .collect();
+        if todo.is_empty() {
+            continue;
+        }
+        let updates: Vec<_> = todo.iter().map(|u| u.update.clone()).collect();
+        sent += updates.len() as u64;
+        let mut bad = BTreeSet::new();
+        match switch.write(&updates).await {
+            Ok(()) => {}
+            Err(P4Error::Write(we)) => {
+                for e in we.failed {
+                    let Some(u) = todo.get(e.index) else { continue };
+                    bad.insert(e.index);
+                    failed
+                        .entry(u.owner.clone())
+                        .or_insert_with(|| (status_of(e.code), e.to_string()));
+                }
+            }
+            Err(e) => return Err(SwitchLost(e)),
+        }
+        done.extend(
+            todo.into_iter()
+                .enumerate()
+                .filter(|(i, _)| !bad.contains(i))
+                .map(|(_, u)| u.clone()),
+        );
+    }
+    Ok(Executed { failed, done, sent })
 }
 
 fn table_entity(t: TableEntry) -> Entity {

@@ -389,25 +389,25 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
     let mut waiter = ResponseWaiter::subscribe(&sonic, P4RT_TABLE)
         .await
         .expect("subscribe");
-    redis
-        .cli(0, &["SADD", "P4RT_TABLE_KEY_SET", key])
-        .expect("sadd");
+    // As swss-common's ProducerStateTable does: one Lua script (SADD, HSET, PUBLISH), so the
+    // plugin can never pop the key before its fields are staged.
+    let script = r#"redis.call('SADD', KEYS[1], ARGV[1]);
+        redis.call('HSET', KEYS[2], 'action', 'set_nexthop_id', 'param/nexthop_id', '0x2');
+        redis.call('PUBLISH', KEYS[3], 'G')"#;
     redis
         .cli(
             0,
             &[
-                "HSET",
+                "EVAL",
+                script,
+                "3",
+                "P4RT_TABLE_KEY_SET",
                 &format!("_P4RT_TABLE:{key}"),
-                "action",
-                "set_nexthop_id",
-                "param/nexthop_id",
-                "0x2",
+                "P4RT_TABLE_CHANNEL@0",
+                key,
             ],
         )
-        .expect("hset");
-    redis
-        .cli(0, &["PUBLISH", "P4RT_TABLE_CHANNEL@0", "G"])
-        .expect("publish");
+        .expect("eval");
     let r = waiter
         .wait([key], Duration::from_secs(30))
         .await
