@@ -708,6 +708,9 @@ fn register_bitwidth(r: &cfg::Register) -> i32 {
     }
 }
 
+/// A resolved reference: (table id, table name, field id, field name).
+type Target = (u32, String, u32, String);
+
 /// Resolves every `@refers_to` to the referenced table and key field: each must exist (by name
 /// or alias) and have the width of the field or parameter that refers to it, or the P4Info is
 /// refused (a reference that can never match is a bug in the P4 source).
@@ -736,7 +739,7 @@ fn resolve_references(
         }
         Ok::<_, Error>((t.id, t.name.clone(), f.id, f.name.clone()))
     };
-    let mut resolved: Vec<(usize, usize, usize, (u32, String, u32, String))> = Vec::new();
+    let mut resolved: Vec<(usize, usize, usize, Target)> = Vec::new();
     for (ti, t) in tables.items.iter().enumerate() {
         for (fi, f) in t.match_fields.iter().enumerate() {
             for (ri, r) in f.refers_to.iter().enumerate() {
