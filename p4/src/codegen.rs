@@ -755,7 +755,18 @@ fn typed_entries(
     o.line("let mut out = String::with_capacity(SONIC_NAME.len() + 64);");
     o.line("out.push_str(SONIC_NAME);");
     o.line("out.push_str(\":{\");");
-    o.line("let mut first = true;");
+    // Whether the next field is the first written is known while every field before it is
+    // always written; after an optional one it is tracked at run time.
+    // A field always written fixes it for every later one, so `first` is needed only when the
+    // first field (by name) may be left out.
+    let runtime_first = matches!(
+        key.first().map(|v| v.kind),
+        Some(MatchKind::Optional | MatchKind::Ternary)
+    );
+    if runtime_first {
+        o.line("let mut first = true;");
+    }
+    let mut known_first = Some(true);
     for v in key {
         let lit = format!("{}:", json_name(&format!("match/{}", v.name)));
         let optional = matches!(v.kind, MatchKind::Optional | MatchKind::Ternary);
@@ -786,16 +797,32 @@ fn typed_entries(
         for c in checks {
             o.line(&c);
         }
-        o.line("if !first { out.push(','); }");
-        o.line("first = false;");
+        match known_first {
+            Some(true) => {}
+            Some(false) => o.line("out.push(',');"),
+            None => o.line("if !first { out.push(','); }"),
+        }
+        // Read later only while the state is not known statically.
+        if optional && known_first != Some(false) {
+            o.line("first = false;");
+        }
         o.line(&format!("out.push_str({lit:?});"));
         o.line(&format!("{value}.push_json(&mut out);"));
         if optional {
             o.close();
         }
+        known_first = match (known_first, optional) {
+            (_, false) => Some(false),
+            (Some(false), true) => Some(false),
+            _ => None,
+        };
     }
     let p = if priority { "priority" } else { "0" };
-    o.line(&format!("crate::wire::finish_key(&mut out, first, {p});"));
+    let first = match known_first {
+        Some(f) => f.to_string(),
+        None => "first".to_string(),
+    };
+    o.line(&format!("crate::wire::finish_key(&mut out, {first}, {p});"));
     o.line("Ok(out)");
     o.close();
     o.close();

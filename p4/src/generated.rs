@@ -89,14 +89,9 @@ pub mod tables {
                 let mut out = String::with_capacity(SONIC_NAME.len() + 64);
                 out.push_str(SONIC_NAME);
                 out.push_str(":{");
-                let mut first = true;
-                if !first {
-                    out.push(',');
-                }
-                first = false;
                 out.push_str("\"match/port\":");
                 self.port.push_json(&mut out);
-                crate::wire::finish_key(&mut out, first, 0);
+                crate::wire::finish_key(&mut out, false, 0);
                 Ok(out)
             }
         }
@@ -429,15 +424,10 @@ pub mod tables {
                 let mut out = String::with_capacity(SONIC_NAME.len() + 64);
                 out.push_str(SONIC_NAME);
                 out.push_str(":{");
-                let mut first = true;
                 crate::wire::check_prefix(NAME, "ipv4_dst", self.ipv4_dst.prefix_len, 32)?;
-                if !first {
-                    out.push(',');
-                }
-                first = false;
                 out.push_str("\"match/ipv4_dst\":");
                 self.ipv4_dst.push_json(&mut out);
-                crate::wire::finish_key(&mut out, first, 0);
+                crate::wire::finish_key(&mut out, false, 0);
                 Ok(out)
             }
         }
@@ -603,15 +593,10 @@ pub mod tables {
                 let mut out = String::with_capacity(SONIC_NAME.len() + 64);
                 out.push_str(SONIC_NAME);
                 out.push_str(":{");
-                let mut first = true;
                 crate::wire::check_prefix(NAME, "ipv6_dst", self.ipv6_dst.prefix_len, 128)?;
-                if !first {
-                    out.push(',');
-                }
-                first = false;
                 out.push_str("\"match/ipv6_dst\":");
                 self.ipv6_dst.push_json(&mut out);
-                crate::wire::finish_key(&mut out, first, 0);
+                crate::wire::finish_key(&mut out, false, 0);
                 Ok(out)
             }
         }
@@ -782,9 +767,6 @@ pub mod tables {
                 if let Some(v) = &self.traffic_class {
                     crate::wire::check_width(NAME, "traffic_class", u128::from(v.value), 3)?;
                     crate::wire::check_width(NAME, "traffic_class", u128::from(v.mask), 3)?;
-                    if !first {
-                        out.push(',');
-                    }
                     first = false;
                     out.push_str("\"match/traffic_class\":");
                     v.push_json(&mut out);
@@ -792,10 +774,9 @@ pub mod tables {
                 if !first {
                     out.push(',');
                 }
-                first = false;
                 out.push_str("\"match/wcmp_group_id\":");
                 self.wcmp_group_id.push_json(&mut out);
-                crate::wire::finish_key(&mut out, first, priority);
+                crate::wire::finish_key(&mut out, false, priority);
                 Ok(out)
             }
         }
@@ -946,14 +927,9 @@ pub mod tables {
                 let mut out = String::with_capacity(SONIC_NAME.len() + 64);
                 out.push_str(SONIC_NAME);
                 out.push_str(":{");
-                let mut first = true;
-                if !first {
-                    out.push(',');
-                }
-                first = false;
                 out.push_str("\"match/wcmp_group_id\":");
                 self.wcmp_group_id.push_json(&mut out);
-                crate::wire::finish_key(&mut out, first, 0);
+                crate::wire::finish_key(&mut out, false, 0);
                 Ok(out)
             }
         }
@@ -1111,14 +1087,9 @@ pub mod tables {
                 let mut out = String::with_capacity(SONIC_NAME.len() + 64);
                 out.push_str(SONIC_NAME);
                 out.push_str(":{");
-                let mut first = true;
-                if !first {
-                    out.push(',');
-                }
-                first = false;
                 out.push_str("\"match/nexthop_id\":");
                 self.nexthop_id.push_json(&mut out);
-                crate::wire::finish_key(&mut out, first, 0);
+                crate::wire::finish_key(&mut out, false, 0);
                 Ok(out)
             }
         }
@@ -1384,9 +1355,6 @@ pub mod tables {
                 out.push_str(":{");
                 let mut first = true;
                 if let Some(v) = &self.dst_addr {
-                    if !first {
-                        out.push(',');
-                    }
                     first = false;
                     out.push_str("\"match/dst_addr\":");
                     v.push_json(&mut out);
@@ -1709,14 +1677,9 @@ pub mod tables {
                 let mut out = String::with_capacity(SONIC_NAME.len() + 64);
                 out.push_str(SONIC_NAME);
                 out.push_str(":{");
-                let mut first = true;
-                if !first {
-                    out.push(',');
-                }
-                first = false;
                 out.push_str("\"match/port\":");
                 self.port.push_json(&mut out);
-                crate::wire::finish_key(&mut out, first, 0);
+                crate::wire::finish_key(&mut out, false, 0);
                 Ok(out)
             }
         }
