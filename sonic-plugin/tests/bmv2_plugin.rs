@@ -428,6 +428,29 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         .expect("group 7");
     assert_eq!(group.as_array().map(Vec::len), Some(2));
 
+    // SONiC's p4orch semantics for references: a route to a nexthop that does not exist is
+    // NOT_FOUND and never reaches the switch; deleting a nexthop a route uses is IN_USE and the
+    // nexthop stays. Read back by the independent p4rt-dump.
+    let dangling = KeyOpFieldValues::set(
+        r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.8.0.0/16"}"#,
+        [("action", "set_nexthop_id"), ("param/nexthop_id", "0x77")],
+    );
+    let res = apply(&sonic, std::slice::from_ref(&dangling)).await;
+    assert_eq!(
+        res[&dangling.key].0,
+        StatusCode::NotFound,
+        "{:?}",
+        res[&dangling.key]
+    );
+    let used = r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x1"}"#;
+    let res = apply(&sonic, &[KeyOpFieldValues::del(used)]).await;
+    assert_eq!(res[used].0, StatusCode::InUse, "{:?}", res[used]);
+    assert_eq!(
+        counts(&dump(&sw)),
+        want,
+        "a refused route installed nothing and a used nexthop was not deleted"
+    );
+
     // A second apply of the same entries writes nothing to the switch.
     let before = status(&sonic, "switch_updates").await;
     let res = apply(&sonic, &ops).await;
