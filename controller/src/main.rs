@@ -122,6 +122,45 @@ enum Command {
         #[arg(long, global = true)]
         state_dir: Option<std::path::PathBuf>,
     },
+    /// Model a collective at fabric scale on the compiled tables: flows placed per routing
+    /// mode (ECMP/WCMP by the pipeline's real hash of the engine's 5-tuples and QPs, spray by
+    /// weight, adaptive least-loaded, flowlet), completion under max-min fair sharing, and the
+    /// ratio to the ideal the fabric's cuts allow.
+    ///
+    ///   weft simulate fabric.yaml alltoall
+    ///   weft simulate fabric.yaml allreduce --modes ecmp,spray --down leaf1:Ethernet8
+    ///   weft simulate fabric.yaml alltoall --random-down 1 --seed 7 --output json
+    #[command(verbatim_doc_comment)]
+    Simulate {
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// allreduce, alltoall or incast
+        collective: weft_traffic::Kind,
+        #[arg(long, default_value = "ecmp,wcmp,flowlet,spray,adaptive")]
+        modes: String,
+        /// Links to take down, by either end (SWITCH:PORT), comma separated or repeated.
+        #[arg(long, value_name = "SWITCH:PORT")]
+        down: Vec<String>,
+        /// Also take this percentage of the switch-to-switch links down, drawn by --seed.
+        #[arg(long, value_name = "PERCENT")]
+        random_down: Option<f64>,
+        #[arg(long, default_value = "1")]
+        seed: u64,
+        /// Bytes per rank (nccl-tests' size): 1GiB, 64MB, 4096.
+        #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+        size: u64,
+        /// QPs per connection.
+        #[arg(long, default_value = "1")]
+        qps: u32,
+        /// RoCE payload per packet.
+        #[arg(long, default_value = "4096")]
+        mtu: usize,
+        /// Traffic class to simulate (default: the first lossless class).
+        #[arg(long)]
+        class: Option<String>,
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
     /// Write the difference into every switch's SONiC DB (CONFIG_DB QoS rows, APPL_DB
     /// P4RT_TABLE in dependency order) and wait for each switch to answer every entry.
     ///
@@ -211,6 +250,10 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|e| e.to_string())
 }
 
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    cmd::simulate::parse_size(s)
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -276,6 +319,35 @@ fn main() {
             status_file,
             output,
         } => cmd::run::status(&file, status_file, output),
+        Command::Simulate {
+            file,
+            collective,
+            modes,
+            down,
+            random_down,
+            seed,
+            size,
+            qps,
+            mtu,
+            class,
+            output,
+        } => cmd::simulate::parse_modes(&modes).and_then(|modes| {
+            cmd::simulate::run(
+                &file,
+                &cmd::simulate::SimulateArgs {
+                    collective,
+                    modes,
+                    down,
+                    random_down,
+                    seed,
+                    size,
+                    lanes: qps,
+                    mtu,
+                    class,
+                },
+                output,
+            )
+        }),
         Command::Apply {
             file,
             down,

@@ -4,6 +4,7 @@
 pub mod plan;
 pub mod run;
 pub mod show;
+pub mod simulate;
 pub mod testbed;
 pub mod validate;
 

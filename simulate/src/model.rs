@@ -1,0 +1,222 @@
+//! A collective on a compiled fabric: its steps' flows placed per mode, each step's time under
+//! max-min fair sharing, the ideal, and the link loads.
+
+use serde::Serialize;
+use weft_topology::HostIdx;
+use weft_traffic::bth::{DATA_OVERHEAD, ROCEV2_PORT, UDP_IP_ETH};
+use weft_traffic::collective::{Collective, Kind, qp_number, source_port};
+
+use crate::fabric::{Fabric, LinkKind};
+use crate::fib::Fib;
+use crate::hash::FlowKey;
+use crate::ideal::Cuts;
+use crate::place::{FlowSpec, Loads, Placer};
+
+/// The same collective on every group of hosts at once (one group: all ranks; on a
+/// multi-plane fabric, one group per plane).
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// `ranks` is the size of one group.
+    pub collective: Collective,
+    pub groups: Vec<Vec<HostIdx>>,
+    /// QPs per connection.
+    pub lanes: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// RoCE payload per packet.
+    pub mtu: usize,
+    /// Bytes per second a sending NIC serialises (None: its link speed): with the number of
+    /// QPs it serves, how far apart one QP's packets are, against the flowlet gap.
+    pub nic_rate: Option<f64>,
+    pub seed: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            mtu: 4096,
+            nic_rate: None,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepOutcome {
+    pub first_step: u32,
+    pub repeat: u32,
+    pub seconds: f64,
+    pub ideal_seconds: f64,
+    pub bottleneck: String,
+    pub ideal_cut: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub completion_s: f64,
+    pub ideal_s: f64,
+    /// completion / ideal.
+    pub ratio: f64,
+    pub algbw_bytes_per_s: f64,
+    pub busbw_bytes_per_s: f64,
+    pub bytes_offered: f64,
+    pub bytes_delivered: f64,
+    pub bytes_dropped: f64,
+    /// Bytes between hosts no live path joins (never offered).
+    pub bytes_unroutable: f64,
+    /// Over live switch-to-switch links: seconds of work over the whole collective.
+    pub max_fabric_link_s: f64,
+    pub mean_fabric_link_s: f64,
+    pub fabric_links: usize,
+    pub bottleneck: String,
+    pub steps: Vec<StepOutcome>,
+}
+
+fn lane_share(bytes: u64, lanes: u32, lane: u32) -> u64 {
+    let l = u64::from(lanes.max(1));
+    bytes / l + u64::from(u64::from(lane) < bytes % l)
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    let mut r = crate::hash::Rng::new(a ^ b.rotate_left(29));
+    r.next_u64()
+}
+
+/// QPs a rank's NIC serves at once in a step of `kind`.
+fn qps_at_nic(c: &Collective, lanes: u32) -> u32 {
+    let per = match c.kind {
+        Kind::AllToAll => c.ranks.saturating_sub(1),
+        Kind::AllReduce | Kind::Incast => 1,
+    };
+    per.max(1) * lanes.max(1)
+}
+
+/// Calls `f` for every flow of step `k` over all groups.
+pub fn for_each_flow(fab: &Fabric, w: &Workload, p: &Params, k: u32, mut f: impl FnMut(FlowSpec)) {
+    let t = fab.t;
+    let lanes = w.lanes.max(1);
+    let qps = qps_at_nic(&w.collective, lanes);
+    for (gi, hosts) in w.groups.iter().enumerate() {
+        let mut c = w.collective;
+        c.ranks = hosts.len() as u32;
+        for fl in c.step_flows(k) {
+            let (src, dst) = (hosts[fl.src as usize], hosts[fl.dst as usize]);
+            let nic = p
+                .nic_rate
+                .unwrap_or(t.hosts[src].speed.bits_per_sec() as f64 / 8.0)
+                .max(1.0);
+            let pkt_ns = (p.mtu + DATA_OVERHEAD + UDP_IP_ETH) as f64 / nic * 1e9;
+            for lane in 0..lanes {
+                let key = FlowKey {
+                    src: t.hosts[src].ipv4,
+                    dst: t.hosts[dst].ipv4,
+                    src_port: source_port(qp_number(fl.dst, lane)),
+                    dst_port: ROCEV2_PORT,
+                    dst_qp: qp_number(fl.src, lane),
+                };
+                let id = mix(
+                    (gi as u64) << 48 | u64::from(fl.src) << 24 | u64::from(fl.dst),
+                    u64::from(lane),
+                );
+                f(FlowSpec {
+                    src,
+                    dst,
+                    bytes: lane_share(fl.bytes, lanes, lane) as f64,
+                    key,
+                    id,
+                    packet_gap_ns: f64::from(qps) * pkt_ns,
+                });
+            }
+        }
+    }
+}
+
+/// Runs the workload.
+pub fn simulate(fab: &Fabric, fib: &Fib, w: &Workload, p: &Params) -> Outcome {
+    let cuts = Cuts::new(fab);
+    let mut placer = Placer::new(fab, fib, p.seed);
+    let mut steps = Vec::new();
+    let mut per_link = vec![0.0; fab.len()];
+    let (mut offered, mut delivered, mut dropped, mut unroutable) = (0.0, 0.0, 0.0, 0.0);
+    for (first, repeat) in w.collective.distinct_steps() {
+        placer.reset();
+        let mut tally = cuts.tally();
+        for_each_flow(fab, w, p, first, |f| {
+            tally.add(f.src, f.dst, f.bytes);
+            if cuts.routable(f.src, f.dst) {
+                placer.place(&f);
+            }
+        });
+        let Loads {
+            bytes,
+            offered: o,
+            delivered: d,
+            dropped: x,
+        } = placer.finish();
+        let r = f64::from(repeat);
+        offered += o * r;
+        delivered += d * r;
+        dropped += x * r;
+        unroutable += tally.unroutable * r;
+        let mut worst = (0.0, 0usize);
+        for (l, b) in bytes.iter().enumerate() {
+            if *b > 0.0 {
+                let s = b / fab.cap[l].max(1.0);
+                per_link[l] += s * r;
+                if s > worst.0 {
+                    worst = (s, l);
+                }
+            }
+        }
+        let (ideal, cut) = tally.bound();
+        steps.push(StepOutcome {
+            first_step: first,
+            repeat,
+            seconds: worst.0,
+            ideal_seconds: ideal,
+            bottleneck: fab.name(worst.1 as u32),
+            ideal_cut: cut.describe(fab.t),
+        });
+    }
+    let completion: f64 = steps.iter().map(|s| s.seconds * f64::from(s.repeat)).sum();
+    let ideal: f64 = steps
+        .iter()
+        .map(|s| s.ideal_seconds * f64::from(s.repeat))
+        .sum();
+    let fabric: Vec<usize> = (0..fab.len())
+        .filter(|&l| fab.kind[l] == LinkKind::Fabric && fab.live[l])
+        .collect();
+    let (max_l, arg) = fabric
+        .iter()
+        .map(|&l| (per_link[l], l))
+        .fold((0.0, usize::MAX), |a, b| if b.0 > a.0 { b } else { a });
+    let mean = fabric.iter().map(|&l| per_link[l]).sum::<f64>() / fabric.len().max(1) as f64;
+    let mut c = w.collective;
+    c.ranks = w.groups.first().map_or(0, |g| g.len() as u32);
+    Outcome {
+        completion_s: completion,
+        ideal_s: ideal,
+        ratio: if ideal > 0.0 {
+            completion / ideal
+        } else {
+            f64::NAN
+        },
+        algbw_bytes_per_s: c.algbw(completion),
+        busbw_bytes_per_s: c.busbw(completion),
+        bytes_offered: offered,
+        bytes_delivered: delivered,
+        bytes_dropped: dropped,
+        bytes_unroutable: unroutable,
+        max_fabric_link_s: max_l,
+        mean_fabric_link_s: mean,
+        fabric_links: fabric.len(),
+        bottleneck: if arg == usize::MAX {
+            "none".into()
+        } else {
+            fab.name(arg as u32)
+        },
+        steps,
+    }
+}
