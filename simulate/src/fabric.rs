@@ -122,6 +122,25 @@ impl<'t> Fabric<'t> {
             .flatten()
     }
 
+    /// Where a directed link starts and ends.
+    pub fn endpoints(&self, d: DirLink) -> (Hop, Hop) {
+        let t = self.t;
+        let d = d as usize;
+        if d < 2 * self.links {
+            let l = &t.links[d / 2];
+            let (a, b) = (Hop::Switch(l.a.switch), Hop::Switch(l.b.switch));
+            if d.is_multiple_of(2) { (a, b) } else { (b, a) }
+        } else {
+            let h = (d - 2 * self.links) / 2;
+            let leaf = Hop::Switch(t.hosts[h].switch);
+            if d.is_multiple_of(2) {
+                (Hop::Host(h), leaf)
+            } else {
+                (leaf, Hop::Host(h))
+            }
+        }
+    }
+
     /// The topology link of a directed switch link.
     pub fn topology_link(&self, d: DirLink) -> Option<LinkIdx> {
         ((d as usize) < 2 * self.links).then_some(d as usize / 2)

@@ -1,5 +1,11 @@
 //! A collective on a compiled fabric: its steps' flows placed per mode, each step's time under
 //! max-min fair sharing, the ideal, and the link loads.
+//!
+//! A step lasts `max_l bytes_l / c_l` (the bottleneck's drain, exact for max-min sharing of
+//! equal flows; see [`crate::maxmin`]) plus the time its last packet needs to cross the path
+//! after it (store-and-forward at each link, and the cables): a step cannot start before the
+//! previous one's data has arrived. At 400G that is ~0.5 µs on a 3-tier path, which matters for
+//! rings of thousands of small steps; the ideal counts bytes only.
 
 use serde::Serialize;
 use weft_topology::HostIdx;
@@ -31,6 +37,11 @@ pub struct Params {
     /// QPs it serves, how far apart one QP's packets are, against the flowlet gap.
     pub nic_rate: Option<f64>,
     pub seed: u64,
+    /// Add each step's last-packet latency (store-and-forward and cables) to its time.
+    pub latency: bool,
+    /// Every link at this many bytes per second instead of its speed (the testbed, where one
+    /// rate limits every port); the caller builds the fabric with it.
+    pub uniform_capacity: Option<f64>,
 }
 
 impl Default for Params {
@@ -39,6 +50,8 @@ impl Default for Params {
             mtu: 4096,
             nic_rate: None,
             seed: 1,
+            latency: true,
+            uniform_capacity: None,
         }
     }
 }
@@ -48,6 +61,8 @@ pub struct StepOutcome {
     pub first_step: u32,
     pub repeat: u32,
     pub seconds: f64,
+    /// Of `seconds`: the last packet's trip after the bottleneck drained.
+    pub latency_seconds: f64,
     pub ideal_seconds: f64,
     pub bottleneck: String,
     pub ideal_cut: String,
@@ -133,9 +148,86 @@ pub fn for_each_flow(fab: &Fabric, w: &Workload, p: &Params, k: u32, mut f: impl
     }
 }
 
+/// Hop counts between leaves over live switch links (u32::MAX: not connected), for the
+/// latency of a step's last packet.
+struct Distances {
+    leaf: Vec<u32>,
+    d: Vec<Vec<u32>>,
+}
+
+impl Distances {
+    fn new(fab: &Fabric) -> Distances {
+        let t = fab.t;
+        let n = t.switches.len();
+        let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (l, link) in t.links.iter().enumerate() {
+            if fab.live[2 * l] {
+                adj[link.a.switch].push(link.b.switch);
+                adj[link.b.switch].push(link.a.switch);
+            }
+        }
+        let mut leaf = vec![u32::MAX; n];
+        let mut leaves = Vec::new();
+        for h in &t.hosts {
+            if leaf[h.switch] == u32::MAX {
+                leaf[h.switch] = leaves.len() as u32;
+                leaves.push(h.switch);
+            }
+        }
+        let d = leaves
+            .iter()
+            .map(|&src| {
+                let mut dist = vec![u32::MAX; n];
+                dist[src] = 0;
+                let mut q = std::collections::VecDeque::from([src]);
+                while let Some(s) = q.pop_front() {
+                    for &x in &adj[s] {
+                        if dist[x] == u32::MAX {
+                            dist[x] = dist[s] + 1;
+                            q.push_back(x);
+                        }
+                    }
+                }
+                leaves.iter().map(|&l| dist[l]).collect()
+            })
+            .collect();
+        Distances { leaf, d }
+    }
+
+    /// Links from host to host: the NIC link, the switch hops, the last link.
+    fn links(&self, t: &weft_topology::Topology, a: HostIdx, b: HostIdx) -> Option<u32> {
+        let (la, lb) = (self.leaf[t.hosts[a].switch], self.leaf[t.hosts[b].switch]);
+        let d = *self.d.get(la as usize)?.get(lb as usize)?;
+        (d != u32::MAX).then_some(d + 2)
+    }
+}
+
 /// Runs the workload.
 pub fn simulate(fab: &Fabric, fib: &Fib, w: &Workload, p: &Params) -> Outcome {
     let cuts = Cuts::new(fab);
+    let dist = Distances::new(fab);
+    let t = fab.t;
+    // One packet's store-and-forward time at the slowest link (host links are the slowest in
+    // every generated fabric), and 5 ns per metre of the longest cable.
+    let slowest = fab
+        .cap
+        .iter()
+        .copied()
+        .filter(|c| *c > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let wire = (p.mtu + DATA_OVERHEAD + UDP_IP_ETH) as f64;
+    let cable = t
+        .links
+        .iter()
+        .map(|l| l.cable_length.as_metres())
+        .chain(t.hosts.iter().map(|h| h.cable_length.as_metres()))
+        .fold(0.0, f64::max)
+        * 5e-9;
+    let link_latency = if p.latency && slowest.is_finite() {
+        wire / slowest + cable
+    } else {
+        0.0
+    };
     let mut placer = Placer::new(fab, fib, p.seed);
     let mut steps = Vec::new();
     let mut per_link = vec![0.0; fab.len()];
@@ -143,12 +235,15 @@ pub fn simulate(fab: &Fabric, fib: &Fib, w: &Workload, p: &Params) -> Outcome {
     for (first, repeat) in w.collective.distinct_steps() {
         placer.reset();
         let mut tally = cuts.tally();
+        let mut hops = 0u32;
         for_each_flow(fab, w, p, first, |f| {
             tally.add(f.src, f.dst, f.bytes);
             if cuts.routable(f.src, f.dst) {
                 placer.place(&f);
+                hops = hops.max(dist.links(t, f.src, f.dst).unwrap_or(0));
             }
         });
+        let latency = f64::from(hops) * link_latency;
         let Loads {
             bytes,
             offered: o,
@@ -174,7 +269,8 @@ pub fn simulate(fab: &Fabric, fib: &Fib, w: &Workload, p: &Params) -> Outcome {
         steps.push(StepOutcome {
             first_step: first,
             repeat,
-            seconds: worst.0,
+            seconds: worst.0 + latency,
+            latency_seconds: latency,
             ideal_seconds: ideal,
             bottleneck: fab.name(worst.1 as u32),
             ideal_cut: cut.describe(fab.t),

@@ -10,6 +10,13 @@
 //! within `[min_rate, line_rate]`.
 //!
 //! DCQCN's byte counter (a recovery step per N bytes sent) is left out: recovery is timed only.
+//!
+//! On a real fabric DCQCN's timers (50–55 µs) span several round trips, so a sender hears the
+//! effect of one cut before it cuts or grows again. An emulated fabric's round trip is tens of
+//! packet times; to keep that relation the sender reports its measured round trip
+//! ([`Dcqcn::set_round_trip`]): a CNP within one round trip of the last cut is stale (its
+//! packet left before the cut took effect) and is not acted on, and the alpha and increase
+//! periods stretch to at least one round trip.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +74,11 @@ pub struct Dcqcn {
     last_increase: Nanos,
     cnp_since_alpha: bool,
     stage: u32,
+    last_cut: Option<Nanos>,
+    rtt: Nanos,
     pub cuts: u64,
+    /// CNPs that arrived within a round trip of the last cut.
+    pub stale_cnps: u64,
 }
 
 impl Dcqcn {
@@ -82,8 +93,16 @@ impl Dcqcn {
             last_increase: now,
             cnp_since_alpha: false,
             stage: 0,
+            last_cut: None,
+            rtt: 0,
             cuts: 0,
+            stale_cnps: 0,
         }
+    }
+
+    /// The sender's smoothed round trip.
+    pub fn set_round_trip(&mut self, rtt: Nanos) {
+        self.rtt = rtt;
     }
 
     pub fn rate(&self) -> f64 {
@@ -95,6 +114,15 @@ impl Dcqcn {
 
     pub fn on_cnp(&mut self, now: Nanos) {
         self.advance(now);
+        if self
+            .last_cut
+            .is_some_and(|t| now.saturating_sub(t) < self.rtt)
+        {
+            self.stale_cnps += 1;
+            self.cnp_since_alpha = true;
+            return;
+        }
+        self.last_cut = Some(now);
         self.target = self.current;
         self.current = (self.current * (1.0 - self.alpha / 2.0)).max(self.p.min_rate);
         self.alpha = (1.0 - self.p.g) * self.alpha + self.p.g;
@@ -106,7 +134,7 @@ impl Dcqcn {
 
     /// Runs the timers up to `now`.
     pub fn advance(&mut self, now: Nanos) {
-        let ap = self.p.alpha_period_ns.max(1);
+        let ap = self.p.alpha_period_ns.max(self.rtt).max(1);
         while now.saturating_sub(self.last_alpha) >= ap {
             self.last_alpha += ap;
             if !self.cnp_since_alpha {
@@ -114,7 +142,7 @@ impl Dcqcn {
             }
             self.cnp_since_alpha = false;
         }
-        let ip = self.p.increase_period_ns.max(1);
+        let ip = self.p.increase_period_ns.max(self.rtt).max(1);
         while now.saturating_sub(self.last_increase) >= ip {
             self.last_increase += ip;
             self.stage += 1;
@@ -207,6 +235,24 @@ mod tests {
         assert_eq!(d.rate(), cut);
         d.advance(460);
         assert_eq!(d.rate(), (before + cut) / 2.0);
+    }
+
+    #[test]
+    fn within_a_round_trip_of_a_cut_further_cnps_are_stale_and_periods_stretch_to_it() {
+        let mut d = Dcqcn::new(params(), 0);
+        d.set_round_trip(300);
+        d.on_cnp(0);
+        d.on_cnp(100);
+        d.on_cnp(299);
+        assert_eq!((d.cuts, d.stale_cnps), (1, 2));
+        assert_eq!(d.rate(), 500.0);
+        // Recovery waits a round trip (300), not the 100 ns period.
+        d.advance(299);
+        assert_eq!(d.rate(), 500.0);
+        d.advance(300);
+        assert_eq!(d.rate(), 750.0);
+        d.on_cnp(301);
+        assert_eq!(d.cuts, 2);
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct RankPlan {
     pub dscp: u8,
     /// DSCP of CNPs.
     pub cnp_dscp: u8,
+    /// DSCP of ACKs and NAKs (None: the data's).
+    #[serde(default)]
+    pub ack_dscp: Option<u8>,
     /// The NIC's line rate in bytes per second on the wire.
     pub line_rate: f64,
     pub tx: TxParams,
@@ -86,11 +89,12 @@ impl RankPlan {
             lanes: 1,
             dscp: 26,
             cnp_dscp: 48,
+            ack_dscp: None,
             line_rate,
             tx: TxParams {
                 mtu,
-                // Queues of 64 packets on a few hops: a hundred packet times of delay happen.
-                rto_ns: (100 * pkt_ns).max(50_000_000),
+                // The smallest timeout; it grows with the measured round trip.
+                rto_ns: (30 * pkt_ns).max(20_000_000),
                 max_outstanding: 256,
             },
             rx: RxParams {
@@ -98,14 +102,17 @@ impl RankPlan {
                 window: 1024,
                 loss_timeout_ns: (30 * pkt_ns).max(20_000_000),
                 nak_timeout_ns: (60 * pkt_ns).max(40_000_000),
-                ack_every: 8,
+                // Coalesced: every ACK costs an emulated switch as much as a data packet.
+                ack_every: 16,
+                ack_delay_ns: (16 * pkt_ns).max(1_000_000),
             },
             dcqcn: None,
-            cnp_interval_ns: (pkt_ns).max(1_000_000),
+            // DCQCN's notification point waits about one rate-update period between CNPs.
+            cnp_interval_ns: (4 * pkt_ns).max(1_000_000),
             start_at_unix_ns: None,
             deadline_ms: 60_000,
             // Longer than a retransmission timeout: a peer that missed our last ACK retries.
-            linger_ms: (2 * (100 * pkt_ns).max(50_000_000)) / 1_000_000 + 200,
+            linger_ms: (8 * (30 * pkt_ns).max(20_000_000)) / 1_000_000 + 200,
         }
     }
 
@@ -366,7 +373,7 @@ impl Endpoint {
         Out {
             src_port: self.plan.port,
             to: q.peer_addr,
-            tos: self.tos(),
+            tos: (self.plan.ack_dscp.unwrap_or(self.plan.dscp) << 2) | ECT0,
             data: buf.clone(),
         }
     }
@@ -476,8 +483,9 @@ impl Endpoint {
                 }
                 .encode(&mut buf);
                 let wire = RankPlan::wire_bytes(d.payload) as f64;
-                self.nic_free =
-                    self.nic_free.max(now) + (wire / self.plan.line_rate.max(1.0) * 1e9) as Nanos;
+                let t = (wire / self.plan.line_rate.max(1.0) * 1e9) as Nanos;
+                // As the QPs' pacing: a late wake-up catches up at most two packets.
+                self.nic_free = self.nic_free.max(now.saturating_sub(2 * t)) + t;
                 return Some(Out {
                     src_port: q.src_port,
                     to: q.peer_addr,

@@ -32,8 +32,15 @@ pub struct RxParams {
     pub window: u32,
     pub loss_timeout_ns: Nanos,
     pub nak_timeout_ns: Nanos,
-    /// Coalesced ACK every this many accepted packets (and always on `ack_req`).
+    /// Coalesced ACK every this many accepted packets (and always on `ack_req`)...
     pub ack_every: u32,
+    /// ...or once the oldest packet not yet acknowledged has waited this long.
+    #[serde(default = "default_ack_delay")]
+    pub ack_delay_ns: Nanos,
+}
+
+fn default_ack_delay() -> Nanos {
+    5_000_000
 }
 
 /// Counters of one receiver (summed over its QPs in reports).
@@ -82,6 +89,8 @@ pub struct PsnTracker {
     hole_since: Option<Nanos>,
     nak_outstanding: Option<Nanos>,
     since_ack: u32,
+    /// When the oldest packet placed since the last ACK arrived.
+    unacked_since: Option<Nanos>,
     pub counters: RxCounters,
 }
 
@@ -96,6 +105,7 @@ impl PsnTracker {
             hole_since: None,
             nak_outstanding: None,
             since_ack: 0,
+            unacked_since: None,
             counters: RxCounters::default(),
         }
     }
@@ -203,17 +213,23 @@ impl PsnTracker {
         }
         self.since_ack += 1;
         let reply = if ack_req || self.since_ack >= self.p.ack_every {
-            self.since_ack = 0;
-            Some(Reply::Ack {
-                psn: psn_add(self.expected, PSN_MASK),
-            })
+            self.ack()
         } else {
+            self.unacked_since.get_or_insert(now);
             None
         };
         Arrival {
             placed: true,
             reply,
         }
+    }
+
+    fn ack(&mut self) -> Option<Reply> {
+        self.since_ack = 0;
+        self.unacked_since = None;
+        Some(Reply::Ack {
+            psn: psn_add(self.expected, PSN_MASK),
+        })
     }
 
     fn place(&mut self, bytes: usize) {
@@ -224,6 +240,11 @@ impl PsnTracker {
     /// Timers: a hole unfilled for `loss_timeout` (out-of-order placement), or a NAK without
     /// progress for `nak_timeout` (both kinds), asks for go-back-N again.
     pub fn poll(&mut self, now: Nanos) -> Option<Reply> {
+        if let Some(t) = self.unacked_since
+            && now.saturating_sub(t) >= self.p.ack_delay_ns
+        {
+            return self.ack();
+        }
         if let Some(t) = self.nak_outstanding {
             if now.saturating_sub(t) >= self.p.nak_timeout_ns {
                 self.nak_outstanding = Some(now);
@@ -246,10 +267,15 @@ impl PsnTracker {
 
     /// The earliest time [`PsnTracker::poll`] may have something to do.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        match (self.nak_outstanding, self.hole_since) {
+        let loss = match (self.nak_outstanding, self.hole_since) {
             (Some(t), _) => Some(t + self.p.nak_timeout_ns),
             (None, Some(t)) => Some(t + self.p.loss_timeout_ns),
             _ => None,
+        };
+        let ack = self.unacked_since.map(|t| t + self.p.ack_delay_ns);
+        match (loss, ack) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -265,6 +291,7 @@ mod tests {
             loss_timeout_ns: 1000,
             nak_timeout_ns: 500,
             ack_every: 4,
+            ack_delay_ns: 1_000_000,
         }
     }
 
@@ -350,6 +377,18 @@ mod tests {
         assert!(t.on_data(1600, 1, 100, true, false).placed);
         assert_eq!(t.expected(), 4);
         assert!(!t.on_data(1600, 2, 100, true, false).placed);
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn placed_packets_are_acknowledged_after_the_ack_delay_without_waiting_for_more() {
+        let mut t = PsnTracker::new(params(Placement::GoBackN), 0);
+        assert_eq!(t.on_data(0, 0, 100, false, false).reply, None);
+        assert_eq!(t.on_data(10, 1, 100, false, false).reply, None);
+        assert_eq!(t.next_deadline(), Some(1_000_000));
+        assert_eq!(t.poll(999_999), None);
+        assert_eq!(t.poll(1_000_000), Some(Reply::Ack { psn: 1 }));
+        assert_eq!(t.poll(5_000_000), None);
         assert_eq!(t.next_deadline(), None);
     }
 

@@ -13,7 +13,10 @@ use crate::dcqcn::{Dcqcn, DcqcnParams, Nanos};
 pub struct TxParams {
     /// Payload bytes per packet (the RoCE path MTU).
     pub mtu: usize,
-    /// No ACK progress for this long: go back to the first unacknowledged PSN.
+    /// The first and smallest retransmission timeout: with no ACK for the oldest unacknowledged
+    /// packet this long, go back to it. Once ACKs come, the timeout follows the measured round
+    /// trip (srtt + 4·rttvar, RFC 6298 with Karn's rule) and doubles on every expiry, so a
+    /// slow emulated fabric does not trigger spurious go-backs.
     pub rto_ns: Nanos,
     /// Packets sent and not yet acknowledged, at most.
     pub max_outstanding: u32,
@@ -69,6 +72,12 @@ pub struct QpSender {
     stream_end: u32,
     /// Next PSN to assign to a posted message.
     tail: u32,
+    /// When each unacknowledged PSN (from `acked` on) was last sent: the retransmission timer
+    /// runs from the oldest, so a QP waiting its turn at a shared NIC does not time out.
+    sent_at: VecDeque<(Nanos, bool)>,
+    srtt: Option<f64>,
+    rttvar: f64,
+    backoff: u32,
     last_progress: Nanos,
     next_allowed: Nanos,
     pub counters: TxCounters,
@@ -86,6 +95,10 @@ impl QpSender {
             next: first,
             stream_end: first,
             tail: first,
+            sent_at: VecDeque::new(),
+            srtt: None,
+            rttvar: 0.0,
+            backoff: 0,
             last_progress: now,
             next_allowed: now,
             counters: TxCounters::default(),
@@ -97,9 +110,6 @@ impl QpSender {
     pub fn post(&mut self, now: Nanos, id: u32, len: u64) {
         let mtu = self.p.mtu.max(1) as u64;
         let packets = len.div_ceil(mtu).max(1) as u32;
-        if self.messages.is_empty() {
-            self.last_progress = now;
-        }
         self.messages.push_back(Message {
             id,
             len,
@@ -153,11 +163,19 @@ impl QpSender {
         } else {
             self.stream_end = psn_add(psn, 1);
         }
+        let idx = psn_diff(psn, self.acked).max(0) as usize;
+        if idx < self.sent_at.len() {
+            self.sent_at[idx] = (now, true);
+        } else {
+            self.sent_at.push_back((now, retransmission));
+        }
         self.next = psn_add(psn, 1);
         self.counters.packets += 1;
         self.counters.payload_bytes += payload as u64;
         let gap = (wire(payload) as f64 / self.rate.rate().max(1.0) * 1e9) as Nanos;
-        self.next_allowed = self.next_allowed.max(now) + gap;
+        // A late wake-up may catch up two packets, so the rate holds on a busy machine; an idle
+        // QP earns no more credit than that.
+        self.next_allowed = self.next_allowed.max(now.saturating_sub(2 * gap)) + gap;
         Some(DataOut {
             opcode: op,
             psn,
@@ -179,8 +197,18 @@ impl QpSender {
             return;
         }
         self.acked = new_acked;
+        let n = (ahead as usize).min(self.sent_at.len());
+        // Karn: only a packet sent once gives a round-trip sample.
+        if n > 0
+            && let Some(&(t, false)) = self.sent_at.get(n - 1)
+        {
+            self.sample_rtt(now.saturating_sub(t) as f64);
+        }
+        self.sent_at.drain(..n);
+        self.backoff = 0;
         if psn_diff(self.next, self.acked) < 0 {
             self.next = self.acked;
+            self.sent_at.clear();
         }
         self.last_progress = now;
         while let Some(m) = self.messages.front() {
@@ -206,8 +234,34 @@ impl QpSender {
         }
         if psn_diff(psn, self.acked) >= 0 && psn_diff(psn, self.stream_end) <= 0 {
             self.next = psn;
+            self.sent_at.truncate(psn_diff(psn, self.acked) as usize);
             self.last_progress = now;
         }
+    }
+
+    fn sample_rtt(&mut self, r: f64) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - r).abs();
+                self.srtt = Some(0.875 * s + 0.125 * r);
+            }
+        }
+        if let Some(s) = self.srtt {
+            self.rate.set_round_trip(s as Nanos);
+        }
+    }
+
+    /// The current retransmission timeout.
+    pub fn rto(&self) -> Nanos {
+        let base = self
+            .srtt
+            .map_or(0.0, |s| s + 4.0 * self.rttvar)
+            .max(self.p.rto_ns as f64) as Nanos;
+        base.saturating_mul(1 << self.backoff.min(6))
     }
 
     pub fn on_cnp(&mut self, now: Nanos) {
@@ -217,12 +271,14 @@ impl QpSender {
 
     /// The retransmission timer.
     pub fn poll(&mut self, now: Nanos) {
-        if psn_diff(self.stream_end, self.acked) > 0
-            && now.saturating_sub(self.last_progress) >= self.p.rto_ns
+        if let Some(t) = self.rto_deadline()
+            && now >= t
         {
             self.counters.timeouts += 1;
             self.next = self.acked;
+            self.sent_at.clear();
             self.last_progress = now;
+            self.backoff += 1;
         }
     }
 
@@ -232,9 +288,11 @@ impl QpSender {
             .then_some(self.next_allowed)
     }
 
-    /// When the retransmission timer fires, if anything is unacknowledged.
+    /// When the retransmission timer fires, if anything is unacknowledged: `rto` after the
+    /// oldest unacknowledged packet was sent (after a go-back, after the go-back).
     pub fn rto_deadline(&self) -> Option<Nanos> {
-        (psn_diff(self.stream_end, self.acked) > 0).then_some(self.last_progress + self.p.rto_ns)
+        (psn_diff(self.stream_end, self.acked) > 0)
+            .then(|| self.sent_at.front().map_or(self.last_progress, |x| x.0) + self.rto())
     }
 }
 
@@ -367,20 +425,53 @@ mod tests {
     }
 
     #[test]
-    fn without_acks_the_timeout_goes_back_to_the_first_unacknowledged_psn() {
+    fn the_timeout_runs_from_the_oldest_unacknowledged_send_and_goes_back_to_it() {
         let mut s = sender();
         s.post(0, 1, 3000);
-        for t in 0..3 {
-            drain(&mut s, t * 1_000_000);
-        }
-        s.on_ack(2_500_000, 100);
-        s.poll(3_400_000);
+        drain(&mut s, 0);
+        drain(&mut s, 1_000_000);
+        s.on_ack(1_500_000, 100);
+        // 101 left at 1 ms: the timer runs from then, for the timeout the ACK of 100 implies.
+        let rto = s.rto();
+        assert_eq!(s.rto_deadline(), Some(1_000_000 + rto));
+        drain(&mut s, 2_000_000);
+        s.poll(1_000_000 + rto - 1);
         assert_eq!(s.counters.timeouts, 0);
-        s.poll(3_500_000);
+        s.poll(1_000_000 + rto);
         assert_eq!(s.counters.timeouts, 1);
-        let p = drain(&mut s, 4_000_000);
-        assert_eq!(p.iter().map(|p| p.psn).collect::<Vec<_>>(), [101]);
-        assert!(p[0].reth.retransmission());
+        let p = drain(&mut s, 1_000_000 + rto);
+        assert_eq!(p[0].psn, 101);
+        assert!(p.iter().all(|p| p.reth.retransmission()));
+    }
+
+    #[test]
+    fn a_message_waiting_for_its_turn_at_the_nic_does_not_time_out() {
+        let mut s = sender();
+        s.post(0, 1, 3000);
+        // Nothing sent yet: no timer, however long the NIC serves other QPs.
+        s.poll(50_000_000);
+        assert_eq!((s.counters.timeouts, s.rto_deadline()), (0, None));
+        drain(&mut s, 50_000_000);
+        assert_eq!(s.rto_deadline(), Some(51_000_000));
+    }
+
+    #[test]
+    fn the_timeout_follows_the_measured_round_trip_and_backs_off_on_expiry() {
+        let mut s = sender();
+        assert_eq!(s.rto(), 1_000_000);
+        s.post(0, 1, 20_000);
+        // Every packet acknowledged 10 ms after it left: the timeout grows past 10 ms.
+        for i in 0..10u64 {
+            let t = i * 1_000_000;
+            drain(&mut s, t);
+            s.on_ack(t + 10_000_000, 100 + i as u32);
+        }
+        assert!(s.rto() > 10_000_000, "{}", s.rto());
+        let before = s.rto();
+        drain(&mut s, 30_000_000);
+        s.poll(30_000_000 + before);
+        assert_eq!(s.counters.timeouts, 1);
+        assert_eq!(s.rto(), 2 * before);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod show;
 pub mod simulate;
 pub mod testbed;
 pub mod validate;
+pub mod workload;
 
 use std::io::Write;
 

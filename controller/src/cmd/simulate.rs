@@ -137,7 +137,10 @@ pub fn model(
     let d = compile(&tm, links);
     let f = fib(&tm, &d, class);
     let down: Vec<bool> = (0..t.links.len()).map(|l| links.is_down(l)).collect();
-    let fab = Fabric::new(&tm, &down);
+    let mut fab = Fabric::new(&tm, &down);
+    if let Some(c) = p.uniform_capacity {
+        fab = fab.with_uniform_capacity(c);
+    }
     weft_simulate::simulate(&fab, &f, w, p)
 }
 
@@ -198,6 +201,8 @@ pub struct SimulateArgs {
     pub lanes: u32,
     pub mtu: usize,
     pub class: Option<String>,
+    /// Hosts taking part, in rank order (None: every host, one group per plane).
+    pub ranks: Option<Vec<String>>,
 }
 
 #[derive(Serialize)]
@@ -249,7 +254,18 @@ pub fn run(file: &str, a: &SimulateArgs, output: OutputFormat) -> anyhow::Result
             links.set_down(l, true);
         }
     }
-    let groups = weft_simulate::host_groups(&t);
+    let groups = match &a.ranks {
+        Some(names) => vec![
+            names
+                .iter()
+                .map(|n| {
+                    t.host_index(n)
+                        .with_context(|| format!("--ranks: no host {n}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ],
+        None => weft_simulate::host_groups(&t),
+    };
     let per_group = groups.first().map_or(0, Vec::len);
     if groups.iter().any(|g| g.len() != per_group) || per_group < 2 {
         bail!("the collective needs at least 2 hosts per group, all groups of one size");
@@ -265,8 +281,8 @@ pub fn run(file: &str, a: &SimulateArgs, output: OutputFormat) -> anyhow::Result
     };
     let p = Params {
         mtu: a.mtu,
-        nic_rate: None,
         seed: a.seed,
+        ..Params::default()
     };
     let t0 = std::time::Instant::now();
     let outcomes: Vec<(RoutingMode, ModelOutcome)> = a
