@@ -278,6 +278,9 @@ enum TestbedCommand {
         /// Bytes per rank (nccl-tests' size).
         #[arg(long, default_value = "512KiB", value_parser = parse_bytes)]
         size: u64,
+        /// Iterations run first and left out (as nccl-tests' -w).
+        #[arg(long, default_value = "1")]
+        warmup: u32,
         #[arg(long, default_value = "3")]
         iterations: u32,
         /// QPs per connection.
@@ -390,6 +393,7 @@ fn main() {
                 collectives,
                 ranks,
                 size,
+                warmup,
                 iterations,
                 qps,
                 mtu,
@@ -410,6 +414,7 @@ fn main() {
                     collectives,
                     ranks,
                     size,
+                    warmup,
                     iterations,
                     qps,
                     mtu,

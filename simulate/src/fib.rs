@@ -90,6 +90,9 @@ pub struct Router<'a> {
     /// Hosts whose own /32 route exists somewhere but at their leaf, or outside their leaf's
     /// subnet: decided per host, never by their leaf's memo.
     pub irregular: Vec<bool>,
+    /// What each host's own leaf does with its packets (its /32 route there), looked up once:
+    /// the per-hop lookups then touch no hash map.
+    at_leaf: Vec<Option<Next>>,
     groups_slots: Vec<Vec<Vec<u16>>>,
 }
 
@@ -164,6 +167,15 @@ impl<'a> Router<'a> {
             host_routes.push(hr);
             net_routes.push(nr);
         }
+        let at_leaf = t
+            .hosts
+            .iter()
+            .map(|h| {
+                host_routes
+                    .get(h.switch)
+                    .and_then(|m: &HashMap<Ipv4Addr, Next>| m.get(&h.ipv4).copied())
+            })
+            .collect();
         let groups_slots = fib
             .switches
             .iter()
@@ -178,6 +190,7 @@ impl<'a> Router<'a> {
             leaf_index,
             leaves: leaves as usize,
             irregular,
+            at_leaf,
             groups_slots,
         }
     }
@@ -185,6 +198,17 @@ impl<'a> Router<'a> {
     /// What switch `s` does with a packet for host `h`.
     pub fn decide(&mut self, s: SwitchIdx, h: HostIdx) -> Next {
         let host = &self.t.hosts[h];
+        if !self.irregular[h] {
+            // A regular host has its /32 only at its leaf; elsewhere its leaf's subnet decides.
+            if s == host.switch
+                && let Some(n) = self.at_leaf[h]
+            {
+                return n;
+            }
+            if s != host.switch {
+                return self.decide_leaf(s, host.switch);
+            }
+        }
         if let Some(n) = self.host_routes.get(s).and_then(|m| m.get(&host.ipv4)) {
             return *n;
         }

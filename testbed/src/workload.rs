@@ -37,6 +37,8 @@ pub struct Spec {
     /// Host names, in rank order.
     pub ranks: Vec<String>,
     pub size: u64,
+    /// Iterations first run and left out of the results (DCQCN and the ranks' start settle).
+    pub warmup: u32,
     pub iterations: u32,
     pub lanes: u32,
     pub mtu: usize,
@@ -68,6 +70,7 @@ impl Spec {
             kind,
             ranks,
             size,
+            warmup: 1,
             iterations: 3,
             lanes: 1,
             mtu: 4096,
@@ -94,6 +97,11 @@ impl Spec {
     }
 }
 
+/// Reads back what serde_json writes for a NaN (null): runs that did not finish have no time.
+pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Iteration {
     pub seconds: f64,
@@ -109,8 +117,11 @@ pub struct Outcome {
     pub size: u64,
     pub iterations: Vec<Iteration>,
     /// Mean over iterations.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub seconds: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub algbw: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub busbw: f64,
     /// Per message (posted → acknowledged).
     pub message_p50_s: f64,
@@ -203,7 +214,7 @@ fn plans(st: &State, t: &Topology, spec: &Spec) -> Result<Vec<(String, RankPlan)
             spec.mtu,
             placement,
         );
-        p.iterations = spec.iterations;
+        p.iterations = spec.warmup + spec.iterations;
         p.lanes = spec.lanes;
         p.dscp = spec.dscp;
         p.cnp_dscp = spec.cnp_dscp;
@@ -225,7 +236,7 @@ fn percentile(sorted: &[u64], q: f64) -> f64 {
 /// Sums rank reports into an outcome (pure; `pfc_pauses` filled in by the caller).
 pub fn summarize(spec: &Spec, reports: &[RankReport], errors: Vec<String>) -> Outcome {
     let c = spec.collective();
-    let n_iter = spec.iterations as usize;
+    let n_iter = (spec.warmup + spec.iterations) as usize;
     let start = reports
         .iter()
         .filter_map(|r| r.iterations.first().map(|i| i.start_ns))
@@ -244,6 +255,9 @@ pub fn summarize(spec: &Spec, reports: &[RankReport], errors: Vec<String>) -> Ou
         let end = ends.into_iter().max().unwrap_or(prev);
         let s = end.saturating_sub(prev) as f64 / 1e9;
         prev = end;
+        if i < spec.warmup as usize {
+            continue;
+        }
         iterations.push(Iteration {
             seconds: s,
             algbw: c.algbw(s),
@@ -265,7 +279,7 @@ pub fn summarize(spec: &Spec, reports: &[RankReport], errors: Vec<String>) -> Ou
         && reports
             .iter()
             .all(|r| r.complete && r.bytes_received >= r.bytes_expected)
-        && iterations.len() == n_iter;
+        && iterations.len() == spec.iterations as usize;
     Outcome {
         collective: spec.kind,
         ranks: spec.ranks.clone(),
@@ -384,6 +398,7 @@ pub fn measure_rate(
     s.kind = Kind::Incast;
     s.ranks = vec![dst.to_string(), src.to_string()];
     s.size = packets * spec.mtu as u64;
+    s.warmup = 0;
     s.iterations = 1;
     s.lanes = 1;
     let o = run_workload(st, t, traffic, &s)?;
@@ -485,6 +500,7 @@ mod tests {
             kind,
             ranks: (0..n).map(|i| format!("h{i}")).collect(),
             size: 8_000_000,
+            warmup: 0,
             iterations: 2,
             lanes: 1,
             mtu: 4096,
@@ -522,6 +538,31 @@ mod tests {
         assert!((o.algbw - 8e6 / o.seconds).abs() < 1e-6);
         assert_eq!(o.message_p50_s, 0.003);
         assert_eq!(o.message_p99_s, 0.004);
+    }
+
+    #[test]
+    fn warmup_iterations_are_run_but_left_out_of_the_results() {
+        let mut s = spec(Kind::AllToAll, 2);
+        s.warmup = 1;
+        s.iterations = 1;
+        let r = vec![
+            report(
+                0,
+                &[(0, 5_000_000_000), (5_000_000_000, 6_000_000_000)],
+                5,
+                5,
+            ),
+            report(
+                1,
+                &[(0, 5_000_000_000), (5_000_000_000, 6_000_000_000)],
+                5,
+                5,
+            ),
+        ];
+        let o = summarize(&s, &r, Vec::new());
+        assert!(o.complete);
+        assert_eq!(o.iterations.len(), 1);
+        assert!((o.seconds - 1.0).abs() < 1e-12);
     }
 
     #[test]

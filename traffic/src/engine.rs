@@ -100,8 +100,10 @@ impl RankPlan {
             rx: RxParams {
                 placement,
                 window: 1024,
-                loss_timeout_ns: (30 * pkt_ns).max(20_000_000),
-                nak_timeout_ns: (60 * pkt_ns).max(40_000_000),
+                // Long enough to outlast an emulated switch starved of CPU for a while: a hole
+                // declared lost too early costs a go-back-N of everything after it.
+                loss_timeout_ns: (60 * pkt_ns).max(20_000_000),
+                nak_timeout_ns: (120 * pkt_ns).max(40_000_000),
                 // Coalesced: every ACK costs an emulated switch as much as a data packet.
                 ack_every: 16,
                 ack_delay_ns: (16 * pkt_ns).max(1_000_000),
