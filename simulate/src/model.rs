@@ -235,9 +235,11 @@ pub fn simulate(fab: &Fabric, fib: &Fib, w: &Workload, p: &Params) -> Outcome {
     for (first, repeat) in w.collective.distinct_steps() {
         placer.reset();
         let mut tally = cuts.tally();
+        // The ideal first: adaptive routing reacts to what exceeds it.
+        for_each_flow(fab, w, p, first, |f| tally.add(f.src, f.dst, f.bytes));
+        placer.set_overload(tally.bound().0);
         let mut hops = 0u32;
         for_each_flow(fab, w, p, first, |f| {
-            tally.add(f.src, f.dst, f.bytes);
             if cuts.routable(f.src, f.dst) {
                 placer.place(&f);
                 hops = hops.max(dist.links(t, f.src, f.dst).unwrap_or(0));

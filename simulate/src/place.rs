@@ -11,13 +11,19 @@
 //! At the first group whose mode splits a flow's packets (**SPRAY**, **ADAPTIVE**, and
 //! **FLOWLET** whose gaps exceed the flowlet gap, so every packet re-picks as adaptive does) the
 //! flow becomes fluid: its bytes join those of every flow to the same destination there, and
-//! the fluid is pushed through the rest of the routing DAG in topological order: split by
+//! the fluid is pushed through the rest of the routing DAG in topological order, split by
 //! weight (spray; also a hash or sticky flowlet group met downstream, where many flows
-//! average out), or water-filled onto the least-loaded live members, loads normalised by
-//! capacity (adaptive: the fluid limit of DRILL's per-packet least-queue choice, which sees
-//! every byte placed before it). Fluid to the regular hosts of one leaf travels together
-//! (their routes agree everywhere but at the leaf) and is shared at the leaf in proportion to
-//! each host's bytes.
+//! average out), or as adaptive routing splits it.
+//!
+//! Adaptive routing (DRILL: the shorter of two local queues) sees queues, and a queue builds
+//! only on a link asked to carry more than it can in the time the step must take anyway. The
+//! model takes that time as the step's ideal (the cut bound, [`Placer::set_overload`]): a
+//! member is *overloaded* once its bytes / capacity exceed it. Adaptive splits by weight while
+//! no member would be overloaded, moves what would overload a member onto the others while
+//! they have room, and levels the overload when all are full (water-filling). Sticky flowlets
+//! compare the same overload between the sample and the group's last choice. Fluid to the
+//! regular hosts of one leaf travels together (their routes agree everywhere but at the leaf)
+//! and is shared at the leaf in proportion to each host's bytes.
 
 use std::collections::HashMap;
 
@@ -65,6 +71,8 @@ pub struct Placer<'a> {
     fluid: HashMap<FluidDest, Vec<f64>>,
     /// Fluid bytes per destination host, to share a leaf's arrivals.
     fluid_in: Vec<f64>,
+    /// Seconds of load beyond which a link counts as overloaded (queues build).
+    overload: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,7 +98,18 @@ impl<'a> Placer<'a> {
             dropped: 0.0,
             fluid: HashMap::new(),
             fluid_in: vec![0.0; fab.t.hosts.len()],
+            overload: 0.0,
         }
+    }
+
+    /// The step's ideal time: links loaded beyond it are where queues build.
+    pub fn set_overload(&mut self, seconds: f64) {
+        self.overload = seconds.max(0.0);
+    }
+
+    /// How far a link is past the overload point (its queue, in seconds of work).
+    fn queue(&self, d: DirLink) -> f64 {
+        (self.norm(d) - self.overload).max(0.0)
     }
 
     fn norm(&self, d: DirLink) -> f64 {
@@ -181,9 +200,9 @@ impl<'a> Placer<'a> {
                             });
                             let pick = match (sample, last) {
                                 (Some(a), Some(b)) => {
-                                    let la = self.member_link(s, g, a).map(|x| self.norm(x.0));
-                                    let lb = self.member_link(s, g, b).map(|x| self.norm(x.0));
-                                    if lb < la { Some(b) } else { Some(a) }
+                                    let qa = self.member_link(s, g, a).map(|x| self.queue(x.0));
+                                    let qb = self.member_link(s, g, b).map(|x| self.queue(x.0));
+                                    if qb < qa { Some(b) } else { Some(a) }
                                 }
                                 (a, b) => a.or(b),
                             };
@@ -391,12 +410,13 @@ impl<'a> Placer<'a> {
             Mode::Hash | Mode::Spray => false,
         };
         let shares: Vec<f64> = if adaptive {
-            water_fill(
+            adaptive_split(
                 &live
                     .iter()
-                    .map(|&(_, d, c, _)| (self.loads[d as usize], c))
+                    .map(|&(_, d, c, w)| (self.loads[d as usize], c, w))
                     .collect::<Vec<_>>(),
                 amt,
+                self.overload,
             )
         } else {
             let w: f64 = live.iter().map(|x| x.3).sum();
@@ -418,6 +438,49 @@ impl<'a> Placer<'a> {
             dropped: self.dropped,
         }
     }
+}
+
+/// Adaptive routing's split of `amt` over members (load, capacity, weight): by weight while
+/// no member passes `overload` seconds of load; what would pass it goes to members with room
+/// (by weight); once every member is full, the rest levels their overload.
+pub fn adaptive_split(members: &[(f64, f64, f64)], amt: f64, overload: f64) -> Vec<f64> {
+    let mut out = vec![0.0; members.len()];
+    let room: Vec<f64> = members
+        .iter()
+        .map(|&(l, c, _)| (overload * c - l).max(0.0))
+        .collect();
+    let mut left = amt;
+    let mut open: Vec<usize> = (0..members.len()).filter(|&i| room[i] > 0.0).collect();
+    while left > amt * 1e-12 && !open.is_empty() {
+        let w: f64 = open.iter().map(|&i| members[i].2).sum();
+        let mut given = 0.0;
+        let mut still = Vec::with_capacity(open.len());
+        for &i in &open {
+            let want = left * members[i].2 / w;
+            let x = want.min(room[i] - out[i]);
+            out[i] += x;
+            given += x;
+            if room[i] - out[i] > amt * 1e-12 {
+                still.push(i);
+            }
+        }
+        left -= given;
+        if still.len() == open.len() {
+            break;
+        }
+        open = still;
+    }
+    if left > amt * 1e-12 {
+        let now: Vec<(f64, f64)> = members
+            .iter()
+            .zip(&out)
+            .map(|(&(l, c, _), x)| (l + x, c))
+            .collect();
+        for (o, x) in out.iter_mut().zip(water_fill(&now, left)) {
+            *o += x;
+        }
+    }
+    out
 }
 
 /// Splits `amt` over members with (load, capacity) so that the fullest afterwards is as empty
@@ -456,6 +519,26 @@ pub fn water_fill(members: &[(f64, f64)], amt: f64) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adaptive_splits_by_weight_below_overload_and_steers_only_what_would_queue() {
+        // Room for everything: by weight (2:1), whatever the loads.
+        let x = adaptive_split(&[(1.0, 1.0, 2.0), (0.0, 1.0, 1.0)], 3.0, 10.0);
+        assert_eq!(x, [2.0, 1.0]);
+        // The first has room for 1 only: the rest goes to the second.
+        let x = adaptive_split(&[(9.0, 1.0, 1.0), (0.0, 1.0, 1.0)], 4.0, 10.0);
+        assert!(
+            (x[0] - 1.0).abs() < 1e-12 && (x[1] - 3.0).abs() < 1e-12,
+            "{x:?}"
+        );
+        // Both full: the overload is levelled.
+        let x = adaptive_split(&[(10.0, 1.0, 1.0), (8.0, 1.0, 1.0)], 4.0, 10.0);
+        let lv = [(10.0 + x[0]), (8.0 + x[1])];
+        assert!(
+            (lv[0] - lv[1]).abs() < 1e-12 && (x[0] + x[1] - 4.0).abs() < 1e-12,
+            "{x:?}"
+        );
+    }
 
     #[test]
     fn water_filling_fills_the_emptiest_first_and_levels_them() {
