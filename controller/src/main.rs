@@ -113,6 +113,7 @@ enum Command {
     ///   weft testbed up topology/examples/leaf-spine-small.yaml
     ///   weft apply topology/examples/leaf-spine-small.yaml
     ///   weft testbed ping topology/examples/leaf-spine-small.yaml
+    ///   weft testbed workload topology/examples/leaf-spine-small.yaml alltoall --modes ecmp,spray
     ///   weft testbed down topology/examples/leaf-spine-small.yaml
     #[command(verbatim_doc_comment)]
     Testbed {
@@ -121,6 +122,49 @@ enum Command {
         /// State directory (default /run/weft/testbed/<fabric>).
         #[arg(long, global = true)]
         state_dir: Option<std::path::PathBuf>,
+    },
+    /// Model a collective at fabric scale on the compiled tables: flows placed per routing
+    /// mode (ECMP/WCMP by the pipeline's real hash of the engine's 5-tuples and QPs, spray by
+    /// weight, adaptive least-loaded, flowlet), completion under max-min fair sharing, and the
+    /// ratio to the ideal the fabric's cuts allow.
+    ///
+    ///   weft simulate fabric.yaml alltoall
+    ///   weft simulate fabric.yaml allreduce --modes ecmp,spray --down leaf1:Ethernet8
+    ///   weft simulate fabric.yaml alltoall --random-down 1 --seed 7 --output json
+    #[command(verbatim_doc_comment)]
+    Simulate {
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// allreduce, alltoall or incast
+        collective: weft_traffic::Kind,
+        #[arg(long, default_value = "ecmp,wcmp,flowlet,spray,adaptive")]
+        modes: String,
+        /// Links to take down, by either end (SWITCH:PORT), comma separated or repeated.
+        #[arg(long, value_name = "SWITCH:PORT")]
+        down: Vec<String>,
+        /// Also take this percentage of the switch-to-switch links down, drawn by --seed.
+        #[arg(long, value_name = "PERCENT")]
+        random_down: Option<f64>,
+        #[arg(long, default_value = "1")]
+        seed: u64,
+        /// Bytes per rank (nccl-tests' size): 1GiB, 64MB, 4096.
+        #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+        size: u64,
+        /// QPs per connection.
+        #[arg(long, default_value = "1")]
+        qps: u32,
+        /// RoCE payload per packet.
+        #[arg(long, default_value = "4096")]
+        mtu: usize,
+        /// Traffic class to simulate (default: the first lossless class).
+        #[arg(long)]
+        class: Option<String>,
+        /// Hosts taking part, in rank order (default: every host; on a multi-plane fabric the
+        /// collective runs on every plane at once).
+        #[arg(long, value_delimiter = ',', value_name = "HOSTS")]
+        ranks: Option<Vec<String>>,
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
     },
     /// Write the difference into every switch's SONiC DB (CONFIG_DB QoS rows, APPL_DB
     /// P4RT_TABLE in dependency order) and wait for each switch to answer every entry.
@@ -164,6 +208,10 @@ enum TestbedCommand {
         /// without BMv2.
         #[arg(long)]
         db_only: bool,
+        /// An extra argument for every plugin, repeated (e.g. --plugin-arg=--bmv2-queue-scale
+        /// --plugin-arg=0.18).
+        #[arg(long = "plugin-arg", allow_hyphen_values = true, value_name = "ARG")]
+        plugin_args: Vec<String>,
     },
     /// Remove everything the testbed started (also after a crash).
     Down {
@@ -206,12 +254,93 @@ enum TestbedCommand {
         #[arg(value_name = "FILE|FABRIC")]
         fabric: String,
     },
+    /// Run collectives with RoCE-shaped traffic (`weft-traffic` in every host namespace) and
+    /// report completion, algbw and busbw as nccl-tests defines them, message p50/p99,
+    /// reordering, retransmissions, CNPs and PFC PAUSEs; each as a ratio to the ideal at the
+    /// rate one flow alone measured in the same run, next to `weft simulate`'s prediction.
+    ///
+    ///   weft testbed workload fabric.yaml allreduce
+    ///   weft testbed workload fabric.yaml alltoall --ranks leaf1-h1,leaf2-h1,leaf3-h1 --size 256KiB
+    ///   weft testbed workload fabric.yaml allreduce,alltoall --modes ecmp,wcmp,flowlet,spray,adaptive \
+    ///       --down leaf1:Ethernet8 --output json > before.json
+    ///   weft testbed workload fabric.yaml allreduce,alltoall --modes ecmp,spray --baseline before.json
+    ///
+    /// With --modes, every mode is applied in turn (the intent's lossless class rewritten and
+    /// `weft apply` run), first with all links up, then with the --down links out of service.
+    /// Exit status 1 if a run did not deliver everything or regressed against --baseline.
+    #[command(verbatim_doc_comment)]
+    Workload {
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// allreduce, alltoall, incast, or several, comma separated
+        #[arg(value_name = "COLLECTIVE", value_delimiter = ',', required = true)]
+        collectives: Vec<weft_traffic::Kind>,
+        /// Hosts taking part, in rank order (default: every host).
+        #[arg(long, value_delimiter = ',', value_name = "HOSTS")]
+        ranks: Option<Vec<String>>,
+        /// Bytes per rank (nccl-tests' size).
+        #[arg(long, default_value = "512KiB", value_parser = parse_bytes)]
+        size: u64,
+        /// Iterations run first and left out (as nccl-tests' -w).
+        #[arg(long, default_value = "1")]
+        warmup: u32,
+        #[arg(long, default_value = "3")]
+        iterations: u32,
+        /// QPs per connection.
+        #[arg(long, default_value = "1")]
+        qps: u32,
+        /// RoCE payload per packet.
+        #[arg(long, default_value = "4096")]
+        mtu: usize,
+        /// Every NIC's line rate, packets per second.
+        #[arg(long, default_value = "150")]
+        rate_pps: f64,
+        /// First limit every switch queue to this many packets/s (0: leave them as they are).
+        #[arg(long, default_value = "150")]
+        port_rate: u64,
+        /// The receivers' kind: as the intent's ooo_tolerant says, or all out-of-order
+        /// placement, or all go-back-N (what spraying costs toward classic RoCE NICs).
+        #[arg(long, value_enum, default_value = "intent")]
+        nic: NicArg,
+        /// Routing modes to compare, comma separated (default: run as applied).
+        #[arg(long)]
+        modes: Option<String>,
+        /// Also run with these links out of service (SWITCH:PORT, comma separated): compiled
+        /// and applied as down (`weft apply --down`), as after the controller's failover.
+        #[arg(long, value_name = "SWITCH:PORT", value_delimiter = ',')]
+        down: Vec<String>,
+        /// Flowlet gap for --modes flowlet, scaled to the testbed's packet time.
+        #[arg(long, default_value = "100ms")]
+        flowlet_gap: String,
+        /// Compare with an earlier --output json result; regressions fail the run.
+        #[arg(long, value_name = "RESULT.json")]
+        baseline: Option<std::path::PathBuf>,
+        /// Busbw lower than the baseline's by more than this fraction is a regression.
+        #[arg(long, default_value = "0.15")]
+        threshold: f64,
+        /// Per run, and per weft apply stage.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum NicArg {
+    Intent,
+    Ooo,
+    GoBackN,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     s.parse::<weft_topology::units::Duration>()
         .map(|d| d.to_std())
         .map_err(|e| e.to_string())
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    cmd::simulate::parse_size(s)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -244,7 +373,11 @@ fn main() {
             rt.block_on(cmd::plan::run_plan(&file, &down, offline, output, verbose))
         }),
         Command::Testbed { command, state_dir } => match command {
-            TestbedCommand::Up { file, db_only } => cmd::testbed::up(&file, state_dir, db_only),
+            TestbedCommand::Up {
+                file,
+                db_only,
+                plugin_args,
+            } => cmd::testbed::up(&file, state_dir, db_only, plugin_args),
             TestbedCommand::Down { fabric } => cmd::testbed::down(&fabric, state_dir),
             TestbedCommand::Status { fabric } => cmd::testbed::status(&fabric, state_dir),
             TestbedCommand::Link {
@@ -258,6 +391,52 @@ fn main() {
             TestbedCommand::Spread { file, src, dst } => {
                 cmd::testbed::spread(&file, state_dir, &src, &dst)
             }
+            TestbedCommand::Workload {
+                file,
+                collectives,
+                ranks,
+                size,
+                warmup,
+                iterations,
+                qps,
+                mtu,
+                rate_pps,
+                port_rate,
+                nic,
+                modes,
+                down,
+                flowlet_gap,
+                baseline,
+                threshold,
+                timeout,
+                output,
+            } => cmd::workload::run(
+                &file,
+                state_dir,
+                &cmd::workload::WorkloadArgs {
+                    collectives,
+                    ranks,
+                    size,
+                    warmup,
+                    iterations,
+                    qps,
+                    mtu,
+                    rate_pps,
+                    port_rate,
+                    nic: match nic {
+                        NicArg::Intent => weft_testbed::workload::Nic::Intent,
+                        NicArg::Ooo => weft_testbed::workload::Nic::OutOfOrder,
+                        NicArg::GoBackN => weft_testbed::workload::Nic::GoBackN,
+                    },
+                    modes,
+                    down,
+                    flowlet_gap,
+                    baseline,
+                    threshold,
+                    timeout,
+                },
+                output,
+            ),
         },
         Command::Run {
             file,
@@ -279,6 +458,37 @@ fn main() {
             status_file,
             output,
         } => cmd::run::status(&file, status_file, output),
+        Command::Simulate {
+            file,
+            collective,
+            modes,
+            down,
+            random_down,
+            seed,
+            size,
+            qps,
+            mtu,
+            class,
+            ranks,
+            output,
+        } => cmd::simulate::parse_modes(&modes).and_then(|modes| {
+            cmd::simulate::run(
+                &file,
+                &cmd::simulate::SimulateArgs {
+                    collective,
+                    modes,
+                    down,
+                    random_down,
+                    seed,
+                    size,
+                    lanes: qps,
+                    mtu,
+                    class,
+                    ranks,
+                },
+                output,
+            )
+        }),
         Command::Apply {
             file,
             down,

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 
+pub mod workload;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TestbedError {
     #[error("{what}: {source}")]

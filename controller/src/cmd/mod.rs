@@ -4,8 +4,10 @@
 pub mod plan;
 pub mod run;
 pub mod show;
+pub mod simulate;
 pub mod testbed;
 pub mod validate;
+pub mod workload;
 
 use std::io::Write;
 

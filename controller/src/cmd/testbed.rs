@@ -1,4 +1,4 @@
-//! `weft testbed up|down|status|link|ping`.
+//! `weft testbed up|down|status|link|ping|spread` (`workload` is in [`super::workload`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,7 +12,12 @@ fn state_dir(dir: Option<PathBuf>, fabric: &str) -> PathBuf {
     dir.unwrap_or_else(|| tb::default_state_dir(fabric))
 }
 
-pub fn up(file: &str, dir: Option<PathBuf>, db_only: bool) -> anyhow::Result<Outcome> {
+pub fn up(
+    file: &str,
+    dir: Option<PathBuf>,
+    db_only: bool,
+    plugin_args: Vec<String>,
+) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid(file)? else {
         return Ok(Outcome::Invalid);
     };
@@ -24,7 +29,7 @@ pub fn up(file: &str, dir: Option<PathBuf>, db_only: bool) -> anyhow::Result<Out
     let dir = state_dir(dir, &t.name);
     let opts = tb::UpOptions {
         state_dir: dir.clone(),
-        plugin_args: Vec::new(),
+        plugin_args,
         db_only,
     };
     let st = tb::up(&t, &programs, &opts)?;
