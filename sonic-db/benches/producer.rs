@@ -137,7 +137,10 @@ async fn measure_swss(
         let mut producer = ProducerStateTable::new(db, SonicDbId::ApplDb, "P4RT_TABLE").await?;
         let pending = producer.pending().await?;
         if pending != ops.len() as u64 {
-            bail!("swss {how:?}: {pending} keys pending after writing {}", ops.len());
+            bail!(
+                "swss {how:?}: {pending} keys pending after writing {}",
+                ops.len()
+            );
         }
     }
     times.sort();
@@ -433,7 +436,10 @@ async fn main() -> anyhow::Result<()> {
         rate(best1) / top
     );
     for (name, (b, m)) in [
-        ("swss-common set(key) per entry, pipelined 128", swss_buffered),
+        (
+            "swss-common set(key) per entry, pipelined 128",
+            swss_buffered,
+        ),
         ("swss-common set(vector), one script", swss_batched),
         ("swss-common set(key) per entry, unbuffered", swss_single),
     ] {
