@@ -145,7 +145,9 @@ pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
                     switches,
                     hosts,
                     links,
-                } => println!("{file}: valid ({switches} switches, {hosts} hosts, {links} links)"),
+                } => crate::outln!(
+                    "{file}: valid ({switches} switches, {hosts} hosts, {links} links)"
+                ),
                 Checked::Invalid(d) => {
                     print_diagnostics(d);
                     if r.error_count > d.len() {
@@ -164,7 +166,7 @@ pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
         reports.push(r);
     }
     if output == OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&reports)?);
     }
     Ok(if unreadable {
         Outcome::Failed
@@ -173,4 +175,29 @@ pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
+}
+
+/// One invalid file's report, as `weft validate --output json` prints it (for commands whose
+/// `--output json` meets an invalid intent).
+pub fn invalid_report(file: &str, d: &[Diagnostic]) -> serde_json::Value {
+    let r = Report {
+        file,
+        valid: false,
+        switches: None,
+        hosts: None,
+        links: None,
+        error_count: total_count(d),
+        errors: d
+            .iter()
+            .map(|d| ErrorJson {
+                file: &d.file,
+                line: Some(d.line),
+                column: Some(d.column),
+                item: &d.item,
+                message: &d.message,
+                help: d.help.as_deref(),
+            })
+            .collect(),
+    };
+    serde_json::to_value(&r).unwrap_or_default()
 }
