@@ -446,12 +446,13 @@ pub enum ShowCommand {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
-    /// PFC watchdog state of every switch queue from STATE_DB PFC_WD_STATE (SONiC's
-    /// `show pfcwd stats`).
+    /// PFC watchdog state of every switch queue (SONiC's `show pfcwd stats`).
     ///
     /// Examples:
     ///   weft show pfcwd fabric.yaml
     ///   weft show pfcwd fabric.yaml --switch 'leaf*' --output json
+    ///
+    /// From each switch's STATE_DB PFC_WD_STATE, written by its plugin's watchdog.
     #[command(verbatim_doc_comment)]
     Pfcwd {
         /// The intent file.
@@ -473,13 +474,15 @@ pub enum GraphFormat {
 
 #[derive(Subcommand, Debug)]
 pub enum TestbedCommand {
-    /// Build the emulated fabric: per switch a BMv2, a redis-server (its SONiC DB) and a plugin;
-    /// per host a network namespace cabled to its leaf.
+    /// Build the emulated fabric of an intent on this machine.
     ///
     /// Examples:
     ///   weft testbed up fabric.yaml
     ///   weft testbed up fabric.yaml --db-only          (no BMv2: then `weft apply --no-wait`)
     ///   weft testbed up fabric.yaml --plugin-arg=--bmv2-queue-scale --plugin-arg=0.18
+    ///
+    /// Per switch a BMv2, a redis-server (its SONiC DB) and a plugin; per host a network
+    /// namespace cabled to its leaf.
     #[command(verbatim_doc_comment)]
     Up {
         /// The intent file.
@@ -543,11 +546,13 @@ pub enum TestbedCommand {
         #[arg(long, default_value = "100ms", value_parser = parse_duration_ms, value_name = "DURATION")]
         interval: Duration,
     },
-    /// Send 2000 paced UDP packets over 64 flows from one host to another and show how many
-    /// each top-tier switch forwarded (from the kernel's counters of its ports).
+    /// Show how traffic between two hosts spreads over the top-tier switches.
     ///
     /// Examples:
     ///   weft testbed spread fabric.yaml leaf1-h1 leaf3-h1
+    ///
+    /// Sends 2000 paced UDP packets over 64 flows and counts what each top-tier switch
+    /// forwarded (from the kernel's counters of its ports).
     #[command(verbatim_doc_comment)]
     Spread {
         /// The intent file.
@@ -679,4 +684,105 @@ pub fn parse_duration_ms(s: &str) -> Result<Duration, String> {
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
     crate::cmd::simulate::parse_size(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn walk(cmd: &clap::Command, path: &str, f: &mut dyn FnMut(&str, &clap::Command)) {
+        let here = format!("{path} {}", cmd.get_name()).trim().to_string();
+        f(&here, cmd);
+        for s in cmd.get_subcommands() {
+            if s.get_name() != "help" {
+                walk(s, &here, f);
+            }
+        }
+    }
+
+    #[test]
+    fn every_commands_help_begins_with_examples() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut bad = Vec::new();
+        walk(&cmd, "", &mut |path, c| {
+            let help = c.clone().render_long_help().to_string();
+            let lines: Vec<&str> = help.lines().collect();
+            // A one-line summary, a blank line, then the examples.
+            if lines.get(2).map(|l| l.trim()) != Some("Examples:")
+                || !lines
+                    .get(3)
+                    .is_some_and(|l| l.trim_start().starts_with("weft "))
+            {
+                bad.push(format!(
+                    "{path}:\n{}",
+                    lines[..lines.len().min(5)].join("\n")
+                ));
+            }
+        });
+        assert!(
+            bad.is_empty(),
+            "help without examples first:\n{}",
+            bad.join("\n\n")
+        );
+    }
+
+    #[test]
+    fn every_flag_and_argument_has_a_help_line() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut bad = Vec::new();
+        walk(&cmd, "", &mut |path, c| {
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    bad.push(format!("{path} {id}"));
+                }
+            }
+        });
+        assert!(bad.is_empty(), "arguments without help: {bad:?}");
+    }
+
+    #[test]
+    fn durations_take_units_and_a_bare_number_of_milliseconds_only_where_it_always_meant_that() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("50ms"), Ok(Duration::from_millis(50)));
+        assert!(
+            parse_duration("30").is_err(),
+            "a duration without unit is ambiguous"
+        );
+        assert_eq!(parse_duration_ms("50"), Ok(Duration::from_millis(50)));
+        assert_eq!(parse_duration_ms("2s"), Ok(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn show_takes_a_file_or_a_subcommand() {
+        let c = Cli::try_parse_from(["weft", "show", "f.yaml", "--switches"]).expect("show FILE");
+        assert!(matches!(
+            c.command,
+            Command::Show {
+                what: None,
+                file: Some(_),
+                switches: true,
+                ..
+            }
+        ));
+        let c = Cli::try_parse_from(["weft", "show", "queues", "f.yaml", "--switch", "leaf1"])
+            .expect("show queues FILE");
+        assert!(matches!(
+            c.command,
+            Command::Show {
+                what: Some(ShowCommand::Queues { .. }),
+                ..
+            }
+        ));
+        assert!(
+            Cli::try_parse_from(["weft", "show"]).is_err(),
+            "show needs a file"
+        );
+    }
 }
