@@ -13,8 +13,10 @@ use super::fabric::{self, Want};
 use super::{Outcome, OutputFormat, load_valid_as};
 use crate::cli::GraphFormat;
 
+/// A DOT string. Names follow the name rule (no quotes, no backslashes); `\n` in a label is
+/// DOT's line break and stays as it is.
 fn quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    format!("\"{}\"", s.replace('"', "\\\""))
 }
 
 /// The DOT text. `state[l]`: `Some(true)` both ends up, `Some(false)` an end down, `None` unknown.

@@ -85,9 +85,15 @@ pub async fn read_selected(
             continue;
         }
         let (sem, db) = (sem.clone(), s.db.clone());
+        let name = s.name.clone();
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await;
-            (i, weft_reconcile::io::read_installed(&db).await)
+            let r = weft_reconcile::io::read_installed(&db).await;
+            match &r {
+                Ok(inst) => tracing::debug!(switch = %name, installed = %inst.describe(), entries = inst.entries.len(), "read"),
+                Err(e) => tracing::debug!(switch = %name, error = %e, "read failed"),
+            }
+            (i, r)
         });
     }
     let mut out: Vec<Installed> = (0..t.switches.len())
@@ -256,7 +262,12 @@ pub async fn write_plan(
     let n = selection.as_ref().map_or(t.switches.len(), BTreeSet::len);
     match output {
         OutputFormat::Text => {
-            out.write_all(plan::render_footer(n, totals, &fallbacks, &notes, verbose).as_bytes())?;
+            let shown = if verbose {
+                notes.clone()
+            } else {
+                summarise_notes(t, &notes)
+            };
+            out.write_all(plan::render_footer(n, totals, &fallbacks, &shown, verbose).as_bytes())?;
         }
         OutputFormat::Json => out.write_all(b"]}\n")?,
     }
@@ -266,6 +277,47 @@ pub async fn write_plan(
     }
     out.flush()?;
     Ok(stats)
+}
+
+/// The compiler's notes for the text plan: "no path to leaf" between switches that share no
+/// link at all (planes of a multi-plane fabric, by design) become one line; the rest stay.
+/// `-v` and the JSON keep every note.
+pub fn summarise_notes(t: &Topology, notes: &[String]) -> Vec<String> {
+    let mut comp: Vec<usize> = (0..t.switches.len()).collect();
+    fn root(c: &mut [usize], mut i: usize) -> usize {
+        while c[i] != i {
+            c[i] = c[c[i]];
+            i = c[i];
+        }
+        i
+    }
+    for l in &t.links {
+        let (a, b) = (root(&mut comp, l.a.switch), root(&mut comp, l.b.switch));
+        comp[a] = b;
+    }
+    let mut apart = 0usize;
+    let mut out = Vec::new();
+    for n in notes {
+        let pair = n.split_once(": no path to leaf ").and_then(|(src, rest)| {
+            let dst = rest.split(';').next()?;
+            Some((t.switch_index(src)?, t.switch_index(dst)?))
+        });
+        match pair {
+            Some((a, b)) if root(&mut comp, a) != root(&mut comp, b) => apart += 1,
+            _ => out.push(n.clone()),
+        }
+    }
+    if apart > 0 {
+        let planes: BTreeSet<usize> = (0..t.switches.len()).map(|i| root(&mut comp, i)).collect();
+        out.insert(
+            0,
+            format!(
+                "{apart} leaf pairs have no path between them because they share no link: the fabric is {} separate planes, by design (each host reaches the hosts of its plane; -v or --output json lists them)",
+                planes.len()
+            ),
+        );
+    }
+    out
 }
 
 #[derive(Debug, Clone)]
@@ -805,4 +857,32 @@ async fn verify_canaries(
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_between_planes_are_one_line_and_others_stay() {
+        let t = weft_topology::load_file(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topology/examples/multi-plane-8.yaml"
+        ))
+        .expect("example");
+        let c = Compiler::new(&t, LinkState::all_up(&t));
+        let notes = c.notes();
+        assert!(notes.len() > 1000, "{}", notes.len());
+        let mut with_other = notes.clone();
+        with_other.push("something else".into());
+        let s = summarise_notes(&t, &with_other);
+        assert_eq!(s.len(), 2, "{:?}", &s[..s.len().min(3)]);
+        assert!(
+            s[0].starts_with(&format!("{} leaf pairs", notes.len())),
+            "{}",
+            s[0]
+        );
+        assert!(s[0].contains("8 separate planes"), "{}", s[0]);
+        assert_eq!(s[1], "something else");
+    }
 }
