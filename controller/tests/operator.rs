@@ -786,3 +786,171 @@ fn canary_first_then_the_rest_and_a_failing_canary_stops_the_rollout() {
     assert!(err.contains("canaries verified"), "{err}");
     let _ = Path::new("");
 }
+
+#[test]
+fn graph_colours_links_by_the_state_both_ends_report() {
+    let f = Fabric::new(&[]);
+    let up = [
+        "HSET",
+        "PORT_TABLE|Ethernet8",
+        "oper_status",
+        "up",
+        "admin_status",
+        "up",
+    ];
+    f.cli("leaf1", 6, &up);
+    f.cli(
+        "spine1",
+        6,
+        &[
+            "HSET",
+            "PORT_TABLE|Ethernet0",
+            "oper_status",
+            "up",
+            "admin_status",
+            "up",
+        ],
+    );
+    f.cli("leaf2", 6, &up);
+    f.cli(
+        "spine1",
+        6,
+        &[
+            "HSET",
+            "PORT_TABLE|Ethernet4",
+            "oper_status",
+            "down",
+            "admin_status",
+            "up",
+        ],
+    );
+    let (code, out, err) = f.weft(&["graph", &f.file()]);
+    assert_eq!(code, 0, "{err}");
+    let edge = |a: &str, b: &str| -> String {
+        out.lines()
+            .find(|l| l.contains(&format!("\"{a}\" -- \"{b}\"")) && l.contains("tooltip"))
+            .unwrap_or_else(|| panic!("no edge {a} -- {b}:\n{out}"))
+            .to_string()
+    };
+    assert!(
+        edge("spine1", "leaf1").contains("#2e8b57"),
+        "both up: green"
+    );
+    assert!(
+        edge("spine1", "leaf2").contains("#d62728"),
+        "an end down: red"
+    );
+    assert!(
+        edge("spine2", "leaf1").contains("#9a9a9a"),
+        "no state: grey"
+    );
+    // weft status shows the same ends.
+    let (_, out, _) = f.weft(&["status", &f.file()]);
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("leaf2:Ethernet8 ↔ spine1:Ethernet4"))
+        .expect("link row");
+    assert!(row.contains("up/up") && row.contains("down/up"), "{row}");
+}
+
+#[test]
+fn a_db_only_testbed_says_what_it_cannot_do_and_down_cleans_up() {
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("tb{}x{n}", std::process::id() % 100_000);
+    let dir = std::env::temp_dir().join(format!("weft-{name}"));
+    let state = dir.join("state");
+    let db_dir = dir.join("db");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../topology/examples/leaf-spine-small.yaml"
+    ))
+    .expect("example")
+    .replace("name: small", &format!("name: {name}"))
+    .replace(
+        "db_socket_dir: /run/weft/small",
+        &format!("db_socket_dir: {}", db_dir.display()),
+    );
+    let file = dir.join("fabric.yaml");
+    std::fs::write(&file, text).expect("intent");
+    let file = file.to_string_lossy().into_owned();
+    let sd = state.to_string_lossy().into_owned();
+    let weft = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(args)
+            .args(if args[0] == "testbed" {
+                vec!["--state-dir", &sd]
+            } else {
+                vec![]
+            })
+            .stdin(Stdio::null())
+            .output()
+            .expect("weft");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, out) = weft(&["testbed", "up", &file, "--db-only"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("next: weft apply {file} --no-wait")),
+        "{out}"
+    );
+    for (args, why) in [
+        (vec!["testbed", "ping", &file], "nothing to ping"),
+        (
+            vec!["testbed", "link", &file, "leaf1:Ethernet8", "down"],
+            "nothing to take down or up",
+        ),
+        (
+            vec!["testbed", "spread", &file, "leaf1-h1", "leaf3-h1"],
+            "nothing to send traffic through",
+        ),
+    ] {
+        let (code, out) = weft(&args);
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(
+            out.contains("was started with --db-only") && out.contains(why),
+            "{args:?}: {out}"
+        );
+    }
+    let (code, out) = weft(&["apply", &file, "--no-wait"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = weft(&["testbed", "status", &file, "--output", "json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["db_only"], true);
+    assert_eq!(v["processes"].as_array().map(Vec::len), Some(6));
+    // One redis-server dies before `down`: it is reported as not running, not as stopped.
+    let dead = v["processes"][0]["pid"].as_u64().expect("pid").to_string();
+    let dead_name = v["processes"][0]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    Command::new("kill")
+        .args(["-KILL", &dead])
+        .status()
+        .expect("kill");
+    wait_for("the killed redis to go", Duration::from_secs(5), || {
+        !Path::new(&format!("/proc/{dead}")).exists()
+            || std::fs::read_to_string(format!("/proc/{dead}/stat"))
+                .is_ok_and(|s| s.contains(") Z"))
+    });
+    let (code, out) = weft(&["testbed", "status", &file]);
+    assert_eq!(code, 1, "a process is not running: {out}");
+    let (code, out) = weft(&["testbed", "down", &file]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{dead_name} (pid {dead}) was not running")),
+        "{out}"
+    );
+    assert_eq!(out.matches("stopped redis").count(), 5, "{out}");
+    assert!(
+        !db_dir.join("leaf1").exists(),
+        "socket directories removed:\n{out}"
+    );
+    assert!(!state.exists(), "state directory removed:\n{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -361,7 +361,7 @@ fn print_links(links: &[LinkRow]) {
         .max(4);
     outln!();
     outln!(
-        "{:<w$}  {:<9}  {:<9}  use",
+        "{:<w$}  {:<11}{:<11}use",
         "link",
         "a oper/adm",
         "b oper/adm"
@@ -373,7 +373,7 @@ fn print_links(links: &[LinkRow]) {
             _ => String::new(),
         };
         outln!(
-            "{:<w$}  {:<10} {:<10} {}{extra}",
+            "{:<w$}  {:<11}{:<11}{}{extra}",
             l.link,
             l.a_state,
             l.b_state,
