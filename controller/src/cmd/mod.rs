@@ -141,7 +141,7 @@ pub fn human_duration(d: std::time::Duration) -> String {
         format!("{}us", d.as_micros())
     } else if ms < 1000 {
         format!("{ms}ms")
-    } else if ms % 1000 == 0 && ms < 120_000 {
+    } else if ms.is_multiple_of(1000) && ms < 120_000 {
         format!("{}s", ms / 1000)
     } else if ms < 120_000 {
         format!("{:.1}s", ms as f64 / 1000.0)

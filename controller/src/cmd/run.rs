@@ -110,9 +110,9 @@ pub fn read_daemon_status(path: &Path) -> Option<RunState> {
     let text = std::fs::read_to_string(path).ok()?;
     let status: DaemonStatus = serde_json::from_str(&text).ok()?;
     let here = weft_reconcile::lock::hostname();
-    let (running, why) = if !status.host.is_empty() && status.host != here {
-        (true, None)
-    } else if pid_alive(status.pid) {
+    // A pid of another host cannot be checked from here: taken as running.
+    let elsewhere = !status.host.is_empty() && status.host != here;
+    let (running, why) = if elsewhere || pid_alive(status.pid) {
         (true, None)
     } else {
         (
