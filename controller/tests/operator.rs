@@ -734,6 +734,31 @@ fn show_queues_and_pfcwd_read_what_the_plugins_wrote() {
     assert_eq!(code, 0, "every DB answers here");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["queues"][0]["storms_detected"], 2);
+    // Queues watched but never stormed have no STATE_DB row yet: listed from CONFIG_DB.
+    let (code, out, err) = f.weft(&["apply", &f.file(), "--switch", "leaf2", "--no-wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = f.weft(&[
+        "show",
+        "pfcwd",
+        &f.file(),
+        "--switch",
+        "leaf2",
+        "--output",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let rows = v["queues"].as_array().expect("rows");
+    assert!(!rows.is_empty(), "{v}");
+    assert!(
+        rows.iter().all(|r| r["status"] == "operational"
+            && r["priority"] == 3
+            && r["storms_detected"] == 0),
+        "{v}"
+    );
+    assert!(
+        rows.iter().any(|r| r["port"] == "Ethernet8"),
+        "fabric ports are watched: {v}"
+    );
 }
 
 #[test]

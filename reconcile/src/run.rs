@@ -270,6 +270,10 @@ pub async fn run(
             e = &mut lost => {
                 tracing::error!(error = %e, "stopping: the lock was taken");
                 let _ = std::fs::remove_file(&opts.status_file);
+                if let Some(l) = &lock {
+                    // Only rows still carrying our token go.
+                    l.release().await;
+                }
                 return Err(e.into());
             }
             _ = &mut shutdown => {

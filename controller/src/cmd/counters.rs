@@ -168,6 +168,42 @@ pub async fn queues(
     })
 }
 
+/// Queues the controller configured a watchdog for, as operational with no storm yet.
+async fn watched(db: &str) -> Vec<PfcWdState> {
+    use weft_sonic_schema::config::{PfcWd, PfcWdAction, PortQosMap};
+    let Ok(wd) = dump(db, SonicDbId::ConfigDb, PfcWd::TABLE).await else {
+        return Vec::new();
+    };
+    let Ok(qos) = dump(db, SonicDbId::ConfigDb, PortQosMap::TABLE).await else {
+        return Vec::new();
+    };
+    let qos: std::collections::BTreeMap<String, PortQosMap> = qos
+        .iter()
+        .filter_map(|(k, f)| PortQosMap::from_fields(k, f).ok().map(|q| (k.clone(), q)))
+        .collect();
+    let mut out = Vec::new();
+    for (k, f) in &wd {
+        let Ok(w) = PfcWd::from_fields(k, f) else {
+            continue;
+        };
+        let Some(prios) = qos.get(k).and_then(|q| q.pfc_enable.clone()) else {
+            continue;
+        };
+        for p in prios.iter() {
+            out.push(PfcWdState {
+                port: w.port.clone(),
+                priority: p,
+                status: weft_sonic_schema::state::WdStatus::Operational,
+                action: w.action.unwrap_or(PfcWdAction::Drop),
+                detected: 0,
+                restored: 0,
+                timestamp_ms: 0,
+            });
+        }
+    }
+    out
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct WdRow {
     pub switch: String,
@@ -195,6 +231,15 @@ pub async fn pfcwd(file: &str, targets: &Targets, output: OutputFormat) -> anyho
                     .iter()
                     .filter_map(|(k, f)| PfcWdState::from_fields(k, f).ok())
                     .collect();
+                // The plugin writes a queue's row at its first storm; the queues watched
+                // without one yet come from CONFIG_DB (PFC_WD ports × PORT_QOS_MAP pfc_enable).
+                let seen: BTreeSet<(String, u8)> =
+                    sw.iter().map(|w| (w.port.clone(), w.priority)).collect();
+                for w in watched(&s.db).await {
+                    if !seen.contains(&(w.port.clone(), w.priority)) {
+                        sw.push(w);
+                    }
+                }
                 sw.sort_by_key(|w| (port_order(&w.port), w.priority));
                 rows.extend(sw.into_iter().map(|w| WdRow {
                     switch: s.name.clone(),
@@ -244,7 +289,9 @@ pub async fn pfcwd(file: &str, targets: &Targets, output: OutputFormat) -> anyho
                 );
             }
             if rows.is_empty() && errors.is_empty() {
-                outln!("(no PFC watchdog state: no lossless queue watched, or no plugin running)");
+                outln!(
+                    "(no queue watched: no PFC_WD rows in CONFIG_DB; has the intent been applied?)"
+                );
             }
             for e in &errors {
                 outln!(

@@ -506,6 +506,12 @@ pub fn print_results(
             )?;
         }
     }
+    if results.iter().any(|r| r.error_kind == Some("not-ready")) {
+        writeln!(
+            out,
+            "hint: a switch whose plugin is not running (primary and synced) cannot answer: start its weft-plugin, or write without waiting with --no-wait"
+        )?;
+    }
     Ok(ok)
 }
 
@@ -833,12 +839,16 @@ async fn verify_canaries(
     if !problems.is_empty() {
         return problems;
     }
+    if !waited {
+        // --no-wait: no plugin answers, so APPL_STATE_DB says nothing to compare.
+        return problems;
+    }
     let sel = Some(canaries.clone());
     let now = read_selected(t, &sel, 64).await;
     let compiler = Compiler::new(t, link_state(t, down));
     for &si in canaries {
         let name = &t.switches[si].name;
-        if waited && !now[si].trusted() {
+        if !now[si].trusted() {
             problems.push(format!("{name}: {}", now[si].describe()));
             continue;
         }

@@ -333,7 +333,11 @@ fn print_run_status(s: &DaemonStatus) {
             .map_or(String::new(), |(h, n)| format!(", lock held on {h}/{n}"))
     );
     for (name, st) in &s.switches {
-        outln!("  {name}: {}", st);
+        let state = st["state"].as_str().unwrap_or("?");
+        match st["reason"].as_str() {
+            Some(r) => outln!("  {name}: {state}: {r}"),
+            None => outln!("  {name}: {state}"),
+        }
     }
     out!(
         "reconvergences: {}, entries written since start: {}",
