@@ -136,6 +136,15 @@ fn exit_codes_follow_the_table() {
     assert_eq!(code, 3, "{err}");
     let (code, _, _) = weft(&["plan", SMALL, "--offline"]);
     assert_eq!(code, 0, "without the flag changes are not an exit status");
+    // A by-design property is one line, not 21,504.
+    let (code, out, _) = weft(&["plan", "topology/examples/multi-plane-8.yaml", "--offline"]);
+    assert_eq!(code, 0);
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("21504 leaf pairs") && notes[0].contains("8 separate planes"),
+        "{notes:?}"
+    );
     // 1: switches that cannot be read (none has a DB here).
     let (code, _, err) = weft(&["plan", SMALL, "--switch", "leaf1"]);
     assert_eq!(code, 1, "{err}");

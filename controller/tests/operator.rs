@@ -345,6 +345,16 @@ fn the_lock_keeps_a_second_writer_out_until_it_is_stolen_or_its_holder_is_gone()
         f.cli("leaf1", 14, &["KEYS", "*"]).trim().is_empty(),
         "nothing written"
     );
+    let (code, out, _) = f.weft(&["apply", &f.file(), "--output", "json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON also when refused");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("locked on leaf3")),
+        "{v}"
+    );
+    assert_eq!(v["summary"]["switches"], 0, "{v}");
     assert!(
         f.lock_row("leaf1").trim().is_empty(),
         "what was taken is released"
@@ -782,6 +792,33 @@ fn canary_first_then_the_rest_and_a_failing_canary_stops_the_rollout() {
     assert!(
         f.cli("leaf2", 0, &["KEYS", "*"]).trim().is_empty(),
         "leaf2 untouched"
+    );
+    assert!(
+        out.contains("spine1 ") && out.contains("FAILED"),
+        "the canaries' results:\n{out}"
+    );
+    let (code, out, _) = f.weft(&[
+        "apply",
+        &f.file(),
+        "--canary",
+        "2",
+        "--timeout",
+        "5s",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("canary check failed: spine1")),
+        "{v}"
+    );
+    assert_eq!(v["canaries"], serde_json::json!(["spine1", "leaf1"]));
+    assert_eq!(
+        v["summary"]["switches"], 2,
+        "only the canaries were written: {v}"
     );
     // Only the leaves, two canaries (leaf1, leaf2), then the rest: all answer.
     let (code, out, err) = f.weft(&[

@@ -670,17 +670,46 @@ pub async fn run_apply(file: &str, mut args: ApplyArgs) -> anyhow::Result<Outcom
         Ok(l) => l,
         Err(e) => {
             eprintln!("weft: {e}");
+            report(&[], &[], Some(e.to_string()), &args, &mut out)?;
             return Ok(Outcome::Failed);
         }
     };
     let result = apply_passes(&t, file, &args, plan_file.as_ref(), &all, down, &lock).await;
     lock.release().await;
-    let (results, canaries) = match result? {
-        Passes::Done { results, canaries } => (results, canaries),
-        Passes::Refused => return Ok(Outcome::Failed),
+    let (results, canaries, error) = match result? {
+        Passes::Done { results, canaries } => (results, canaries, None),
+        Passes::Refused {
+            error,
+            results,
+            canaries,
+        } => (results, canaries, Some(error)),
     };
-    let ok = match args.output {
-        OutputFormat::Text => print_results(&results, args.timeout, &mut out)?,
+    let ok = report(&results, &canaries, error.clone(), &args, &mut out)?;
+    out.flush()?;
+    Ok(if ok && error.is_none() {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// The results as text (the table) or JSON (`{summary, canaries, switches, error}`); `error`
+/// says why the apply stopped before it was done (the lock, a stale plan, a failed canary).
+fn report(
+    results: &[SwitchResult],
+    canaries: &[String],
+    error: Option<String>,
+    args: &ApplyArgs,
+    out: &mut dyn Write,
+) -> anyhow::Result<bool> {
+    Ok(match args.output {
+        OutputFormat::Text => {
+            if results.is_empty() {
+                true
+            } else {
+                print_results(results, args.timeout, out)?
+            }
+        }
         OutputFormat::Json => {
             let summary: BTreeMap<&str, usize> = [
                 ("switches", results.len()),
@@ -691,19 +720,18 @@ pub async fn run_apply(file: &str, mut args: ApplyArgs) -> anyhow::Result<Outcom
             ]
             .into();
             serde_json::to_writer_pretty(
-                &mut out,
+                &mut *out,
                 &serde_json::json!({
                     "summary": summary,
                     "canaries": canaries,
                     "switches": results,
+                    "error": error,
                 }),
             )?;
             writeln!(out)?;
             results.iter().all(SwitchResult::ok)
         }
-    };
-    out.flush()?;
-    Ok(if ok { Outcome::Ok } else { Outcome::Failed })
+    })
 }
 
 enum Passes {
@@ -711,8 +739,13 @@ enum Passes {
         results: Vec<SwitchResult>,
         canaries: Vec<String>,
     },
-    /// Refused before anything was written, or the canaries failed (already reported).
-    Refused,
+    /// Refused before anything was written, or stopped (the canaries failed, the lock was
+    /// taken); what was written so far is in `results`.
+    Refused {
+        error: String,
+        results: Vec<SwitchResult>,
+        canaries: Vec<String>,
+    },
 }
 
 async fn apply_passes(
@@ -732,7 +765,11 @@ async fn apply_passes(
             for s in &stale {
                 eprintln!("  {s}");
             }
-            return Ok(Passes::Refused);
+            return Ok(Passes::Refused {
+                error: format!("{file} is stale: {}", stale.join("; ")),
+                results: Vec::new(),
+                canaries: Vec::new(),
+            });
         }
     }
     let info = Arc::new(p4map::pipeline_p4info().context("the pipeline's P4Info")?);
@@ -743,9 +780,13 @@ async fn apply_passes(
         down: down.clone(),
         targets: Some(targets),
     };
-    let lock_lost = |e: LockError| {
+    let lock_lost = |e: LockError, results: Vec<SwitchResult>, canaries: Vec<String>| {
         eprintln!("weft: {e}; stopped writing (what was written is read back by the next plan)");
-        Passes::Refused
+        Passes::Refused {
+            error: e.to_string(),
+            results,
+            canaries,
+        }
     };
     let mut results = Vec::new();
     let mut canary_names = Vec::new();
@@ -767,12 +808,11 @@ async fn apply_passes(
         .await
         {
             Ok(r) => r,
-            Err(e) => return Ok(lock_lost(e)),
+            Err(e) => return Ok(lock_lost(e, Vec::new(), canary_names)),
         };
         let problems =
             verify_canaries(t, &info, &down, &canaries, &r, args.timeout.is_some()).await;
         if !problems.is_empty() {
-            print_results(&r, args.timeout, &mut crate::out::stdout())?;
             eprintln!(
                 "weft: canary check failed; the other {} switch(es) were not written:",
                 all.len() - canaries.len()
@@ -780,7 +820,11 @@ async fn apply_passes(
             for p in &problems {
                 eprintln!("  {p}");
             }
-            return Ok(Passes::Refused);
+            return Ok(Passes::Refused {
+                error: format!("canary check failed: {}", problems.join("; ")),
+                results: r,
+                canaries: canary_names,
+            });
         }
         eprintln!("canaries verified: answered, plugin running, nothing left to plan");
         rest = all.difference(&canaries).copied().collect();
@@ -796,7 +840,7 @@ async fn apply_passes(
     .await
     {
         Ok(r) => r,
-        Err(e) => return Ok(lock_lost(e)),
+        Err(e) => return Ok(lock_lost(e, results, canary_names)),
     };
     results.extend(r);
     let order: BTreeMap<&str, usize> = t
