@@ -44,7 +44,7 @@ fn main() {
         Ok(outcome) => std::process::exit(outcome.exit_code()),
         Err(e) => {
             // One line, the causes after colons; never a backtrace.
-            eprintln!("weft: {e:#}");
+            weft_controller::errln!("weft: {e:#}");
             std::process::exit(1);
         }
     }

@@ -77,3 +77,12 @@ macro_rules! out {
         let _ = write!($crate::out::stdout(), $($arg)*);
     }};
 }
+
+/// `eprintln!` that survives a closed standard error (`weft ... 2>&1 | head -1`).
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}

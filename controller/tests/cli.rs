@@ -100,6 +100,23 @@ fn a_closed_pipe_neither_panics_nor_changes_the_exit_status() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("panicked"), "{err}");
 
+    // Diagnostics go to standard error: `2>&1 | head -1` closes that too.
+    let files = vec!["tests/readme/broken.yaml"; 400].join(" ");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "\"$0\" validate {files} 2>&1 | head -1; echo \"rc=${{PIPESTATUS[0]}}\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_weft"))
+        .current_dir(repo())
+        .output()
+        .expect("bash");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("rc=2\n"),
+        "invalid intents: exit 2 also with stderr cut short:\n{text}"
+    );
+    assert!(!text.contains("panicked"), "{text}");
     let (_, code, err) = first_line_then_close(&["schema"]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("panicked"), "{err}");

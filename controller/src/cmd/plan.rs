@@ -373,14 +373,14 @@ pub async fn run_plan(file: &str, args: PlanArgs) -> anyhow::Result<Outcome> {
     .await?;
     drop(out);
     if let Some(p) = &args.out {
-        eprintln!(
+        crate::errln!(
             "weft: plan written to {}; apply exactly it with `weft apply {}`",
             p.display(),
             p.display()
         );
     }
     if stats.untrusted > 0 {
-        eprintln!(
+        crate::errln!(
             "weft: {} switch(es) could not be read or their plugin is not in sync: their plan compares against what is shown in `installed state`",
             stats.untrusted
         );
@@ -432,7 +432,7 @@ fn progress_reporter(total: usize) -> Progress {
             if let Ok(mut s) = said.lock()
                 && s.insert(sw.to_string(), kind) != Some(kind)
             {
-                eprintln!("{line}");
+                crate::errln!("{line}");
             }
         })
     }
@@ -669,7 +669,7 @@ pub async fn run_apply(file: &str, mut args: ApplyArgs) -> anyhow::Result<Outcom
     {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("weft: {e}");
+            crate::errln!("weft: {e}");
             report(&[], &[], Some(e.to_string()), &args, &mut out)?;
             return Ok(Outcome::Failed);
         }
@@ -761,9 +761,9 @@ async fn apply_passes(
     if let Some(p) = plan_file {
         let stale = stale_switches(t, p, &sel).await;
         if !stale.is_empty() {
-            eprintln!("weft: {file} is stale; nothing was written. Make a new plan:");
+            crate::errln!("weft: {file} is stale; nothing was written. Make a new plan:");
             for s in &stale {
-                eprintln!("  {s}");
+                crate::errln!("  {s}");
             }
             return Ok(Passes::Refused {
                 error: format!("{file} is stale: {}", stale.join("; ")),
@@ -781,7 +781,9 @@ async fn apply_passes(
         targets: Some(targets),
     };
     let lock_lost = |e: LockError, results: Vec<SwitchResult>, canaries: Vec<String>| {
-        eprintln!("weft: {e}; stopped writing (what was written is read back by the next plan)");
+        crate::errln!(
+            "weft: {e}; stopped writing (what was written is read back by the next plan)"
+        );
         Passes::Refused {
             error: e.to_string(),
             results,
@@ -797,7 +799,7 @@ async fn apply_passes(
             .iter()
             .map(|&i| t.switches[i].name.clone())
             .collect();
-        eprintln!("canaries: {}", canary_names.join(", "));
+        crate::errln!("canaries: {}", canary_names.join(", "));
         let r = match apply::apply_locked(
             t,
             info.clone(),
@@ -813,12 +815,12 @@ async fn apply_passes(
         let problems =
             verify_canaries(t, &info, &down, &canaries, &r, args.timeout.is_some()).await;
         if !problems.is_empty() {
-            eprintln!(
+            crate::errln!(
                 "weft: canary check failed; the other {} switch(es) were not written:",
                 all.len() - canaries.len()
             );
             for p in &problems {
-                eprintln!("  {p}");
+                crate::errln!("  {p}");
             }
             return Ok(Passes::Refused {
                 error: format!("canary check failed: {}", problems.join("; ")),
@@ -826,7 +828,7 @@ async fn apply_passes(
                 canaries: canary_names,
             });
         }
-        eprintln!("canaries verified: answered, plugin running, nothing left to plan");
+        crate::errln!("canaries verified: answered, plugin running, nothing left to plan");
         rest = all.difference(&canaries).copied().collect();
         results.extend(r);
     }

@@ -69,7 +69,7 @@ pub async fn run(file: &str, a: RunArgs) -> anyhow::Result<Outcome> {
     match r {
         Ok(()) => Ok(Outcome::Ok),
         Err(RunError::Lock(e @ LockError::Held { .. })) => {
-            eprintln!("weft: {e}");
+            crate::errln!("weft: {e}");
             Ok(Outcome::Failed)
         }
         Err(e) => Err(e.into()),

@@ -151,16 +151,16 @@ pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
                 Checked::Invalid(d) => {
                     print_diagnostics(d);
                     if r.error_count > d.len() {
-                        eprintln!(
+                        crate::errln!(
                             "{file}: {} error(s), the first {} shown",
                             r.error_count,
                             d.len() - 1
                         );
                     } else {
-                        eprintln!("{file}: {} error(s)", r.error_count);
+                        crate::errln!("{file}: {} error(s)", r.error_count);
                     }
                 }
-                Checked::Unreadable(msg) => eprintln!("{file}: error: {msg}"),
+                Checked::Unreadable(msg) => crate::errln!("{file}: error: {msg}"),
             }
         }
         reports.push(r);
