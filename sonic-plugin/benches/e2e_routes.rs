@@ -465,6 +465,10 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
             .join(" "),
     );
     drop(sw);
-    let _ = std::fs::remove_file(&log);
+    if std::env::var_os("WEFT_BENCH_KEEP_LOG").is_some() {
+        println!("  plugin log kept: {}", log.display());
+    } else {
+        let _ = std::fs::remove_file(&log);
+    }
     Ok(())
 }

@@ -567,10 +567,28 @@ impl Daemon {
     /// A batch from the consumer: written at once when nothing is in flight; otherwise
     /// prepared now (when it touches no key of the batch in flight) and written next.
     fn take_batch(&mut self, pipe: &mut Pipe, batch: Vec<KeyOpFieldValues>) -> Result<(), End> {
+        let t0 = Instant::now();
+        let keys = batch.len();
+        let idle = pipe.inflight.is_none();
+        let r = self.take_batch_inner(pipe, batch);
+        tracing::debug!(
+            keys,
+            idle,
+            ms = t0.elapsed().as_millis() as u64,
+            "batch prepared"
+        );
+        r
+    }
+
+    fn take_batch_inner(
+        &mut self,
+        pipe: &mut Pipe,
+        batch: Vec<KeyOpFieldValues>,
+    ) -> Result<(), End> {
         match &pipe.inflight {
             None => {
                 let p = self.engine.prepare(batch, &Pending::default());
-                pipe.start(&self.client, p);
+                pipe.start(&self.engine, &self.client, p);
             }
             Some(_) if pipe.pending.disjoint(&batch) => {
                 let p = self.engine.prepare(batch, &pipe.pending);
@@ -589,18 +607,20 @@ impl Daemon {
         responder: &mut Responder,
     ) -> Result<(), End> {
         let t0 = Instant::now();
+        let write_ms = pipe.started.take().map_or(0, |t| t.elapsed().as_millis() as u64);
         let n = prepared.ops.len();
         let results = self.engine.commit(prepared, executed?).await?;
+        tracing::debug!(keys = n, write_ms, "batch written");
         self.answer(results, n, t0, responder).await?;
         match pipe.next.take() {
-            Some(Next::Prepared(p)) if !p.blocked => pipe.start(&self.client, p),
+            Some(Next::Prepared(p)) if !p.blocked() => pipe.start(&self.engine, &self.client, p),
             Some(Next::Prepared(p)) => {
                 let p = self.engine.prepare(p.ops, &Pending::default());
-                pipe.start(&self.client, p);
+                pipe.start(&self.engine, &self.client, p);
             }
             Some(Next::Raw(b)) => {
                 let p = self.engine.prepare(b, &Pending::default());
-                pipe.start(&self.client, p);
+                pipe.start(&self.engine, &self.client, p);
             }
             None => {}
         }
@@ -823,6 +843,8 @@ type Write = std::pin::Pin<
 #[derive(Default)]
 struct Pipe {
     inflight: Option<Write>,
+    /// When the batch in flight was handed to the switch.
+    started: Option<Instant>,
     /// What the batch in flight holds.
     pending: Pending,
     next: Option<Next>,
@@ -835,8 +857,9 @@ enum Next {
 }
 
 impl Pipe {
-    fn start(&mut self, client: &Client, p: Prepared) {
-        self.pending = p.pending();
+    fn start(&mut self, engine: &Engine<Client>, client: &Client, p: Prepared) {
+        self.pending = engine.pending(&p);
+        self.started = Some(Instant::now());
         let client = client.clone();
         self.inflight = Some(Box::pin(async move {
             let r = crate::engine::execute(&client, &p.plan).await;
@@ -885,11 +908,17 @@ impl Responder {
                         continue;
                     }
                 };
+                let t0 = Instant::now();
                 let r = async {
                     appl_live.replace_many(&a.revert, &a.remove).await?;
                     publisher.publish_batch(&a.results).await
                 }
                 .await;
+                tracing::debug!(
+                    keys = a.results.len(),
+                    ms = t0.elapsed().as_millis() as u64,
+                    "batch answered"
+                );
                 if let Err(e) = r {
                     let _ = err_tx.send(e.to_string());
                     return;

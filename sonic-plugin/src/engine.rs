@@ -306,6 +306,11 @@ impl<S: SwitchIo> Engine<S> {
             let old = self.installed.get(&op.key).map(|x| &x.refs);
             if let Some(r) = new_refs.get(&i) {
                 for id in &r.ids {
+                    // Provided by the batch in flight too, or dropped by it: which key
+                    // provides it is known only once that one is committed.
+                    if pending.changes(id) {
+                        blocked = true;
+                    }
                     batch_provides.insert(id, i);
                 }
             }
@@ -325,7 +330,9 @@ impl<S: SwitchIo> Engine<S> {
             // by this batch, or set by this batch (then this key holds only if that one does).
             if let Some(r) = new_refs.get(&i) {
                 for x in &r.refs {
-                    if pending.touches(x) {
+                    // Only what the batch in flight provides or drops is in doubt; what it
+                    // merely names too (every route naming the same nexthops) is not.
+                    if pending.changes(x) {
                         blocked = true;
                     }
                     let dropped = batch_drops.get(x).filter(|j| **j != i);
@@ -364,7 +371,8 @@ impl<S: SwitchIo> Engine<S> {
                 if kept {
                     continue;
                 }
-                if pending.touches(id) {
+                // Its users are known only once the batch in flight is committed.
+                if pending.changes(id) || pending.names(id) {
                     blocked = true;
                 }
                 for user in self.index.users(id).filter(|u| *u != op.key) {
@@ -744,28 +752,43 @@ pub struct Prepared {
     new_objects: HashMap<usize, Objects>,
     new_refs: HashMap<usize, Refs>,
     pub plan: Plan<usize>,
-    /// It met an object of the batch in flight: prepare it again once that one is committed.
-    pub blocked: bool,
+    /// It met an object or identity the batch in flight changes: prepare it again once that
+    /// one is committed.
+    blocked: bool,
 }
 
 impl Prepared {
-    /// What this batch will hold once written: the keys and switch objects another batch
-    /// prepared meanwhile must not touch.
-    pub fn pending(&self) -> Pending {
-        Pending {
-            keys: self.ops.iter().map(|o| o.key.clone()).collect(),
-            refs: self
-                .new_refs
-                .values()
-                .flat_map(|r| r.ids.iter().chain(&r.refs).cloned())
-                .collect(),
-            objects: self
+    /// Whether this batch met something the batch in flight changes: it must be prepared
+    /// again once that one is committed.
+    pub fn blocked(&self) -> bool {
+        self.blocked
+    }
+}
+
+impl<S: SwitchIo> Engine<S> {
+    /// What a prepared batch will change once written, for the batch prepared meanwhile:
+    /// its keys and switch objects, the identities its keys provide or drop (new and old), and
+    /// the identities they name (new and old).
+    pub fn pending(&self, p: &Prepared) -> Pending {
+        let mut out = Pending {
+            keys: p.ops.iter().map(|o| o.key.clone()).collect(),
+            objects: p
                 .new_objects
                 .values()
                 .flat_map(|o| o.keys().cloned())
-                .chain(self.plan.stages.values().flatten().map(|u| u.key.clone()))
+                .chain(p.plan.stages.values().flatten().map(|u| u.key.clone()))
                 .collect(),
+            ..Default::default()
+        };
+        let old = p
+            .ops
+            .iter()
+            .filter_map(|o| self.installed.get(&o.key).map(|x| &x.refs));
+        for r in p.new_refs.values().chain(old) {
+            out.ids.extend(r.ids.iter().cloned());
+            out.named.extend(r.refs.iter().cloned());
         }
+        out
     }
 }
 
@@ -774,14 +797,21 @@ impl Prepared {
 pub struct Pending {
     pub keys: std::collections::HashSet<String>,
     pub objects: std::collections::HashSet<ObjKey>,
-    /// Identities it sets and names: another batch depending on them waits for it.
-    pub refs: std::collections::HashSet<Ref>,
+    /// Identities its keys provide or drop.
+    pub ids: std::collections::HashSet<Ref>,
+    /// Identities its keys name, before or after.
+    pub named: std::collections::HashSet<Ref>,
 }
 
 impl Pending {
-    /// Whether the batch in flight sets, names or drops `r`.
-    pub fn touches(&self, r: &Ref) -> bool {
-        self.refs.contains(r)
+    /// Whether the batch in flight provides or drops `r` (its provider is in doubt).
+    pub fn changes(&self, r: &Ref) -> bool {
+        self.ids.contains(r)
+    }
+
+    /// Whether the batch in flight names `r`, before or after (its users are in doubt).
+    pub fn names(&self, r: &Ref) -> bool {
+        self.named.contains(r)
     }
 
     /// Whether a batch of `ops` can be prepared before this one is committed.
@@ -1242,5 +1272,119 @@ mod tests {
             "the route kept its nexthop"
         );
         assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 1);
+    }
+    /// Prepares `next` while `first` is in flight (prepared, not committed), as the batch loop
+    /// does; returns whether `next` had to wait, and the answers of both once `first` is
+    /// committed and `next` prepared again if it had to.
+    async fn overlapped(
+        e: &mut Engine<FakeSwitch>,
+        first: Vec<KeyOpFieldValues>,
+        next: Vec<KeyOpFieldValues>,
+    ) -> (bool, Vec<EntryResult>, Vec<EntryResult>) {
+        let p1 = e.prepare(first, &Pending::default());
+        let pending = e.pending(&p1);
+        assert!(pending.disjoint(&next), "the test's batches share a key");
+        let p2 = e.prepare(next, &pending);
+        let x1 = execute(&e.switch, &p1.plan).await.expect("switch up");
+        let r1 = e.commit(p1, x1).await.expect("switch up");
+        let blocked = p2.blocked();
+        let p2 = if blocked {
+            e.prepare(p2.ops, &Pending::default())
+        } else {
+            p2
+        };
+        let x2 = execute(&e.switch, &p2.plan).await.expect("switch up");
+        let r2 = e.commit(p2, x2).await.expect("switch up");
+        (blocked, r1, r2)
+    }
+
+    fn route_n(i: u32, nh: &str) -> KeyOpFieldValues {
+        set(
+            &format!(r#"FIXED_IPV4_TABLE:{{"match/ipv4_dst":"10.9.{i}.0/24"}}"#),
+            &[("action", "set_nexthop_id"), ("param/nexthop_id", nh)],
+        )
+    }
+
+    #[tokio::test]
+    async fn routes_naming_the_nexthops_of_the_batch_in_flight_are_prepared_meanwhile() {
+        let mut e = engine().await;
+        e.apply_batch(&[nexthop("0x1", "Ethernet0")])
+            .await
+            .expect("switch up");
+        let (blocked, r1, r2) = overlapped(
+            &mut e,
+            (0..4).map(|i| route_n(i, "0x1")).collect(),
+            (4..8).map(|i| route_n(i, "0x1")).collect(),
+        )
+        .await;
+        assert!(!blocked, "only naming the same nexthop is no dependency");
+        assert!(r1.iter().chain(&r2).all(|r| r.status.is_ok()), "{r1:?} {r2:?}");
+        assert_eq!(count(&e.switch.snapshot(), t::ipv4_table::ID), 8);
+    }
+
+    #[tokio::test]
+    async fn a_route_to_a_nexthop_the_batch_in_flight_creates_waits_for_it_and_succeeds() {
+        let mut e = engine().await;
+        let (blocked, r1, r2) = overlapped(
+            &mut e,
+            vec![nexthop("0x1", "Ethernet0")],
+            vec![route_to("0x1")],
+        )
+        .await;
+        assert!(blocked);
+        assert!(r1.iter().chain(&r2).all(|r| r.status.is_ok()), "{r1:?} {r2:?}");
+    }
+
+    #[tokio::test]
+    async fn a_route_to_a_nexthop_the_batch_in_flight_deletes_waits_and_is_not_found() {
+        let mut e = engine().await;
+        e.apply_batch(&[nexthop("0x1", "Ethernet0")])
+            .await
+            .expect("switch up");
+        let (blocked, r1, r2) = overlapped(
+            &mut e,
+            vec![KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key)],
+            vec![route_to("0x1")],
+        )
+        .await;
+        assert!(blocked, "prepared against the old state it would be installed");
+        assert!(r1[0].status.is_ok(), "{r1:?}");
+        assert_eq!(r2[0].status, StatusCode::NotFound, "{r2:?}");
+        assert_eq!(count(&e.switch.snapshot(), t::ipv4_table::ID), 0);
+    }
+
+    #[tokio::test]
+    async fn deleting_a_nexthop_a_route_in_flight_starts_using_waits_and_is_in_use() {
+        let mut e = engine().await;
+        e.apply_batch(&[nexthop("0x1", "Ethernet0")])
+            .await
+            .expect("switch up");
+        let (blocked, r1, r2) = overlapped(
+            &mut e,
+            vec![route_to("0x1")],
+            vec![KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key)],
+        )
+        .await;
+        assert!(blocked, "prepared against the old state it would find no user");
+        assert!(r1[0].status.is_ok(), "{r1:?}");
+        assert_eq!(r2[0].status, StatusCode::InUse, "{r2:?}");
+        assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 1);
+    }
+
+    #[tokio::test]
+    async fn deleting_a_nexthop_whose_last_route_leaves_in_flight_waits_and_succeeds() {
+        let mut e = engine().await;
+        e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x1")])
+            .await
+            .expect("switch up");
+        let (blocked, r1, r2) = overlapped(
+            &mut e,
+            vec![KeyOpFieldValues::del(ROUTE_TO_NH1)],
+            vec![KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key)],
+        )
+        .await;
+        assert!(blocked, "prepared against the old state it would be in use");
+        assert!(r1.iter().chain(&r2).all(|r| r.status.is_ok()), "{r1:?} {r2:?}");
+        assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 0);
     }
 }
