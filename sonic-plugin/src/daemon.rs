@@ -16,6 +16,36 @@
 //!  port task (ports.rs, across sessions) ◄──PortCmd──── Config / Arm / Republish
 //!      netlink + sysfs ─► port_status_table, STATE_DB PORT_TABLE (on change)
 //! ```
+//! ## The batch loop's pipeline, and why it keeps every order that matters
+//!
+//! ```text
+//!   consumer task:  pop N+2 ─┐ (channel of 2: popped keys wait here, never dropped)
+//!   batch loop:     prepare N+1 (translate, check refs, plan)   commit N ─► start N+1
+//!   switch:         ═══ Write N (its stages in rank order) ═══            ═══ Write N+1 ═══
+//!   responder task: answer N−1 (APPL_DB reverts, APPL_STATE_DB copies, then the PUBLISHes:
+//!                   one MULTI/EXEC and one pipeline per batch, swss-common's buffered form)
+//! ```
+//! * One Write in flight, ever: batch N+1 reaches the switch only after batch N's every stage
+//!   was answered by the switch and committed. The writes the switch sees are in the order the
+//!   batches were popped, so the controller's make-before-break staging (nexthops before the
+//!   routes naming them, routes moved before a nexthop is deleted) holds across batches as it
+//!   does within one. What overlaps is only work that writes nothing to the switch: preparing
+//!   the next batch and answering the previous one.
+//! * Preparing N+1 while N is in flight checks N+1 against what is committed, so it is kept
+//!   only when N cannot change the outcome: N+1 shares no key with N (else it is prepared
+//!   after N's commit: entries on one key stay in order), programs no switch object N writes,
+//!   names or provides no identity N provides or drops, and drops no identity N names. Routes
+//!   naming the same nexthops as N are independent; a route to a nexthop N creates or deletes
+//!   is prepared again after N's commit (then it finds the nexthop, or is NOT_FOUND).
+//! * Answers are decided at commit, from what the switch did with that batch (per-entry
+//!   failures, rollback of a failed key's earlier stages), before the next batch starts: a
+//!   failed write's answers are exact. The responder writes them in batch order; before the
+//!   session reads APPL_STATE_DB again (CONFIG_DB change, next session's full sync) the loop
+//!   drains the write in flight and flushes the responder.
+//! * A lost switch or Redis ends the session with the batch in flight unanswered: its keys
+//!   are in APPL_DB but not APPL_STATE_DB, which is what the next session replays after its
+//!   full sync (reconcile after a switch restart is unchanged).
+//!
 //! The consumer and the keyspace watcher run as tasks feeding channels, so no Redis command
 //! of theirs is ever cancelled half-way by the select (a cancelled pop would lose keys). Every
 //! Redis write goes through `weft-sonic-db` tables, with rows typed by `weft-sonic-schema`.
