@@ -637,7 +637,10 @@ impl Daemon {
         responder: &mut Responder,
     ) -> Result<(), End> {
         let t0 = Instant::now();
-        let write_ms = pipe.started.take().map_or(0, |t| t.elapsed().as_millis() as u64);
+        let write_ms = pipe
+            .started
+            .take()
+            .map_or(0, |t| t.elapsed().as_millis() as u64);
         let n = prepared.ops.len();
         let results = self.engine.commit(prepared, executed?).await?;
         tracing::debug!(keys = n, write_ms, "batch written");

@@ -1318,7 +1318,10 @@ mod tests {
         )
         .await;
         assert!(!blocked, "only naming the same nexthop is no dependency");
-        assert!(r1.iter().chain(&r2).all(|r| r.status.is_ok()), "{r1:?} {r2:?}");
+        assert!(
+            r1.iter().chain(&r2).all(|r| r.status.is_ok()),
+            "{r1:?} {r2:?}"
+        );
         assert_eq!(count(&e.switch.snapshot(), t::ipv4_table::ID), 8);
     }
 
@@ -1332,7 +1335,10 @@ mod tests {
         )
         .await;
         assert!(blocked);
-        assert!(r1.iter().chain(&r2).all(|r| r.status.is_ok()), "{r1:?} {r2:?}");
+        assert!(
+            r1.iter().chain(&r2).all(|r| r.status.is_ok()),
+            "{r1:?} {r2:?}"
+        );
     }
 
     #[tokio::test]
@@ -1347,7 +1353,10 @@ mod tests {
             vec![route_to("0x1")],
         )
         .await;
-        assert!(blocked, "prepared against the old state it would be installed");
+        assert!(
+            blocked,
+            "prepared against the old state it would be installed"
+        );
         assert!(r1[0].status.is_ok(), "{r1:?}");
         assert_eq!(r2[0].status, StatusCode::NotFound, "{r2:?}");
         assert_eq!(count(&e.switch.snapshot(), t::ipv4_table::ID), 0);
@@ -1365,7 +1374,10 @@ mod tests {
             vec![KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key)],
         )
         .await;
-        assert!(blocked, "prepared against the old state it would find no user");
+        assert!(
+            blocked,
+            "prepared against the old state it would find no user"
+        );
         assert!(r1[0].status.is_ok(), "{r1:?}");
         assert_eq!(r2[0].status, StatusCode::InUse, "{r2:?}");
         assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 1);
@@ -1384,7 +1396,10 @@ mod tests {
         )
         .await;
         assert!(blocked, "prepared against the old state it would be in use");
-        assert!(r1.iter().chain(&r2).all(|r| r.status.is_ok()), "{r1:?} {r2:?}");
+        assert!(
+            r1.iter().chain(&r2).all(|r| r.status.is_ok()),
+            "{r1:?} {r2:?}"
+        );
         assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 0);
     }
 }
