@@ -233,6 +233,10 @@ impl<S: SwitchIo> Engine<S> {
         let mut claimed: HashMap<ObjKey, usize> = HashMap::new();
         let mut plan: Plan<usize> = Plan::default();
         let mut blocked = false;
+        // One lookup per key in the installed map (100k long keys: most of a lookup is
+        // comparing their common prefix), used by every step below.
+        let olds: Vec<Option<&Installed>> =
+            ops.iter().map(|o| self.installed.get(&o.key)).collect();
         let reject = |op: &KeyOpFieldValues, status: StatusCode, message: String| {
             Some(EntryResult::err(
                 op.key.clone(),
@@ -285,7 +289,7 @@ impl<S: SwitchIo> Engine<S> {
                     new_refs.insert(i, refs);
                 }
                 Op::Del => {
-                    if !self.installed.contains_key(&op.key) {
+                    if olds[i].is_none() {
                         results[i] = reject(
                             op,
                             StatusCode::NotFound,
@@ -299,11 +303,11 @@ impl<S: SwitchIo> Engine<S> {
         // 2. References, as the batch leaves them: what each key provides and names.
         let mut batch_provides: HashMap<&Ref, usize> = HashMap::new();
         let mut batch_drops: HashMap<&Ref, usize> = HashMap::new();
-        for (i, op) in ops.iter().enumerate() {
+        for i in 0..ops.len() {
             if results[i].is_some() {
                 continue;
             }
-            let old = self.installed.get(&op.key).map(|x| &x.refs);
+            let old = olds[i].map(|x| &x.refs);
             if let Some(r) = new_refs.get(&i) {
                 for id in &r.ids {
                     // Provided by the batch in flight too, or dropped by it: which key
@@ -362,10 +366,7 @@ impl<S: SwitchIo> Engine<S> {
             }
             // Nothing may lose what others still name: every installed user must leave it in
             // this batch (then this key holds only if they do).
-            let old_ids = self
-                .installed
-                .get(&op.key)
-                .map_or(&[][..], |x| &x.refs.ids[..]);
+            let old_ids = olds[i].map_or(&[][..], |x| &x.refs.ids[..]);
             for id in old_ids {
                 let kept = new_refs.get(&i).is_some_and(|n| n.ids.contains(id));
                 if kept {
@@ -426,7 +427,7 @@ impl<S: SwitchIo> Engine<S> {
                 new_objects.remove(&i);
                 continue;
             }
-            let old = self.installed.get(&op.key).map(|x| &x.objects);
+            let old = olds[i].map(|x| &x.objects);
             match op.op {
                 Op::Set => {
                     if let Some(objs) = new_objects.get(&i) {
