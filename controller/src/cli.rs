@@ -630,13 +630,15 @@ pub enum TestbedCommand {
     ///   weft testbed fault fabric.yaml clear
     ///
     /// pfc-storm: the host sends PAUSE every 5 ms. stuck-receiver: the host's leaf port drains
-    /// at --rate packets/s and the host pauses it in 100 ms stretches. loss: tc netem on both
-    /// directions of the cable (in the wires namespace). slow: the switch port serialises at
+    /// at --rate packets/s and the host pauses it in 100 ms stretches. loss: both directions of
+    /// the cable through a relay in the wires namespace that drops --percent (netem's job, for
+    /// kernels without sch_netem). slow: the switch port serialises at
     /// --rate packets/s (BMv2's queue rate, as a port trained at a lower speed) and tbf caps the
     /// cable at that rate of full-size frames. blackhole: the route is deleted on the switch
     /// over P4Runtime behind Weft's back (restored by clear). incast: --senders hosts send
-    /// --pps each to the host, whose leaf port runs at --line-pps. reorder: netem --delay on
-    /// the cable of one path from SRC's leaf toward DST's leaf. `testbed down` clears them too.
+    /// --pps each to the host, whose leaf port runs at --line-pps. reorder: --delay (the relay)
+    /// on one path toward DST's leaf, and RoCE traffic SRC → DST (weft-traffic). `testbed down`
+    /// clears them too.
     #[command(verbatim_doc_comment)]
     Fault {
         /// The intent file or the fabric's name.

@@ -113,6 +113,12 @@ pub struct PortSample {
     /// PFC PAUSE frames received / sent, per priority.
     pub pfc_rx_pause: [u64; PRIORITIES],
     pub pfc_tx_pause: [u64; PRIORITIES],
+    /// Egress queue-depth histogram: bucket b counts packets that found
+    /// `[b << shift, (b+1) << shift)` packets queued (empty when not published).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depth_histogram: Vec<u64>,
+    #[serde(default)]
+    pub histogram_shift: u8,
 }
 
 /// A queue's counters and watchdog state (`COUNTERS:EthernetN:q`, STATE_DB `PFC_WD_STATE`).
@@ -236,6 +242,11 @@ pub struct Thresholds {
     /// Minimum ECN marks on a queue, and marks per departure, for congestion.
     pub min_marks: u64,
     pub min_mark_fraction: f64,
+    /// A queue this deep (packets) counts as deep; a port whose histogram counted at least
+    /// `min_histogram` packets in the window, `min_deep_fraction` of them deep, is congested.
+    pub deep_queue: u64,
+    pub min_histogram: u64,
+    pub min_deep_fraction: f64,
     /// Minimum packets sent on a link direction, lost packets and loss fraction for a lossy link.
     pub min_link_packets: u64,
     pub min_lost: u64,
@@ -255,6 +266,9 @@ impl Default for Thresholds {
             min_pauses: 5,
             min_marks: 20,
             min_mark_fraction: 0.02,
+            deep_queue: 8,
+            min_histogram: 20,
+            min_deep_fraction: 0.5,
             min_link_packets: 100,
             min_lost: 20,
             min_loss_fraction: 0.04,
@@ -485,12 +499,13 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             if wd_drops > 0 {
                 ev.push(d.ev(&leaf.node, None, "WEFT_DROP_PFC_WATCHDOG_PKTS", wd_drops));
             }
-            let (marks, departures) = queue_marks(d, &leaf, prio);
+            let (marks, _) = queue_marks(d, &leaf, prio);
+            let cg = congestion(d, th, &leaf);
             let upstream_pauses: u64 = switch_ports(d, &leaf.node)
                 .iter()
                 .map(|p| pauses(d, &End::new(&leaf.node, p), prio).1)
                 .sum();
-            let backed_up = marks >= th.min_marks || upstream_pauses > 0;
+            let backed_up = cg.congested(th) || upstream_pauses > 0;
             let mut victims = victims_of(h);
             let storm = wd_detected > 0 || wd_now || rate >= th.storm_pause_rate;
             if storm {
@@ -499,7 +514,7 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 } else {
                     0.85
                 };
-                if !(wd_detected > 0 || wd_now) && marks >= th.min_marks {
+                if !(wd_detected > 0 || wd_now) && cg.congested(th) {
                     // Continuous pauses with traffic backing up: could be a stuck receiver.
                     confidence = 0.75;
                 }
@@ -544,14 +559,8 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 });
             } else {
                 let mut ev = ev;
-                if marks > 0 {
-                    ev.push(d.ev(
-                        &leaf.node,
-                        Some(&key),
-                        "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS",
-                        marks,
-                    ));
-                }
+                ev.extend(cg.evidence(d, &leaf));
+                let _ = marks;
                 let confidence = if backed_up { 0.88 } else { 0.6 };
                 out.push(Finding {
                     kind: Kind::SlowReceiver,
@@ -561,7 +570,8 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                         "{h} does not drain: it pauses {leaf} on priority {prio} in stretches ({rate} frames/s){}",
                         if backed_up {
                             format!(
-                                " while the queue toward it backs up ({marks} ECN marks over {departures} departures, {upstream_pauses} PAUSE sent upstream)"
+                                " while the queue toward it backs up ({}; {upstream_pauses} PAUSE sent upstream)",
+                                cg.describe()
                             )
                         } else {
                             String::new()
@@ -625,66 +635,154 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     }
 }
 
-/// Congested egress queues: toward a host (incast) or toward a switch (a slow link).
+/// A port's congestion over the window: ECN marks and departures summed over its queues, and
+/// the share of departures that found a deep queue (depth histogram).
+struct Congestion {
+    marks: u64,
+    departures: u64,
+    /// (packets that found ≥ deep_queue packets queued, packets counted by the histogram).
+    deep: (u64, u64),
+}
+
+fn congestion(d: &Deltas<'_>, th: &Thresholds, e: &End) -> Congestion {
+    let mut c = Congestion {
+        marks: 0,
+        departures: 0,
+        deep: (0, 0),
+    };
+    for q in 0..PRIORITIES {
+        let (m, dep) = queue_marks(d, e, q);
+        c.marks += m;
+        c.departures += dep;
+    }
+    if let Some((a, b)) = d.pair(&e.node)
+        && let (Some(pa), Some(pb)) = (a.ports.get(&e.port), b.ports.get(&e.port))
+        && pb.depth_histogram.len() == pa.depth_histogram.len()
+    {
+        let shift = pb.histogram_shift.min(16);
+        for (i, (x, y)) in pa
+            .depth_histogram
+            .iter()
+            .zip(&pb.depth_histogram)
+            .enumerate()
+        {
+            let n = sub(*y, *x);
+            c.deep.1 += n;
+            if ((i as u64) << shift) >= th.deep_queue {
+                c.deep.0 += n;
+            }
+        }
+    }
+    c
+}
+
+impl Congestion {
+    fn marking(&self, th: &Thresholds) -> bool {
+        self.marks >= th.min_marks
+            && self.marks as f64 >= th.min_mark_fraction * self.departures.max(1) as f64
+    }
+    fn deep_fraction(&self) -> f64 {
+        self.deep.0 as f64 / self.deep.1.max(1) as f64
+    }
+    fn queued(&self, th: &Thresholds) -> bool {
+        self.deep.1 >= th.min_histogram && self.deep_fraction() >= th.min_deep_fraction
+    }
+    fn congested(&self, th: &Thresholds) -> bool {
+        self.marking(th) || self.queued(th)
+    }
+    /// How strongly: the larger of the marked share and the deep share.
+    fn strength(&self) -> f64 {
+        let marked = self.marks as f64 / self.departures.max(1) as f64;
+        marked.max(self.deep_fraction()).min(1.0)
+    }
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.marks > 0 {
+            parts.push(format!(
+                "{} of {} departures ECN-marked",
+                self.marks, self.departures
+            ));
+        }
+        if self.deep.1 > 0 {
+            parts.push(format!(
+                "{:.0}% of {} packets found a deep queue",
+                self.deep_fraction() * 100.0,
+                self.deep.1
+            ));
+        }
+        parts.join(", ")
+    }
+    fn evidence(&self, d: &Deltas<'_>, e: &End) -> Vec<Evidence> {
+        let mut ev = Vec::new();
+        if self.marks > 0 {
+            ev.push(d.ev(
+                &e.node,
+                Some(&e.port),
+                "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS (all queues)",
+                self.marks,
+            ));
+        }
+        if self.deep.0 > 0 {
+            ev.push(d.ev(
+                &e.node,
+                Some(&e.port),
+                "WEFT_QUEUE_DEPTH_BUCKET_<deep>_PKTS",
+                self.deep.0,
+            ));
+        }
+        ev
+    }
+}
+
+/// Congested egress ports: toward a host (incast) or toward a switch (a slow link).
 fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
     for sw in &fab.switches {
-        let Some(last) = d.last().switches.get(sw) else {
-            continue;
-        };
-        for (key, _) in &last.queues {
-            let Some((port, q)) = key.rsplit_once(':') else {
-                continue;
-            };
-            let Ok(prio) = q.parse::<usize>() else {
-                continue;
-            };
-            if prio >= PRIORITIES {
-                continue;
-            }
-            let marks = d.queue(sw, key, |q| q.ecn_marked);
-            let departures = d.queue(sw, key, |q| q.packets);
-            if marks < th.min_marks
-                || (marks as f64) < th.min_mark_fraction * departures.max(1) as f64
-            {
-                continue;
-            }
+        for port in switch_ports(d, sw) {
             let e = End::new(sw, port);
+            let c = congestion(d, th, &e);
+            if !c.congested(th) {
+                continue;
+            }
             let Some(peer) = fab.peer(&e) else { continue };
-            let (host_pauses, _) = pauses(d, &e, prio);
+            let host_pauses: u64 = (0..PRIORITIES).map(|q| pauses(d, &e, q).0).sum();
             if fab.is_host(&peer.node) && host_pauses >= th.min_pauses {
                 // The pause rule names the host (slow receiver or storm).
                 continue;
             }
             let pfc_sent: u64 = switch_ports(d, sw)
                 .iter()
-                .map(|p| pauses(d, &End::new(sw, p), prio).1)
+                .map(|p| {
+                    (0..PRIORITIES)
+                        .map(|q| pauses(d, &End::new(sw, p), q).1)
+                        .sum::<u64>()
+                })
                 .sum();
-            let fraction = marks as f64 / departures.max(1) as f64;
-            let mut ev = vec![
-                d.ev(
-                    sw,
-                    Some(key),
-                    "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS",
-                    marks,
-                ),
-                d.ev(sw, Some(key), "SAI_QUEUE_STAT_PACKETS", departures),
-            ];
+            let mut ev = c.evidence(d, &e);
+            let tx = d.port(&e, |p| p.tx_packets);
+            ev.push(d.ev(sw, Some(port), "SAI_PORT_STAT_IF_OUT_UCAST_PKTS", tx));
             if pfc_sent > 0 {
                 ev.push(d.ev(
                     sw,
                     None,
-                    format!("SAI_PORT_STAT_PFC_{prio}_TX_PKTS (all ports)"),
+                    "SAI_PORT_STAT_PFC_<p>_TX_PKTS (all ports)",
                     pfc_sent,
                 ));
             }
-            let ecn_first = if pfc_sent == 0 {
-                "ECN acts before PFC (no PAUSE sent)".to_string()
-            } else {
-                format!(
+            let ecn_first = match (c.marks > 0, pfc_sent > 0) {
+                (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
+                (true, true) => format!(
                     "PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough"
-                )
+                ),
+                (false, true) => format!(
+                    "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
+                ),
+                (false, false) => {
+                    "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)"
+                        .to_string()
+                }
             };
+            let strength = c.strength();
             if fab.is_host(&peer.node) {
                 // Senders: hosts whose leaf received most in the window.
                 let mut senders: Vec<(u64, String)> = fab
@@ -706,11 +804,12 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 out.push(Finding {
                     kind: Kind::Congestion,
                     target: peer.node.clone(),
-                    confidence: (0.7 + fraction).min(0.92),
+                    confidence: (0.7 + strength / 2.0).min(0.92),
                     summary: format!(
-                        "congestion (incast) toward {}: queue {sw}:{key} marks {:.0}% of {departures} departures; {} senders; {ecn_first}",
+                        "congestion (incast) toward {}: {e} {}; departing at {} pkt/s; {} senders; {ecn_first}",
                         peer.node,
-                        fraction * 100.0,
+                        c.describe(),
+                        d.rate(tx),
                         senders.len()
                     ),
                     evidence: ev,
@@ -736,15 +835,13 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                         )
                     })
                     .collect();
-                let tx = d.port(&e, |p| p.tx_packets);
-                ev.push(d.ev(sw, Some(port), "SAI_PORT_STAT_IF_OUT_UCAST_PKTS", tx));
                 out.push(Finding {
                     kind: Kind::SlowLink,
                     target: e.to_string(),
-                    confidence: (0.72 + fraction).min(0.9),
+                    confidence: (0.72 + strength / 2.0).min(0.9),
                     summary: format!(
-                        "slow link {e} → {peer}: its queue stays deep ({:.0}% of departures ECN-marked) while departing at {} pkt/s, and {peer} does not pause it; {ecn_first}",
-                        fraction * 100.0,
+                        "slow link {e} → {peer}: its queue stays deep ({}) while departing at {} pkt/s, and {peer} does not pause it; {ecn_first}",
+                        c.describe(),
                         d.rate(tx),
                     ),
                     evidence: ev,

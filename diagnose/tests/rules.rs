@@ -57,6 +57,8 @@ struct Moves {
     psn: BTreeMap<String, (u64, u64)>,
     drift: BTreeMap<String, Vec<Drift>>,
     storm_now: Vec<(String, String)>,
+    /// Queue-depth histogram increments (shift 2: bucket b is depth 4b..4b+3).
+    hist: BTreeMap<(String, String), Vec<u64>>,
 }
 
 impl Moves {
@@ -186,6 +188,14 @@ fn window(f: Fabric, m: &Moves) -> Window {
     for (sw, d) in &m.drift {
         end.switches.entry(sw.clone()).or_default().drift = d.clone();
     }
+    for ((sw, p), h) in &m.hist {
+        for (s, v) in [(&mut start, vec![0; h.len()]), (&mut end, h.clone())] {
+            if let Some(ps) = s.switches.get_mut(sw).and_then(|x| x.ports.get_mut(p)) {
+                ps.depth_histogram = v;
+                ps.histogram_shift = 2;
+            }
+        }
+    }
     for (sw, k) in &m.storm_now {
         if let Some(q) = end.switches.get_mut(sw).and_then(|s| s.queues.get_mut(k)) {
             q.wd_stormed = true;
@@ -265,6 +275,17 @@ fn scenario(name: &str) -> Window {
             q.packets = 10 * SECS;
             m.port("spine2", "Ethernet0").rx_packets = 10 * SECS;
         }
+        "slow_link_queue" => {
+            // spine2 → leaf3 drains at 5 pkt/s: no ECN marks (thresholds above the queue),
+            // but most departures found 8+ packets queued.
+            let p = m.port("spine2", "Ethernet8");
+            p.tx_packets = 5 * SECS;
+            m.port("leaf3", "Ethernet12").rx_packets = 5 * SECS;
+            m.hist.insert(
+                ("spine2".into(), "Ethernet8".into()),
+                vec![5, 4, 6, 7, 8, 7, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0],
+            );
+        }
         "black_hole" => {
             m.drops
                 .insert(("spine1".into(), "no_route".into()), 20 * SECS);
@@ -295,6 +316,10 @@ const SCENARIOS: &[(&str, Option<(Kind, &str)>)] = &[
     ("incast_with_pfc", Some((Kind::Congestion, "leaf4-h1"))),
     ("lossy_link", Some((Kind::LossyLink, "spine2:Ethernet8"))),
     ("slow_link", Some((Kind::SlowLink, "leaf1:Ethernet12"))),
+    (
+        "slow_link_queue",
+        Some((Kind::SlowLink, "spine2:Ethernet8")),
+    ),
     ("black_hole", Some((Kind::BlackHole, "spine1"))),
     ("reordering", Some((Kind::Reordering, "leaf2-h2"))),
 ];

@@ -6,15 +6,16 @@
 //!  pfc-storm       the host sends PFC PAUSE every 5 ms (pfc_storm.py)   killing it (PID)
 //!  stuck-receiver  the host's leaf port drains at --rate pkt/s and the  killing it, queue rate 0
 //!                  host pauses it in 100 ms stretches every 500 ms
-//!  loss            tc netem loss on both middle veths of the cable      tc qdisc del
+//!  loss            random loss both ways on the cable (user-space       killing the relays, the
+//!                  relay in the wires namespace: no sch_netem needed)   tc redirects back
 //!  slow            the switch port drains at --rate pkt/s (BMv2 queue   queue rate 0, tc qdisc del
 //!                  rate: a port serialising slower) + tbf on the cable
 //!  blackhole       the route deleted on the switch over P4Runtime with  re-inserting the saved
 //!                  the plugin's election id (the plugin does not see)   entry
 //!  incast          --senders hosts send --pps to the host (udp_probe);  killing them, queue rate 0
 //!                  its leaf port runs at --line-pps
-//!  reorder         netem --delay toward DST's leaf on one spine's       tc qdisc del, killing
-//!                  cable; RoCE traffic (weft-traffic) SRC → DST         them
+//!  reorder         --delay toward DST's leaf on one spine's cable (the   killing them, the
+//!                  relay); RoCE traffic (weft-traffic) SRC → DST        tc redirect back
 //! ```
 //! Every fault is recorded in `<state-dir>/faults.json` with what undoes it, so `clear` (and
 //! `down`) undo them all, also after the command that made them exited.
@@ -110,6 +111,12 @@ pub enum Undo {
         switch: String,
         file: PathBuf,
     },
+    /// Put back the tc redirect of a middle veth (`from` → `to`) in the wires namespace.
+    Redirect {
+        netns: String,
+        from: String,
+        to: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -194,6 +201,32 @@ impl Tools {
 /// The pfc storm script and the route script, written into the state directory.
 pub const PFC_STORM: &str = include_str!("../../tests/scripts/pfc_storm.py");
 pub const P4RT_ROUTE: &str = include_str!("../scripts/p4rt_route.py");
+pub const WIRE_IMPAIR: &str = include_str!("../scripts/wire_impair.py");
+
+/// One direction of a cable (frames arriving on middle veth `from`, leaving by `to`) through
+/// the user-space relay instead of the tc redirect: the kernels the testbed runs on may lack
+/// sch_netem (and every tc action but mirred).
+fn impair(st: &State, from: &str, to: &str, args: &[String], undo: &mut Vec<Undo>) -> Result<()> {
+    let ns = wires_netns(&st.fabric);
+    let py = script(st, "wire_impair.py", WIRE_IMPAIR)?;
+    run(&[
+        "tc", "-n", &ns, "filter", "del", "dev", from, "parent", "ffff:",
+    ])?;
+    undo.push(Undo::Redirect {
+        netns: ns.clone(),
+        from: from.to_string(),
+        to: to.to_string(),
+    });
+    let mut cmd: Vec<String> = [
+        "ip", "netns", "exec", &ns, "python3", &py, "--in", from, "--out", to,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    cmd.extend(args.iter().cloned());
+    undo.push(spawn_bg(st, &format!("wire {from}"), &cmd)?);
+    Ok(())
+}
 
 fn script(st: &State, name: &str, text: &str) -> Result<String> {
     let p = st.state_dir.join(name);
@@ -432,15 +465,14 @@ pub fn inject(
                 let (sw, port) = switch_port(st, &targets[0])?;
                 let (w, side) = wire_at(st, &sw, &port)?;
                 if kind == FaultKind::Loss {
-                    for m in &w.middle {
-                        undo.push(qdisc(st, m, &format!("netem loss {}%", p.percent))?);
-                    }
+                    let args = vec!["--loss-percent".to_string(), p.percent.to_string()];
+                    impair(st, &w.middle[0], &w.middle[1], &args, &mut undo)?;
+                    impair(st, &w.middle[1], &w.middle[0], &args, &mut undo)?;
                     Ok((
                         format!("{sw}:{port}"),
                         format!(
-                            "netem loss {}% both ways on {}",
-                            p.percent,
-                            w.middle.join("/")
+                            "{}% loss both ways on the cable {}:{}–{}:{} (relays between {} and {})",
+                            p.percent, w.a.0, w.a.1, w.b.0, w.b.1, w.middle[0], w.middle[1]
                         ),
                     ))
                 } else {
@@ -581,7 +613,8 @@ pub fn inject(
                     .ok_or_else(|| TestbedError::Other(format!("{dst_leaf} has no uplink")))?;
                 let (w, side) = wire_at(st, &dst_leaf, port)?;
                 let ms = p.delay.as_secs_f64() * 1e3;
-                undo.push(qdisc(st, &w.middle[side], &format!("netem delay {ms}ms"))?);
+                let args = vec!["--delay-ms".to_string(), ms.to_string()];
+                impair(st, &w.middle[1 - side], &w.middle[side], &args, &mut undo)?;
                 // RoCE traffic SRC → DST (BTH, so the leaf tracks PSNs).
                 let bytes = (1024u64 * 200 * 86400).to_string();
                 let tr = tools.weft_traffic.to_string_lossy().into_owned();
@@ -617,7 +650,7 @@ pub fn inject(
                 Ok((
                     dst.clone(),
                     format!(
-                        "netem delay {ms} ms toward {dst_leaf}:{port}; RoCE {src} → {dst} 200 pkt/s"
+                        "{ms} ms extra delay toward {dst_leaf}:{port}; RoCE {src} → {dst} 200 pkt/s"
                     ),
                 ))
             }
@@ -669,6 +702,14 @@ fn apply_undo(st: &State, tools: &Tools, u: &Undo) -> Result<String> {
         Undo::QueueRate { switch, port_id } => {
             bmv2_cli(st, tools, switch, &format!("set_queue_rate 0 {port_id}"))?;
             Ok(format!("{switch} port {port_id} drains at full rate again"))
+        }
+        Undo::Redirect { netns, from, to } => {
+            run(&[
+                "tc", "-n", netns, "filter", "add", "dev", from, "parent", "ffff:", "protocol",
+                "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect",
+                "dev", to,
+            ])?;
+            Ok(format!("{from} → {to} redirected in the kernel again"))
         }
         Undo::Restore { switch, file } => {
             let f = file.to_string_lossy().into_owned();

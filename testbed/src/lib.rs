@@ -945,6 +945,7 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
                     || n.starts_with("incast-")
                     || n == "pfc_storm.py"
                     || n == "p4rt_route.py"
+                    || n == "wire_impair.py"
                 {
                     let _ = fs::remove_file(e.path());
                 }

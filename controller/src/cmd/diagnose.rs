@@ -91,6 +91,8 @@ pub fn switch_sample(
                 let mut ps = PortSample {
                     rx_packets: p.rx_packets.unwrap_or(0),
                     tx_packets: p.tx_packets.unwrap_or(0),
+                    depth_histogram: p.depth_histogram.map(|h| h.to_vec()).unwrap_or_default(),
+                    histogram_shift: p.histogram_shift.unwrap_or(0).min(32) as u8,
                     ..Default::default()
                 };
                 for (i, c) in p.pfc.iter().enumerate() {
