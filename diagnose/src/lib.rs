@@ -507,14 +507,14 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 .sum();
             let backed_up = cg.congested(th) || upstream_pauses > 0;
             let mut victims = victims_of(h);
-            let storm = wd_detected > 0 || wd_now || rate >= th.storm_pause_rate;
+            // A storm pauses continuously: PAUSE refreshed faster than storm_pause_rate. A host
+            // that stalls in stretches pauses less often; the watchdog may fire on either
+            // (a stretch longer than detection_time), so it only adds confidence.
+            let wd = wd_detected > 0 || wd_now;
+            let storm = rate >= th.storm_pause_rate;
             if storm {
-                let mut confidence = if wd_detected > 0 || wd_now {
-                    0.97
-                } else {
-                    0.85
-                };
-                if !(wd_detected > 0 || wd_now) && cg.congested(th) {
+                let mut confidence = if wd { 0.97 } else { 0.85 };
+                if !wd && cg.congested(th) {
                     // Continuous pauses with traffic backing up: could be a stuck receiver.
                     confidence = 0.75;
                 }
@@ -561,20 +561,26 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 let mut ev = ev;
                 ev.extend(cg.evidence(d, &leaf));
                 let _ = marks;
-                let confidence = if backed_up { 0.88 } else { 0.6 };
+                let confidence = if backed_up || wd || wd_drops > 0 {
+                    0.88
+                } else {
+                    0.6
+                };
                 out.push(Finding {
                     kind: Kind::SlowReceiver,
                     target: h.clone(),
                     confidence,
                     summary: format!(
                         "{h} does not drain: it pauses {leaf} on priority {prio} in stretches ({rate} frames/s){}",
-                        if backed_up {
-                            format!(
+                        match (backed_up, wd) {
+                            (true, _) => format!(
                                 " while the queue toward it backs up ({}; {upstream_pauses} PAUSE sent upstream)",
                                 cg.describe()
-                            )
-                        } else {
-                            String::new()
+                            ),
+                            (false, true) => format!(
+                                "; the PFC watchdog fired on its stretches and dropped {wd_drops} packets toward it"
+                            ),
+                            _ => String::new(),
                         }
                     ),
                     evidence: ev,

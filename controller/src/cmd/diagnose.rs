@@ -23,7 +23,7 @@ use crate::outln;
 
 /// STATE_DB table of entries whose switch read-back differs from APPL_STATE_DB (the plugin's
 /// audit), `WEFT_DRIFT|<APPL_STATE_DB key>` with field `state`.
-pub const DRIFT_TABLE: &str = "WEFT_DRIFT";
+pub const DRIFT_TABLE: &str = weft_sonic_schema::state::DriftState::TABLE;
 
 #[derive(Debug, Clone)]
 pub struct DiagnoseArgs {
