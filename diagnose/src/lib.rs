@@ -251,6 +251,9 @@ pub struct Thresholds {
     pub min_link_packets: u64,
     pub min_lost: u64,
     pub min_loss_fraction: f64,
+    /// How far apart (seconds) the two ends of a link may have read their counters (the
+    /// plugins poll independently: up to one counter interval, 300 ms on the testbed).
+    pub counter_skew_s: f64,
     /// Minimum no-route drops for a black hole.
     pub min_route_drops: u64,
     /// Minimum out-of-order PSNs, and per packet sent toward the leaf's hosts.
@@ -270,8 +273,9 @@ impl Default for Thresholds {
             min_histogram: 20,
             min_deep_fraction: 0.5,
             min_link_packets: 100,
-            min_lost: 20,
+            min_lost: 15,
             min_loss_fraction: 0.04,
+            counter_skew_s: 0.45,
             min_route_drops: 10,
             min_ooo: 20,
             min_ooo_fraction: 0.05,
@@ -877,7 +881,11 @@ fn lossy_links(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             }
             let lost = tx.saturating_sub(rx);
             let frac = lost as f64 / tx as f64;
-            if lost >= th.min_lost && frac >= th.min_loss_fraction {
+            // The two ends' counters are read at different instants: up to counter_skew's
+            // worth of traffic may look lost without being lost.
+            let skew = (tx as f64 / d.secs * th.counter_skew_s) as u64;
+            let excess = lost.saturating_sub(skew);
+            if excess >= th.min_lost && excess as f64 >= th.min_loss_fraction * tx as f64 {
                 dirs.push((frac, lost, tx, rx, from, to));
             }
         }
