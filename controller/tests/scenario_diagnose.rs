@@ -193,10 +193,22 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
         },
     )
     .expect("testbed up");
-    let out = Command::new(weft)
-        .args(["apply", &file.to_string_lossy(), "--timeout", "90s"])
-        .output()
-        .expect("weft apply");
+    // Plugins still starting may refuse entries for ports their CONFIG_DB has not given an id
+    // yet (unknown port): apply again, as an operator would.
+    let mut out = None;
+    for _ in 0..4 {
+        let o = Command::new(weft)
+            .args(["apply", &file.to_string_lossy(), "--timeout", "90s"])
+            .output()
+            .expect("weft apply");
+        let ok = o.status.success();
+        out = Some(o);
+        if ok {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let out = out.expect("applied");
     assert!(
         out.status.success(),
         "weft apply failed:\n{}{}",

@@ -111,7 +111,9 @@ pub struct PortSample {
     pub rx_packets: u64,
     pub tx_packets: u64,
     /// PFC PAUSE frames received / sent, per priority.
+    #[serde(default, skip_serializing_if = "all_zero")]
     pub pfc_rx_pause: [u64; PRIORITIES],
+    #[serde(default, skip_serializing_if = "all_zero")]
     pub pfc_tx_pause: [u64; PRIORITIES],
     /// Egress queue-depth histogram: bucket b counts packets that found
     /// `[b << shift, (b+1) << shift)` packets queued (empty when not published).
@@ -119,6 +121,10 @@ pub struct PortSample {
     pub depth_histogram: Vec<u64>,
     #[serde(default)]
     pub histogram_shift: u8,
+}
+
+fn all_zero(a: &[u64; PRIORITIES]) -> bool {
+    a.iter().all(|x| *x == 0)
 }
 
 /// A queue's counters and watchdog state (`COUNTERS:EthernetN:q`, STATE_DB `PFC_WD_STATE`).

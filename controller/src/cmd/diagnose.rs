@@ -102,6 +102,14 @@ pub fn switch_sample(
                 s.ports.insert(p.port.clone(), ps);
             }
             Ok(CountersRow::Queue(q)) => {
+                // A queue that never carried anything says nothing (and would only bloat
+                // recorded windows); the rules read a missing queue as zeros.
+                if q.packets.unwrap_or(0) == 0
+                    && q.ecn_marked.unwrap_or(0) == 0
+                    && q.wd_detected.unwrap_or(0) == 0
+                {
+                    continue;
+                }
                 s.queues.insert(
                     format!("{}:{}", q.port, q.queue),
                     QueueSample {
@@ -226,7 +234,7 @@ pub async fn run(file: &str, a: DiagnoseArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("no switch could be read");
     }
     if let Some(p) = &a.record {
-        std::fs::write(p, serde_json::to_string_pretty(&w)? + "\n")
+        std::fs::write(p, serde_json::to_string(&w)? + "\n")
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
     }
     let th = Thresholds::default();
