@@ -73,6 +73,10 @@ pub struct Fabric {
     /// Routing mode per traffic class name (`ecmp`, `spray`, `adaptive`, …), for attribution.
     #[serde(default)]
     pub routing: BTreeMap<String, String>,
+    /// Each switch's tier (1 = leaf): a switch's ports toward the tier above form its uplink
+    /// group, whose members per-packet routing keeps evenly loaded.
+    #[serde(default)]
+    pub tiers: BTreeMap<String, u8>,
 }
 
 impl Fabric {
@@ -253,6 +257,10 @@ pub struct Thresholds {
     pub deep_queue: u64,
     pub min_histogram: u64,
     pub min_deep_fraction: f64,
+    /// Uplink groups under per-packet routing: a member departing at most `max_member_share`
+    /// of its busiest sibling (which departs at least `min_group_rate` lossless pkt/s) is slow.
+    pub min_group_rate: f64,
+    pub max_member_share: f64,
     /// Minimum packets sent on a link direction, lost packets and loss fraction for a lossy link.
     pub min_link_packets: u64,
     pub min_lost: u64,
@@ -278,6 +286,8 @@ impl Default for Thresholds {
             deep_queue: 8,
             min_histogram: 20,
             min_deep_fraction: 0.5,
+            min_group_rate: 10.0,
+            max_member_share: 0.3,
             min_link_packets: 100,
             min_lost: 15,
             min_loss_fraction: 0.04,
@@ -372,6 +382,7 @@ pub fn all_findings(w: &Window, th: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     pfc(&d, th, &mut out);
     queues(&d, th, &mut out);
+    steered_around(&d, th, &mut out);
     lossy_links(&d, th, &mut out);
     black_holes(&d, th, &mut out);
     reordering(&d, th, &mut out);
@@ -384,6 +395,9 @@ pub fn all_findings(w: &Window, th: &Thresholds) -> Vec<Finding> {
             .then(a.kind.cmp(&b.kind))
             .then(a.target.cmp(&b.target))
     });
+    // Two rules naming the same thing: the more confident one stays.
+    let mut seen = BTreeSet::new();
+    out.retain(|f| seen.insert((f.kind, f.target.clone())));
     out
 }
 
@@ -498,13 +512,16 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             });
             let rate = d.rate(rx);
             let mut ev = evidence.get(h).cloned().unwrap_or_default();
-            if wd_detected > 0 || wd_now {
+            if wd_detected > 0 {
                 ev.push(d.ev(
                     &leaf.node,
                     Some(&key),
                     "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED",
                     wd_detected,
                 ));
+            } else if wd_now {
+                // Stormed since before the window.
+                ev.push(d.ev(&leaf.node, Some(&key), "PFC_WD_STATUS stormed", 0));
             }
             if wd_drops > 0 {
                 ev.push(d.ev(&leaf.node, None, "WEFT_DROP_PFC_WATCHDOG_PKTS", wd_drops));
@@ -867,6 +884,84 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     ),
                 });
             }
+        }
+    }
+}
+
+/// Uplinks that per-packet routing steers around: a member of a switch's uplink group that
+/// departs far less lossless traffic than its siblings while still carrying some (a link
+/// down carries none) is draining slowly; adaptive routing hides its queue by avoiding it.
+fn steered_around(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let fab = &d.w.fabric;
+    let per_packet = fab
+        .routing
+        .values()
+        .any(|m| matches!(m.as_str(), "spray" | "adaptive"));
+    if !per_packet || fab.lossless.is_empty() {
+        return;
+    }
+    for sw in &fab.switches {
+        let Some(&tier) = fab.tiers.get(sw) else {
+            continue;
+        };
+        let ups: Vec<End> = switch_ports(d, sw)
+            .into_iter()
+            .map(|p| End::new(sw, p))
+            .filter(|e| {
+                fab.peer(e)
+                    .and_then(|p| fab.tiers.get(&p.node))
+                    .is_some_and(|t| *t > tier)
+            })
+            .collect();
+        if ups.len() < 2 {
+            continue;
+        }
+        let lossless = |e: &End| -> u64 {
+            fab.lossless
+                .iter()
+                .map(|q| queue_marks(d, e, usize::from(*q)).1)
+                .sum()
+        };
+        let loads: Vec<(u64, &End)> = ups.iter().map(|e| (lossless(e), e)).collect();
+        let Some(&(max, _)) = loads.iter().max_by_key(|x| x.0) else {
+            continue;
+        };
+        if (max as f64) < th.min_group_rate * d.secs {
+            continue;
+        }
+        for (n, e) in &loads {
+            if *n == 0 || (*n as f64) > th.max_member_share * max as f64 {
+                continue;
+            }
+            let peer = fab.peer(e).map(|p| p.to_string()).unwrap_or_default();
+            let c = congestion(d, th, e);
+            let mut ev = vec![d.ev(sw, Some(&e.port), "SAI_QUEUE_STAT_PACKETS (lossless)", *n)];
+            ev.extend(c.evidence(d, e));
+            for (m, o) in &loads {
+                if o != e {
+                    ev.push(d.ev(sw, Some(&o.port), "SAI_QUEUE_STAT_PACKETS (lossless)", *m));
+                }
+            }
+            out.push(Finding {
+                kind: Kind::SlowLink,
+                target: e.to_string(),
+                confidence: if c.deep.0 > 0 { 0.8 } else { 0.7 },
+                summary: format!(
+                    "slow link {e} → {peer}: per-packet routing steers around it: it departed {} lossless pkt/s while its busiest sibling uplink departed {} pkt/s{}",
+                    d.rate(*n),
+                    d.rate(max),
+                    if c.deep.0 > 0 {
+                        format!(" ({})", c.describe())
+                    } else {
+                        String::new()
+                    }
+                ),
+                evidence: ev,
+                victims: Vec::new(),
+                action: format!(
+                    "Check {e}'s link speed and errors (autoneg, a bad optic or cable); take it out of service (weft link down) if it stays slow"
+                ),
+            });
         }
     }
 }

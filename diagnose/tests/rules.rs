@@ -25,11 +25,13 @@ fn fabric() -> Fabric {
             ("roce".into(), "adaptive".into()),
         ]
         .into(),
+        tiers: [("spine1".to_string(), 2), ("spine2".to_string(), 2)].into(),
         ..Default::default()
     };
     for l in 1..=4 {
         let leaf = format!("leaf{l}");
         f.switches.push(leaf.clone());
+        f.tiers.insert(leaf.clone(), 1);
         for h in 1..=2 {
             let host = format!("leaf{l}-h{h}");
             f.hosts.push(host.clone());
@@ -252,7 +254,8 @@ fn scenario(name: &str) -> Window {
         }
         "incast_with_pfc" => {
             for s in ["leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf4-h2"] {
-                m.flow(&f, s, "leaf4-h1", 250 * SECS, 1);
+                m.flow(&f, s, "leaf4-h1", 125 * SECS, 1);
+                m.flow(&f, s, "leaf4-h1", 125 * SECS, 2);
             }
             m.queue("leaf4", "Ethernet0:3").ecn_marked += 100 * SECS;
             m.port("leaf4", "Ethernet8").pfc_tx_pause[3] += 20 * SECS;
@@ -261,6 +264,7 @@ fn scenario(name: &str) -> Window {
         "lossy_link" => {
             // 20% of what spine2 sends to leaf3 is lost on the cable, both ways.
             m.flow(&f, "leaf1-h1", "leaf3-h2", 50 * SECS, 2);
+            m.flow(&f, "leaf1-h1", "leaf3-h1", 50 * SECS, 1);
             let tx_sp = m.port("spine2", "Ethernet8").tx_packets;
             m.port("leaf3", "Ethernet12").rx_packets -= tx_sp / 5;
             let tx_lf = m.port("leaf3", "Ethernet12").tx_packets;
@@ -285,6 +289,14 @@ fn scenario(name: &str) -> Window {
                 ("spine2".into(), "Ethernet8".into()),
                 vec![5, 4, 6, 7, 8, 7, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0],
             );
+        }
+        "slow_link_steered" => {
+            // leaf4 → spine2 drains at 2 pkt/s: adaptive routing sends nearly everything
+            // through spine1, so no queue builds; the group is lopsided.
+            m.flow(&f, "leaf4-h1", "leaf1-h2", 50 * SECS, 1);
+            m.queue("leaf4", "Ethernet12:3").packets = 2 * SECS;
+            m.port("leaf4", "Ethernet12").tx_packets = 2 * SECS;
+            m.port("spine2", "Ethernet12").rx_packets = 2 * SECS;
         }
         "black_hole" => {
             m.drops
@@ -319,6 +331,10 @@ const SCENARIOS: &[(&str, Option<(Kind, &str)>)] = &[
     (
         "slow_link_queue",
         Some((Kind::SlowLink, "spine2:Ethernet8")),
+    ),
+    (
+        "slow_link_steered",
+        Some((Kind::SlowLink, "leaf4:Ethernet12")),
     ),
     ("black_hole", Some((Kind::BlackHole, "spine1"))),
     ("reordering", Some((Kind::Reordering, "leaf2-h2"))),

@@ -54,6 +54,11 @@ pub fn fabric_of(t: &Topology) -> Fabric {
         });
     }
     Fabric {
+        tiers: t
+            .switches
+            .iter()
+            .map(|s| (s.name.clone(), s.role.tier()))
+            .collect(),
         switches: t.switches.iter().map(|s| s.name.clone()).collect(),
         hosts: t.hosts.iter().map(|h| h.name.clone()).collect(),
         links,
