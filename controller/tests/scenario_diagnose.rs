@@ -326,7 +326,7 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
                 "stuck-receiver".into(),
                 h.clone(),
                 "--rate".into(),
-                "5".into(),
+                "10".into(),
             ],
             finding: "slow_receiver",
             target: h,
@@ -392,10 +392,11 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
     let mut healthy_findings = Vec::new();
     let settle = |what: &str| {
         // Until diagnose sees a healthy fabric again (a watchdog restoring, drift rows
-        // cleared, queues drained), at most 30 s.
+        // cleared, queues drained: BMv2 keeps the departure times it gave the packets already
+        // queued at a lowered rate, so a backlog drains at the old rate), at most 30 s.
         let t = Instant::now();
         loop {
-            let v = diagnose(weft, &file, "2s");
+            let v = diagnose(weft, &file, "4s");
             if v["healthy"].as_bool() == Some(true) {
                 return;
             }

@@ -457,7 +457,16 @@ pub fn inject(
                         p.rate_pps, p.priority
                     )
                 };
+                // Onset is the first frame: wait for it (a loaded machine takes a while to
+                // start Python), so what follows the command sees the fault.
+                let ready = st.state_dir.join(format!("fault-{host}.ready"));
+                let _ = fs::remove_file(&ready);
+                cmd.extend(["--ready".to_string(), ready.to_string_lossy().into_owned()]);
                 undo.push(spawn_bg(st, &format!("{} {host}", kind.as_str()), &cmd)?);
+                crate::wait_for("the first PAUSE frame", Duration::from_secs(20), || {
+                    ready.exists()
+                })?;
+                let _ = fs::remove_file(&ready);
                 Ok((host.clone(), detail))
             }
             FaultKind::Loss | FaultKind::Slow => {

@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--on-ms", type=float, default=0, help="pause for this long, then")
     ap.add_argument("--off-ms", type=float, default=0, help="stay quiet this long (0: never)")
+    ap.add_argument("--ready", help="create this file once the first frame is sent")
     a = ap.parse_args()
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((a.iface, 0))
@@ -62,6 +63,8 @@ def main():
             time.sleep(delay)
         s.send(f)
         sent += 1
+        if sent == 1 and a.ready:
+            open(a.ready, "w").close()
     done()
 
 
