@@ -6,8 +6,8 @@
 //! Per fault kind, WEFT_DIAGNOSE_TRIALS (default 3) trials with targets drawn from a seeded
 //! generator (WEFT_DIAGNOSE_SEED, default 16), plus as many healthy windows. A trial injects the
 //! fault, runs `weft diagnose --window W --output json` with W = 1 s, then 6 s, until
-//! the top finding names the injected kind and target (time to diagnosis: from the injection
-//! to the end of that run), clears the fault and waits until diagnose sees a healthy fabric
+//! the top finding names the injected kind and target (time to diagnosis: from the fault's
+//! onset, when `weft testbed fault` returns, to the end of that run), clears the fault and waits until diagnose sees a healthy fabric
 //! again. Prints precision, recall and time to diagnosis per kind; fails below 0.9 precision
 //! or recall overall, or on any finding in a healthy window.
 
@@ -439,8 +439,12 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
             }
         }
         for t in plan.iter().skip(i as usize * 7).take(7) {
-            let injected = Instant::now();
+            // Time to diagnosis counts from the fault's onset: when the command returns (the
+            // PAUSE injectors return once their first frame is out).
+            let t_cmd = Instant::now();
             fault(weft, &file, &state, &t.args);
+            let took = t_cmd.elapsed();
+            let injected = Instant::now();
             let mut got = None;
             for w in WINDOWS {
                 let rec = record_path(&format!("{}--{}--{i}", t.finding, t.target));
@@ -458,12 +462,13 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
                 unreachable!()
             };
             println!(
-                "{:<15} {:<40} → {} (window {w}, {:.1} s after injection){}",
+                "{:<15} {:<40} → {} (window {w}, {:.1} s after onset; injecting took {:.1} s){}",
                 t.kind,
                 t.args[1..].join(" "),
                 tp.as_ref()
                     .map_or("nothing".to_string(), |(k, tg)| format!("{k} {tg}")),
                 t2d.as_secs_f64(),
+                took.as_secs_f64(),
                 if ok { "" } else { "  MISSED" }
             );
             if !ok {
