@@ -301,8 +301,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
-    /// Name the root cause of what the fabric's counters show: PFC storms, congestion, lossy and
-    /// slow links, slow receivers, black holes, reordering.
+    /// Name the root cause of what the counters show: PFC storms, congestion, bad links, drift.
     ///
     /// Examples:
     ///   weft diagnose fabric.yaml

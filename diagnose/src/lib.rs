@@ -445,12 +445,8 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     // p paused sw's egress toward it.
                     paused_by.entry(p.clone()).or_default().push(e.clone());
                     is_paused.insert(sw.clone());
-                    let origin = if fab.is_host(&p.node) {
-                        p.node.clone()
-                    } else {
-                        p.node.clone()
-                    };
-                    evidence.entry(origin).or_default().push(d.ev(
+                    // Evidence of the pauser (a host or a switch) is where it was counted.
+                    evidence.entry(p.node.clone()).or_default().push(d.ev(
                         sw,
                         Some(port),
                         format!("SAI_PORT_STAT_PFC_{prio}_RX_PKTS"),
