@@ -270,6 +270,17 @@ fn scenario(name: &str) -> Window {
             let tx_lf = m.port("leaf3", "Ethernet12").tx_packets;
             m.port("spine2", "Ethernet8").rx_packets -= tx_lf / 5;
         }
+        "loss_everywhere" => {
+            // A starved software switch: what three spine ports sent, their leaves saw 60% of.
+            for (sp, p, lf, q) in [
+                ("spine1", "Ethernet0", "leaf1", "Ethernet8"),
+                ("spine1", "Ethernet8", "leaf3", "Ethernet8"),
+                ("spine1", "Ethernet12", "leaf4", "Ethernet8"),
+            ] {
+                let tx = m.port(sp, p).tx_packets;
+                m.port(lf, q).rx_packets -= tx * 2 / 5;
+            }
+        }
         "slow_link" => {
             // leaf1 → spine2 drains at 10 pkt/s: its queue marks, spine2 does not pause.
             m.queue("leaf1", "Ethernet12:3").ecn_marked += 6 * SECS;
@@ -327,6 +338,7 @@ const SCENARIOS: &[(&str, Option<(Kind, &str)>)] = &[
     ("incast", Some((Kind::Congestion, "leaf4-h1"))),
     ("incast_with_pfc", Some((Kind::Congestion, "leaf4-h1"))),
     ("lossy_link", Some((Kind::LossyLink, "spine2:Ethernet8"))),
+    ("loss_everywhere", None),
     ("slow_link", Some((Kind::SlowLink, "leaf1:Ethernet12"))),
     (
         "slow_link_queue",
