@@ -56,13 +56,9 @@ def setup_weft_nexthop(c):
 
 def setup_weft_group(c):
     fabric.basic_router(c, ports=(1, 2, 3))
-    c.insert("qos_classify_table", {"dscp": 26}, "set_traffic_class",
-             {"traffic_class": 3, "lossless": 1})
+    fabric.switch_config(c, classes={26: (3, True)}, hash_seed=0x9E3779B1)
     for p in (2, 3):
-        c.insert("ecn_threshold_table", {"port": p, "queue": 3}, "set_ecn_thresholds",
-                 {"kmin": 20, "kmax": 60, "pmax_percent": 20})
-        c.insert("pfc_threshold_table", {"port": p, "priority": 3}, "set_pfc_thresholds",
-                 {"xoff": 50, "xon": 10, "quanta": 0xFFFF})
+        fabric.queue_config(c, p, 3, ecn=(20, 60, 20), pfc=(50, 10, 0xFFFF))
     # Both members egress toward the receiving veth's switch port 2 and a second port 3; the
     # counter is read on both.
     fabric.wcmp_group(c, 1, [(2, 1), (3, 1)], mode=fabric.MODE_HASH)
