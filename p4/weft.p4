@@ -86,8 +86,10 @@ control ingress(inout headers_t hdr,
             multipath.apply(hdr, meta, sm);
         }
         nexthop.apply(hdr, meta, sm);
-        if (meta.lossless == 1 && sm.egress_spec < 256
-                && ((meta.watchdog_ports >> (bit<8>)sm.egress_spec) & 1) == 1) {
+        // Ports above 255 are not in the mask: they always look the table up.
+        if (meta.lossless == 1 && sm.egress_spec != DROP_PORT
+                && (sm.egress_spec > 255
+                    || ((meta.watchdog_ports >> (bit<8>)sm.egress_spec) & 1) == 1)) {
             pfc_watchdog.apply(hdr, meta, sm);
         }
         if (SWITCH_CFG_POSTCARD_SESSION != 0) {

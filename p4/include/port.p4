@@ -72,7 +72,7 @@ control PortIngress(inout headers_t hdr,
     //   dscp_mapped        bit d set: DSCP d is in the map; otherwise the class stays the 802.1Q
     //                      PCP (0 if untagged) and the packet is lossy
     //   watchdog_ports     bit p set: pfc_watchdog_table has entries for egress port p (ports
-    //                      < 256), so only those packets pay its lookup
+    //                      < 256), so only those packets pay its lookup (ports above 255 always do)
     @id(ID_SET_SWITCH_CONFIG)
     action set_switch_config(bit<32> switch_id,
                              bit<32> postcard_sample_n,
