@@ -10,7 +10,11 @@ port 1 for DURATION seconds, in turn; delivered packets are read from the kernel
 the receiving veth, so the measuring side costs nothing per packet.
 
 Reported per program: delivered pps at each offered rate, the highest offered rate delivered
-with < 1% loss, and the ratios to `minimal` (goal: weft >= 0.7x).
+with < 1% loss, the peak delivered rate, and the ratios to `minimal` (goal: weft >= 0.7x).
+Also the CPU time BMv2 spent per delivered packet (utime + stime of the switch process over
+every rate, /proc/PID/stat): on a shared machine the rates move with the other load, the CPU
+cost of a packet much less, so its ratio (minimal's cost / weft's, i.e. the packet rate each
+would reach on the same core) is the steadier figure.
 
 usage: sudo .venv/bin/python p4/bench/pps.py [--rates 5000,10000,...] [--duration 2]
 """
@@ -42,6 +46,13 @@ def rx_packets(ns, ifname):
     out = subprocess.run(["ip", "netns", "exec", ns, "ip", "-s", "-j", "link", "show", ifname],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)[0]["stats64"]["rx"]["packets"]
+
+
+def cpu_seconds(pid):
+    """utime + stime of process `pid` (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def setup_minimal(c):
@@ -130,32 +141,41 @@ def main():
             switches.append((name, bm, c, sock, frame))
 
         results = {name: {} for name, *_ in switches}
+        cpu = {name: [0.0, 0] for name, *_ in switches}
         for rate in rates:
             for name, bm, c, sock, frame in switches:
                 before = rx_packets(bm.ns, "h2") + rx_packets(bm.ns, "h3")
+                cpu_before = cpu_seconds(bm.proc.pid)
                 sent = blast(sock, frame, rate, args.duration)
                 time.sleep(0.5)
                 got = rx_packets(bm.ns, "h2") + rx_packets(bm.ns, "h3") - before
+                cpu[name][0] += cpu_seconds(bm.proc.pid) - cpu_before
+                cpu[name][1] += got
                 results[name][rate] = (sent, got)
                 print(f"{name:13s} offered {rate:6d} pps: sent {sent:7d} delivered {got:7d} "
                       f"({got / args.duration:8.0f} pps, loss {100 * (1 - got / sent):5.1f}%)",
                       flush=True)
 
         print()
-        print(f"{'program':13s} {'best loss-free (<1%)':>22s} {'max delivered pps':>18s}")
+        print(f"{'program':13s} {'best loss-free (<1%)':>22s} {'max delivered pps':>18s} "
+              f"{'CPU us/packet':>14s}")
         summary = {}
         for name, per_rate in results.items():
             lossless = [r for r, (s, g) in per_rate.items() if s and g >= 0.99 * s]
             best = max(lossless) if lossless else 0
             peak = max(g / args.duration for s, g in per_rate.values())
-            summary[name] = (best, peak)
-            print(f"{name:13s} {best:22d} {peak:18.0f}")
-        base_best, base_peak = summary["minimal"]
+            seconds, packets = cpu[name]
+            us = 1e6 * seconds / packets if packets else float("nan")
+            summary[name] = (best, peak, us)
+            print(f"{name:13s} {best:22d} {peak:18.0f} {us:14.1f}")
+        base_best, base_peak, base_us = summary["minimal"]
         for name in ("weft-nexthop", "weft-group"):
-            best, peak = summary[name]
+            best, peak, us = summary[name]
             rb = best / base_best if base_best else float("nan")
             rp = peak / base_peak if base_peak else float("nan")
-            print(f"ratio {name}/minimal: loss-free {rb:.2f}x, peak {rp:.2f}x (goal >= 0.70x)")
+            rc = base_us / us if us else float("nan")
+            print(f"ratio {name}/minimal: loss-free {rb:.2f}x, peak {rp:.2f}x, "
+                  f"per CPU {rc:.2f}x (goal >= 0.70x)")
     finally:
         for name, bm, c, sock, frame in switches:
             sock.close()
