@@ -61,6 +61,8 @@ pub enum DaemonError {
     P4rt(#[from] weft_p4rt::Error),
     #[error(transparent)]
     Db(#[from] SonicDbError),
+    #[error("starting the port thread: {0}")]
+    PortThread(#[source] std::io::Error),
 }
 
 /// Why a session ended.
@@ -118,11 +120,8 @@ fn now_ms() -> u64 {
 impl Daemon {
     pub fn new(cfg: PluginConfig) -> Result<Daemon, DaemonError> {
         let pipeline = pipeline::load(&cfg.pipeline)?;
-        let client = Client::connect(ClientConfig::new(
-            cfg.p4rt.clone(),
-            cfg.device_id,
-            cfg.election_id,
-        ))?;
+        let p4rt = ClientConfig::new(cfg.p4rt.clone(), cfg.device_id, cfg.election_id);
+        let client = Client::connect(p4rt.clone())?;
         client.set_p4info(pipeline.p4info.clone());
         let translator = Translator::new(pipeline.p4info.clone(), owned_tables(), cfg.watch_ports);
         let engine = Engine::new(client.clone(), translator);
@@ -136,14 +135,15 @@ impl Daemon {
         let sonic = SonicDb::new(db);
         let port_stats = Arc::new(PortStats::default());
         let (port_tx, port_rx) = mpsc::channel(64);
-        tokio::spawn(ports::port_task(
-            client.clone(),
+        ports::spawn_port_thread(
+            p4rt,
             pipeline.p4info.clone(),
             sonic.clone(),
             cfg.interfaces.clone(),
             port_rx,
             port_stats.clone(),
-        ));
+        )
+        .map_err(DaemonError::PortThread)?;
         Ok(Daemon {
             features: Features::new(cfg.queue, cfg.tuning_line_rate.clone(), cfg.device_id),
             pipeline,
@@ -988,7 +988,11 @@ async fn redis_run_id(sonic: &SonicDb) -> Result<String, SonicDbError> {
 
 /// Keys in APPL_DB waiting to be popped (the backlog).
 async fn pending_keys(sonic: &SonicDb) -> Result<u64, SonicDbError> {
-    let names = StateTableNames::new(P4RT_TABLE, SonicDbId::ApplDb)?;
+    let names = StateTableNames::new(
+        P4RT_TABLE,
+        SonicDbId::ApplDb,
+        sonic.db_number(SonicDbId::ApplDb),
+    )?;
     let mut conn = sonic.connect(SonicDbId::ApplDb).await?;
     redis::cmd("SCARD")
         .arg(&names.key_set)
@@ -1034,7 +1038,7 @@ async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
     let run = async {
         sonic.ensure_keyspace_notifications(true).await?;
         let mut pubsub = sonic.pubsub().await?;
-        let prefix = format!("__keyspace@{}__:", SonicDbId::ConfigDb.number());
+        let prefix = format!("__keyspace@{}__:", sonic.db_number(SonicDbId::ConfigDb));
         pubsub
             .psubscribe(format!("{prefix}*"))
             .await

@@ -148,8 +148,11 @@ pub struct RankReport {
     pub rx: RxCounters,
     pub ce_marked: u64,
     pub cnps_sent: u64,
-    /// DCQCN rate cuts over all QPs (one per CNP received).
+    /// DCQCN rate cuts over all QPs: one per CNP received, except CNPs within one round trip
+    /// of the previous cut (those are `stale_cnps`, as in DCQCN).
     pub rate_cuts: u64,
+    #[serde(default)]
+    pub stale_cnps: u64,
     pub bad_packets: u64,
     /// How late this rank really started, ns after the common start (wake-up delay).
     pub start_skew_ns: u64,
@@ -563,6 +566,7 @@ impl Endpoint {
             ce_marked: self.ce_marked,
             cnps_sent: self.cnps_sent,
             rate_cuts: self.qps.iter().map(|q| q.tx.rate.cuts).sum(),
+            stale_cnps: self.qps.iter().map(|q| q.tx.rate.stale_cnps).sum(),
             bad_packets: self.bad_packets,
             start_skew_ns: 0,
         }

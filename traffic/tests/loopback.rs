@@ -272,7 +272,10 @@ fn ce_marks_draw_paced_cnps_and_the_sender_cuts_its_rate() {
     // At most one CNP per QP per CNP interval: fewer CNPs than marked packets.
     assert!(rx.cnps_sent < rx.ce_marked, "{rx:?}");
     assert_eq!(tx.tx.cnps, rx.cnps_sent, "every CNP reached the sender");
-    assert_eq!(tx.rate_cuts, tx.tx.cnps);
+    // Each CNP cuts the rate, unless it came within a round trip of the previous cut (paced
+    // CNPs on a loopback can bunch up when the machine is busy).
+    assert!(tx.rate_cuts >= 1, "{tx:?}");
+    assert_eq!(tx.rate_cuts + tx.stale_cnps, tx.tx.cnps, "{tx:?}");
 
     let (clean_rx, _) = transfer(37, 100, Placement::OutOfOrder, None);
     assert_eq!(clean_rx.cnps_sent, 0);
