@@ -416,8 +416,7 @@ mod tests {
         assert_eq!(count(t::queue_config_table::ID), 2);
         assert_eq!(count(t::switch_config_table::ID), 1);
         let queue_entry = |objs: &Objects| -> TableEntry {
-            let e = objs
-                .values()
+            objs.values()
                 .find_map(|e| match &e.entity {
                     Some(entity::Entity::TableEntry(te))
                         if te.table_id == t::queue_config_table::ID && !te.is_default_action =>
@@ -426,8 +425,7 @@ mod tests {
                     }
                     _ => None,
                 })
-                .expect("queue entry");
-            e
+                .expect("queue entry")
         };
         let action_id = |te: &TableEntry| match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
             Some(weft_p4rt::proto::p4::v1::table_action::Type::Action(a)) => a.action_id,
