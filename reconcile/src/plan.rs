@@ -337,7 +337,7 @@ pub fn route_views(sw: &SwitchDesired) -> Vec<RouteView> {
                             g.modes
                                 .iter()
                                 .map(|m| ModeView {
-                                    class: m.class.clone(),
+                                    class: m.class.to_string(),
                                     mode: m.mode.to_string(),
                                     flowlet_gap_us: (m.mode == weft_topology::RoutingMode::Flowlet)
                                         .then_some(m.flowlet_gap_us),
