@@ -21,6 +21,7 @@
 
 pub mod check;
 mod merge;
+pub mod p4delta;
 pub mod p4map;
 pub mod qos;
 pub mod routing;
@@ -433,6 +434,8 @@ pub struct Compiler<'t> {
     hops_buf: Vec<Hop>,
     /// Buffers of table patches, reused between switches.
     patch_buf: tables::PatchBuf,
+    /// Past this many changed destinations a switch's table is built whole.
+    patch_limit: usize,
     switches: Vec<SwitchDesired>,
     /// Per switch, its nexthops as group members of weight 1, by id: a group's members are
     /// copied from here in one pass (thousands of groups are made per link change).
@@ -567,6 +570,7 @@ impl<'t> Compiler<'t> {
             parent_cap: Vec::new(),
             hops_buf: Vec::with_capacity(64),
             patch_buf: tables::PatchBuf::default(),
+            patch_limit: PATCH_LIMIT,
             dests,
             switches,
             nexthops,
@@ -651,6 +655,14 @@ impl<'t> Compiler<'t> {
             notes,
             down_links,
         }
+    }
+
+    /// For tests: with 0, every changed switch's table is built whole (and its delta found by
+    /// comparison) instead of patched.
+    #[doc(hidden)]
+    pub fn with_patch_limit(mut self, limit: usize) -> Self {
+        self.patch_limit = limit;
+        self
     }
 
     pub fn switches(&self) -> &[SwitchDesired] {
@@ -950,7 +962,7 @@ impl<'t> Compiler<'t> {
             modes: &self.modes,
         };
         let sw = &mut self.switches[s];
-        let patched = (changes.len() <= PATCH_LIMIT)
+        let patched = (changes.len() <= self.patch_limit)
             .then(|| {
                 tables::patch(
                     &cx,

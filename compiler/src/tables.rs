@@ -128,13 +128,7 @@ fn group_ids(keys: &[Packed], sets: &SetTable) -> Vec<(Packed, u16)> {
     ids
 }
 
-fn group(
-    cx: &Ctx,
-    sets: &SetTable,
-    nexthops: &[Member],
-    v: Packed,
-    id: u16,
-) -> Group {
+fn group(cx: &Ctx, sets: &SetTable, nexthops: &[Member], v: Packed, id: u16) -> Group {
     let (set, ok) = unpack(v);
     let m = &sets.sets[set as usize];
     // Both are sorted by nexthop id: one pass over the switch's nexthops, in memory order.
