@@ -30,35 +30,101 @@ pub enum DeltaError {
 /// One mapped entry, shared by every switch of a change that holds it.
 pub type Mapped = Arc<(String, WireEntry)>;
 
-/// What a link change does to one switch's P4RT_TABLE entries.
+/// What a link change does to one switch's P4RT_TABLE entries: each entry it touches, as it
+/// was and as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EntryDelta {
-    /// Keys of entries that go away (and are not set again in `set`), ascending.
-    pub removed: Vec<String>,
-    /// Entries added or rewritten, ascending by key.
-    pub set: Vec<Mapped>,
+    /// Entries that go away, as they were, ascending by key.
+    pub removed: Vec<Mapped>,
+    /// Entries added or rewritten, ascending by key, with what was under the key before
+    /// (`None`: nothing).
+    pub set: Vec<(Mapped, Option<Mapped>)>,
 }
 
 impl EntryDelta {
     pub fn is_empty(&self) -> bool {
         self.removed.is_empty() && self.set.is_empty()
     }
+
+    /// This change followed by `next` (two links changed together).
+    pub fn then(self, next: EntryDelta) -> EntryDelta {
+        // key → (before the first, after the second)
+        let mut keys: std::collections::BTreeMap<String, (Option<Mapped>, Option<Mapped>)> =
+            Default::default();
+        for m in self.removed {
+            keys.insert(m.0.clone(), (Some(m), None));
+        }
+        for (m, was) in self.set {
+            keys.insert(m.0.clone(), (was, Some(m)));
+        }
+        for m in next.removed {
+            match keys.get_mut(&m.0) {
+                Some(e) => e.1 = None,
+                None => {
+                    keys.insert(m.0.clone(), (Some(m), None));
+                }
+            }
+        }
+        for (m, was) in next.set {
+            match keys.get_mut(&m.0) {
+                Some(e) => e.1 = Some(m),
+                None => {
+                    keys.insert(m.0.clone(), (was, Some(m)));
+                }
+            }
+        }
+        let mut out = EntryDelta::default();
+        for (_, (was, now)) in keys {
+            match (was, now) {
+                (was, Some(m)) => out.set.push((m, was)),
+                (Some(w), None) => out.removed.push(w),
+                (None, None) => {}
+            }
+        }
+        out
+    }
 }
+
+/// FNV-1a for the memo's keys: they are hashed thousands of times per change and need no
+/// defence against chosen collisions.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
+
+/// A group and its entries.
+type MappedGroup = (Group, Arc<[Mapped]>);
 
 /// Routes and groups mapped during one link change (or several applied together).
 pub struct WireMemo<'a> {
     t: &'a Topology,
     info: &'a P4Info,
-    routes: HashMap<Route, Mapped>,
+    routes: HashMap<Route, Mapped, FnvBuild>,
     /// By a hash of what the entries depend on; the groups kept to tell collisions apart.
-    groups: HashMap<u64, Vec<(Group, Arc<[Mapped]>)>>,
+    groups: HashMap<u64, Vec<MappedGroup>, FnvBuild>,
     /// Distinct routes and groups mapped (for benchmarks: the rest were found here).
     pub mapped: usize,
 }
 
 /// The hash of what a group's entries depend on (not its members' neighbour names).
 fn wire_hash(g: &Group) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = Fnv::default();
     (g.id, g.epoch).hash(&mut h);
     for m in &g.members {
         (m.nexthop_id, m.port_id, m.weight, &*m.port).hash(&mut h);
@@ -89,8 +155,8 @@ impl<'a> WireMemo<'a> {
         WireMemo {
             t,
             info,
-            routes: HashMap::new(),
-            groups: HashMap::new(),
+            routes: HashMap::default(),
+            groups: HashMap::default(),
             mapped: 0,
         }
     }
@@ -166,33 +232,36 @@ impl<'a> WireMemo<'a> {
         sw: &SwitchDesired,
         delta: &SwitchDelta,
     ) -> Result<EntryDelta, DeltaError> {
-        let mut set: Vec<Mapped> = Vec::with_capacity(delta.routes_new.len() + 4);
+        let mut was: Vec<Mapped> = Vec::with_capacity(delta.routes_old.len() + 4);
+        for r in &delta.routes_old {
+            was.push(self.route(sw, r)?);
+        }
+        for g in &delta.groups_old {
+            was.extend(self.group(sw, g)?.iter().cloned());
+        }
+        was.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut now: Vec<Mapped> = Vec::with_capacity(delta.routes_new.len() + 4);
         for r in &delta.routes_new {
-            set.push(self.route(sw, r)?);
+            now.push(self.route(sw, r)?);
         }
         for id in &delta.groups_new {
             // Every id of a delta is a group the switch holds now.
             if let Some(g) = sw.groups.get(id) {
-                set.extend(self.group(sw, g)?.iter().cloned());
+                now.extend(self.group(sw, g)?.iter().cloned());
             }
         }
-        set.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut removed: Vec<String> = Vec::new();
-        let mut gone = |m: &Mapped| {
-            if set.binary_search_by(|x| x.0.cmp(&m.0)).is_err() {
-                removed.push(m.0.clone());
+        now.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Merge the two key-ordered lists.
+        let (mut removed, mut set) = (Vec::new(), Vec::with_capacity(now.len()));
+        let mut was = was.into_iter().peekable();
+        for m in now {
+            while let Some(w) = was.next_if(|w| w.0 < m.0) {
+                removed.push(w);
             }
-        };
-        for r in &delta.routes_old {
-            gone(&self.route(sw, r)?);
+            let before = was.next_if(|w| w.0 == m.0);
+            set.push((m, before));
         }
-        for g in &delta.groups_old {
-            for m in self.group(sw, g)?.iter() {
-                gone(m);
-            }
-        }
-        removed.sort_unstable();
-        removed.dedup();
+        removed.extend(was);
         Ok(EntryDelta { removed, set })
     }
 }

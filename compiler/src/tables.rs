@@ -102,7 +102,9 @@ fn attached(cx: &Ctx, s: SwitchIdx, out: &mut Vec<Route>) {
 /// member-set order, so an id changes only when its members do (or, rarely, when a colliding
 /// neighbour does).
 fn group_ids(keys: &[Packed], sets: &SetTable) -> Vec<(Packed, u16)> {
-    let mut sorted: Vec<(&Vec<(u16, u32)>, bool, Packed)> = keys
+    // By (members, per-packet allowed), then key.
+    type ByMembers<'s> = (&'s Vec<(u16, u32)>, bool, Packed);
+    let mut sorted: Vec<ByMembers> = keys
         .iter()
         .map(|&v| {
             let (set, ok) = unpack(v);

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use weft_compiler::p4delta::WireMemo;
+use weft_compiler::p4delta::{EntryDelta, WireMemo};
 use weft_compiler::p4map::{self, Entries};
 use weft_compiler::{Compiler, LinkState, SwitchDesired, check::check, compile};
 
@@ -102,17 +102,27 @@ impl<'t> Live<'t> {
             let ed = memo
                 .entry_delta(&self.inc.switches()[d.switch], d)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            // What the delta says was there is what the switch held.
             let e = &mut self.entries[d.switch];
-            for k in &ed.removed {
-                prop_assert!(
-                    e.remove(k).is_some(),
-                    "switch {} removes {} it did not hold",
+            for m in &ed.removed {
+                let held = e.remove(&m.0);
+                prop_assert_eq!(
+                    held.as_ref(),
+                    Some(&m.1),
+                    "switch {} removes {}",
                     d.switch,
-                    k
+                    &m.0
                 );
             }
-            for m in &ed.set {
-                e.insert(m.0.clone(), m.1.clone());
+            for (m, was) in &ed.set {
+                let held = e.insert(m.0.clone(), m.1.clone());
+                prop_assert_eq!(
+                    held.as_ref(),
+                    was.as_ref().map(|w| &w.1),
+                    "switch {} sets {}",
+                    d.switch,
+                    &m.0
+                );
             }
         }
         for (i, (x, y)) in self.inc.switches().iter().zip(&full.switches).enumerate() {
@@ -144,6 +154,54 @@ impl<'t> Live<'t> {
             );
         }
         prop_assert_eq!(self.inc.notes(), full.notes.clone());
+        Ok(())
+    }
+
+    /// Several link events handled together, as the reconciler does: each change's entry
+    /// deltas mapped right after it, then composed per switch.
+    fn together(&mut self, events: &[(usize, bool)]) -> Result<(), TestCaseError> {
+        let mut composed: BTreeMap<usize, EntryDelta> = BTreeMap::new();
+        for &(l, down) in events {
+            let deltas = self.inc.set_link_delta(l, down);
+            self.ls.set_down(l, down);
+            let mut memo = WireMemo::new(self.t, &self.info);
+            for d in &deltas {
+                let ed = memo
+                    .entry_delta(&self.inc.switches()[d.switch], d)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let c = composed.remove(&d.switch).unwrap_or_default();
+                composed.insert(d.switch, c.then(ed));
+            }
+        }
+        for (s, ed) in composed {
+            let e = &mut self.entries[s];
+            for m in &ed.removed {
+                let held = e.remove(&m.0);
+                prop_assert_eq!(held.as_ref(), Some(&m.1), "switch {} removes {}", s, &m.0);
+            }
+            for (m, was) in &ed.set {
+                let held = e.insert(m.0.clone(), m.1.clone());
+                prop_assert_eq!(
+                    held.as_ref(),
+                    was.as_ref().map(|w| &w.1),
+                    "switch {} sets {}",
+                    s,
+                    &m.0
+                );
+            }
+        }
+        let full = compile(self.t, &self.ls);
+        for (i, y) in full.switches.iter().enumerate() {
+            let want: BTreeMap<_, _> = p4map::entries(self.t, &self.info, y)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(
+                &self.entries[i],
+                &want,
+                "entries of switch {} after {:?}",
+                i,
+                events
+            );
+        }
         Ok(())
     }
 }
@@ -241,6 +299,26 @@ proptest! {
         let d = compile(&t, &ls);
         let r = check(&t, &ls, &d, 1);
         prop_assert!(r.problems.is_empty(), "{yaml}\ndown: {:?}\n{:#?}", d.down_links, r.problems);
+    }
+
+    /// Link events handled a few at a time, their entry deltas composed per switch, patch the
+    /// entries into exactly a full mapping of the full compile.
+    #[test]
+    fn link_changes_handled_together_compose_into_a_full_mapping(
+        kind in 0u8..3,
+        a in 1u32..4,
+        b in 1u32..5,
+        c in 0u32..6,
+        events in prop::collection::vec((0usize..1000, any::<bool>()), 1..10),
+        group in 1usize..4,
+    ) {
+        let yaml = fabric(kind, a, b, c, "wcmp");
+        let t = weft_topology::load_str(&yaml, "prop.yaml").map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        let mut live = Live::new(&t, false);
+        let events: Vec<(usize, bool)> = events.into_iter().map(|(l, d)| (l % t.links.len(), d)).collect();
+        for chunk in events.chunks(group) {
+            live.together(chunk)?;
+        }
     }
 
     /// As below, on fabrics with parallel links of mixed speeds.
