@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
+use weft_compiler::p4delta::{EntryDelta, WireMemo};
 use weft_compiler::p4map::Stage;
 use weft_compiler::{Compiler, LinkState};
 use weft_p4rt::P4Info;
@@ -309,8 +310,15 @@ struct Sw {
     phase: Phase,
     installed: Option<Installed>,
     desired: Option<Arc<DesiredSwitch>>,
+    /// `desired` is no longer the compiler's: built again when a whole plan needs it. (Kept
+    /// until then: freeing thousands of switches' entries would cost a link change more than
+    /// its diff.)
+    desired_stale: bool,
     /// Desired state changed since the last plan.
     dirty: bool,
+    /// `installed` is exactly the compiler's desired state (acknowledged whole, and neither
+    /// changed since): a link change's diff is then the change's entries alone.
+    synced: bool,
     backoff: Nanos,
     state: SwitchState,
     result: SwitchResult,
@@ -390,7 +398,9 @@ impl<'t> Core<'t> {
                 },
                 installed: None,
                 desired: None,
+                desired_stale: false,
                 dirty: targeted(i),
+                synced: false,
                 backoff: cfg.backoff_min,
                 state: if targeted(i) {
                     SwitchState::Reading
@@ -611,12 +621,33 @@ impl<'t> Core<'t> {
         let t0 = self.measure.then(std::time::Instant::now);
         let mut changed: BTreeSet<SwitchIdx> = BTreeSet::new();
         let mut changes = Vec::new();
+        // Each changed switch's entry changes, mapped while the compiler holds the state they
+        // lead to (`None`: not mapped, plan it whole).
+        let info = self.info.clone();
+        let mut memo = WireMemo::new(t, &info);
+        let mut deltas: BTreeMap<SwitchIdx, Option<EntryDelta>> = BTreeMap::new();
         for l in 0..self.dampers.len() {
             let usable = self.dampers[l].usable(cfg, hold, now)
                 && t.link_admin_up(l)
                 && !self.cfg.forced_down.contains(&l);
             if self.compiler.link_state().is_down(l) == usable {
-                changed.extend(self.compiler.set_link(l, !usable));
+                for d in self.compiler.set_link_delta(l, !usable) {
+                    changed.insert(d.switch);
+                    let s = &self.sw[d.switch];
+                    let fast = s.synced && matches!(s.phase, Phase::Idle);
+                    let ed = fast
+                        .then(|| {
+                            memo.entry_delta(&self.compiler.switches()[d.switch], &d)
+                                .ok()
+                        })
+                        .flatten();
+                    let merged = match (deltas.remove(&d.switch), ed) {
+                        (None, ed) => ed,
+                        (Some(Some(before)), Some(ed)) => Some(before.then(ed)),
+                        _ => None,
+                    };
+                    deltas.insert(d.switch, merged);
+                }
                 changes.push(format!(
                     "{} {}",
                     link_name(t, l),
@@ -655,17 +686,45 @@ impl<'t> Core<'t> {
             if matches!(s.phase, Phase::Skipped) {
                 continue;
             }
-            s.desired = None;
+            s.desired_stale = true;
             s.dirty = true;
-            if matches!(s.phase, Phase::Idle) {
-                self.plan(si, now, out);
+            match deltas.remove(&si).flatten() {
+                Some(ed) if s.synced && matches!(s.phase, Phase::Idle) => {
+                    self.plan_delta(si, &ed, now, out)
+                }
+                _ => {
+                    self.sw[si].synced = false;
+                    if matches!(self.sw[si].phase, Phase::Idle) {
+                        self.plan(si, now, out);
+                    }
+                }
             }
         }
+    }
+
+    /// Plans a switch that holds exactly its desired state from before a link change: only
+    /// the entries the change names are compared (its desired state is built again only when
+    /// a whole plan needs it).
+    fn plan_delta(&mut self, si: SwitchIdx, ed: &EntryDelta, now: Nanos, out: &mut Vec<Output>) {
+        self.sw[si].dirty = false;
+        let Some(installed) = &self.sw[si].installed else {
+            self.read(si, now, out);
+            return;
+        };
+        let p = plan::diff_delta(self.t, si, ed, installed);
+        let mut batches = batches(&p);
+        if batches.is_empty() {
+            self.mark_converged(si, now, out);
+            return;
+        }
+        let first = batches.remove(0);
+        self.send(si, first, batches, out);
     }
 
     fn read(&mut self, si: SwitchIdx, now: Nanos, out: &mut Vec<Output>) {
         let ticket = self.ticket();
         let s = &mut self.sw[si];
+        s.synced = false;
         s.started.get_or_insert(now);
         s.phase = Phase::Reading(ticket);
         self.set_state(si, SwitchState::Reading, out);
@@ -763,9 +822,12 @@ impl<'t> Core<'t> {
 
     /// The switch's desired state, compiled to what is written.
     fn desired(&mut self, si: SwitchIdx) -> Result<Arc<DesiredSwitch>, plan::DesiredError> {
-        if let Some(d) = &self.sw[si].desired {
+        if let Some(d) = &self.sw[si].desired
+            && !self.sw[si].desired_stale
+        {
             return Ok(d.clone());
         }
+        self.sw[si].desired = None;
         let d = Arc::new(plan::desired_switch(
             self.t,
             &self.info,
@@ -773,6 +835,7 @@ impl<'t> Core<'t> {
             si,
         )?);
         self.sw[si].desired = Some(d.clone());
+        self.sw[si].desired_stale = false;
         Ok(d)
     }
 
@@ -794,17 +857,18 @@ impl<'t> Core<'t> {
             self.read(si, now, out);
             return;
         };
-        let down: BTreeSet<usize> = self.compiler.link_state().down_links().collect();
+        // Without views the plan does not look at links (collecting the down ones would cost a
+        // pass over every link of the fabric per switch).
         let p = plan::diff(
             self.t,
             si,
             &self.compiler.switches()[si],
             (*desired).clone(),
             installed,
-            &down,
+            &BTreeSet::new(),
             plan::Views::Without,
         );
-        let mut batches = batches(&p, installed);
+        let mut batches = batches(&p);
         if batches.is_empty() {
             self.mark_converged(si, now, out);
             return;
@@ -816,6 +880,7 @@ impl<'t> Core<'t> {
     fn send(&mut self, si: SwitchIdx, batch: Batch, rest: Vec<Batch>, out: &mut Vec<Output>) {
         let ticket = self.ticket();
         let remaining = batch.len() + rest.iter().map(Batch::len).sum::<usize>();
+        self.sw[si].synced = false;
         self.sw[si].phase = Phase::Writing {
             ticket,
             batch: batch.clone(),
@@ -833,6 +898,8 @@ impl<'t> Core<'t> {
         let once = matches!(self.cfg.mode, Mode::Once { .. });
         let s = &mut self.sw[si];
         s.phase = if once { Phase::Done } else { Phase::Idle };
+        // Everything planned is acknowledged: the switch holds its desired state.
+        s.synced = true;
         s.backoff = self.cfg.backoff_min;
         s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
         if let Some(o) = &mut self.open {
@@ -1058,7 +1125,7 @@ pub struct LinkStatus {
 
 /// A switch plan as write batches in make-before-break order: CONFIG_DB rows (referenced rows
 /// first), P4RT sets by ascending stage, P4RT deletes by descending stage, CONFIG_DB deletes.
-pub fn batches(p: &SwitchPlan, installed: &Installed) -> Vec<Batch> {
+pub fn batches(p: &SwitchPlan) -> Vec<Batch> {
     let mut out = Vec::new();
     if !p.config_set.is_empty() {
         let mut set = p.config_set.clone();
@@ -1074,7 +1141,9 @@ pub fn batches(p: &SwitchPlan, installed: &Installed) -> Vec<Batch> {
         sets.entry(c.stage)
             .or_default()
             .push((c.key.clone(), c.fields.clone()));
-        if let Some(old) = installed.entries.get(&c.key)
+        // A plan's change carries what the switch has under its key (nothing for an add): no
+        // lookup in the installed state, which after a link change is cold in memory.
+        if let Some(old) = &c.old
             && old
                 .iter()
                 .any(|(f, _)| !c.fields.iter().any(|(g, _)| g == f))
