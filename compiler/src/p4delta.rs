@@ -252,7 +252,7 @@ impl<'a> WireMemo<'a> {
         }
         now.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // Merge the two key-ordered lists.
-        let (mut removed, mut set) = (Vec::new(), Vec::with_capacity(now.len()));
+        let (mut removed, mut set) = (Vec::with_capacity(was.len()), Vec::with_capacity(now.len()));
         let mut was = was.into_iter().peekable();
         for m in now {
             while let Some(w) = was.next_if(|w| w.0 < m.0) {

@@ -232,6 +232,8 @@ pub(crate) fn build(
         .collect();
     attached(cx, s, &mut routes);
     routes.sort_by_key(route_order);
+    // A link change splits a merged route into a dozen: room for them without moving the rest.
+    routes.reserve(16);
     let groups = st
         .ids
         .iter()

@@ -91,15 +91,24 @@ fn picks(t: &Topology) -> [(&'static str, LinkIdx); 2] {
     ]
 }
 
-/// The switch acknowledges every entry of `p`.
-fn acknowledge(inst: &mut Installed, p: &plan::SwitchPlan) {
-    for c in p.add.iter().chain(&p.modify) {
-        inst.entries.insert(c.key.clone(), c.fields.clone());
-    }
-    for c in &p.delete {
-        inst.entries.remove(&c.key);
+/// The switch acknowledges every entry of `batches`.
+fn acknowledge(inst: &mut Installed, batches: &[core::Batch]) {
+    for b in batches {
+        if let core::Batch::Entries { delete, ops, .. } = b {
+            for (k, f) in ops {
+                if *delete {
+                    inst.entries.remove(k);
+                } else {
+                    inst.entries.insert(k.clone(), f.clone());
+                }
+            }
+        }
     }
 }
+
+/// Each changed switch's write batches, the time after the compiler, after the mapping and
+/// after the diff and batches, and how many things were mapped.
+type Changed = (Vec<(usize, Vec<core::Batch>)>, [f64; 3], usize);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -109,8 +118,7 @@ enum Path {
     Delta,
 }
 
-/// One link change the way `path` handles it: (changed switches, plans), with the time after
-/// the compiler, after the mapping and after the diff and batches.
+/// One link change the way `path` handles it.
 fn change(
     t: &Topology,
     info: &weft_p4rt::P4Info,
@@ -119,7 +127,7 @@ fn change(
     l: LinkIdx,
     down: bool,
     path: Path,
-) -> (Vec<(usize, plan::SwitchPlan)>, [f64; 3], usize) {
+) -> Changed {
     let none = std::collections::BTreeSet::new();
     let t0 = Instant::now();
     match path {
@@ -147,9 +155,7 @@ fn change(
                         &none,
                         plan::Views::Without,
                     );
-                    let b = core::batches(&p);
-                    std::hint::black_box(b);
-                    (si, p)
+                    (si, core::batches(p))
                 })
                 .collect();
             let t3 = Instant::now();
@@ -177,9 +183,7 @@ fn change(
                 .zip(&entries)
                 .map(|(d, ed)| {
                     let p = plan::diff_delta(t, d.switch, ed, &installed[d.switch]);
-                    let b = core::batches(&p);
-                    std::hint::black_box(b);
-                    (d.switch, p)
+                    (d.switch, core::batches(p))
                 })
                 .collect();
             let t3 = Instant::now();
@@ -220,7 +224,10 @@ fn staged(t: &Topology, info: &weft_p4rt::P4Info, runs: usize, path: Path) {
                 }
                 n = plans.len();
                 mapped = m;
-                writes = plans.iter().map(|(_, p)| p.changes()).sum::<usize>();
+                writes = plans
+                    .iter()
+                    .flat_map(|(_, b)| b.iter().map(core::Batch::len))
+                    .sum::<usize>();
                 for (si, p) in &plans {
                     acknowledge(&mut installed[*si], p);
                 }
@@ -285,7 +292,7 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
                         batch,
                     } => {
                         let mut answers = Vec::new();
-                        match &batch {
+                        match &*batch {
                             core::Batch::Config { set, del } => {
                                 for s in set {
                                     let mut f = s.fields();

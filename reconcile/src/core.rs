@@ -197,7 +197,9 @@ pub enum Output {
     Write {
         switch: SwitchIdx,
         ticket: Ticket,
-        batch: Batch,
+        /// Shared with the core, which applies the answers to it (a link change writes
+        /// thousands of entries: they are not copied for the shell).
+        batch: Arc<Batch>,
     },
     /// Every switch a link change affected has acknowledged its new state.
     Reconverged(Reconvergence),
@@ -293,7 +295,7 @@ enum Phase {
     Idle,
     Writing {
         ticket: Ticket,
-        batch: Batch,
+        batch: Arc<Batch>,
         rest: Vec<Batch>,
     },
     Wait {
@@ -337,6 +339,9 @@ pub struct Core<'t> {
     link_of: BTreeMap<(SwitchIdx, String), LinkIdx>,
     end_up: BTreeMap<(SwitchIdx, String), bool>,
     dampers: Vec<LinkDamper>,
+    /// Per link: administratively up and not forced down (fixed for the core's life; looked up
+    /// for every link on every change, where the topology's ports are far apart in memory).
+    may_use: Vec<bool>,
     next_resync: Option<Nanos>,
     /// The open reconvergence: (first event time, changes, switches it waits for, compute).
     open: Option<OpenReconvergence>,
@@ -423,6 +428,9 @@ impl<'t> Core<'t> {
             link_of,
             end_up: BTreeMap::new(),
             dampers: (0..t.links.len()).map(|_| LinkDamper::new(true)).collect(),
+            may_use: (0..t.links.len())
+                .map(|l| t.link_admin_up(l) && !cfg.forced_down.contains(&l))
+                .collect(),
             next_resync: None,
             open: None,
             stats: CoreStats::default(),
@@ -627,9 +635,7 @@ impl<'t> Core<'t> {
         let mut memo = WireMemo::new(t, &info);
         let mut deltas: BTreeMap<SwitchIdx, Option<EntryDelta>> = BTreeMap::new();
         for l in 0..self.dampers.len() {
-            let usable = self.dampers[l].usable(cfg, hold, now)
-                && t.link_admin_up(l)
-                && !self.cfg.forced_down.contains(&l);
+            let usable = self.dampers[l].usable(cfg, hold, now) && self.may_use[l];
             if self.compiler.link_state().is_down(l) == usable {
                 for d in self.compiler.set_link_delta(l, !usable) {
                     changed.insert(d.switch);
@@ -712,7 +718,7 @@ impl<'t> Core<'t> {
             return;
         };
         let p = plan::diff_delta(self.t, si, ed, installed);
-        let mut batches = batches(&p);
+        let mut batches = batches(p);
         if batches.is_empty() {
             self.mark_converged(si, now, out);
             return;
@@ -868,7 +874,7 @@ impl<'t> Core<'t> {
             &BTreeSet::new(),
             plan::Views::Without,
         );
-        let mut batches = batches(&p);
+        let mut batches = batches(p);
         if batches.is_empty() {
             self.mark_converged(si, now, out);
             return;
@@ -881,6 +887,7 @@ impl<'t> Core<'t> {
         let ticket = self.ticket();
         let remaining = batch.len() + rest.iter().map(Batch::len).sum::<usize>();
         self.sw[si].synced = false;
+        let batch = Arc::new(batch);
         self.sw[si].phase = Phase::Writing {
             ticket,
             batch: batch.clone(),
@@ -951,7 +958,7 @@ impl<'t> Core<'t> {
             self.read(si, now, out);
             return;
         };
-        match &batch {
+        match &*batch {
             Batch::Config { set, del } => {
                 for c in set {
                     let k = c.redis_key();
@@ -1125,10 +1132,11 @@ pub struct LinkStatus {
 
 /// A switch plan as write batches in make-before-break order: CONFIG_DB rows (referenced rows
 /// first), P4RT sets by ascending stage, P4RT deletes by descending stage, CONFIG_DB deletes.
-pub fn batches(p: &SwitchPlan) -> Vec<Batch> {
+pub fn batches(p: SwitchPlan) -> Vec<Batch> {
+    // The plan is taken apart, not copied: after a link change it holds thousands of entries.
     let mut out = Vec::new();
     if !p.config_set.is_empty() {
-        let mut set = p.config_set.clone();
+        let mut set = p.config_set;
         set.sort_by_key(|c| c.rank());
         out.push(Batch::Config {
             set,
@@ -1137,10 +1145,8 @@ pub fn batches(p: &SwitchPlan) -> Vec<Batch> {
     }
     let mut sets: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
     let mut replace: BTreeMap<Stage, BTreeSet<String>> = BTreeMap::new();
-    for c in p.add.iter().chain(&p.modify) {
-        sets.entry(c.stage)
-            .or_default()
-            .push((c.key.clone(), c.fields.clone()));
+    let n = p.add.len() + p.modify.len();
+    for c in p.add.into_iter().chain(p.modify) {
         // A plan's change carries what the switch has under its key (nothing for an add): no
         // lookup in the installed state, which after a link change is cold in memory.
         if let Some(old) = &c.old
@@ -1150,6 +1156,9 @@ pub fn batches(p: &SwitchPlan) -> Vec<Batch> {
         {
             replace.entry(c.stage).or_default().insert(c.key.clone());
         }
+        sets.entry(c.stage)
+            .or_insert_with(|| Vec::with_capacity(n))
+            .push((c.key, c.fields));
     }
     for (stage, ops) in sets {
         out.push(Batch::Entries {
@@ -1160,10 +1169,8 @@ pub fn batches(p: &SwitchPlan) -> Vec<Batch> {
         });
     }
     let mut dels: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
-    for c in &p.delete {
-        dels.entry(c.stage)
-            .or_default()
-            .push((c.key.clone(), Vec::new()));
+    for c in p.delete {
+        dels.entry(c.stage).or_default().push((c.key, Vec::new()));
     }
     for (stage, ops) in dels.into_iter().rev() {
         out.push(Batch::Entries {
@@ -1176,7 +1183,7 @@ pub fn batches(p: &SwitchPlan) -> Vec<Batch> {
     if !p.config_delete.is_empty() {
         out.push(Batch::Config {
             set: Vec::new(),
-            del: p.config_delete.clone(),
+            del: p.config_delete,
         });
     }
     out

@@ -507,7 +507,7 @@ pub fn diff_delta(
             old: None,
         });
     }
-    let (mut add, mut modify) = (Vec::new(), Vec::new());
+    let (mut add, mut modify) = (Vec::with_capacity(delta.set.len()), Vec::new());
     for (m, was) in &delta.set {
         let (key, want) = &**m;
         debug_assert!(
