@@ -1,16 +1,19 @@
 //! Weft's P4RT_TABLE codec: how match fields and action parameters are written as strings in
 //! SONiC's APPL_DB, in both directions, decided by the P4Info alone.
 //!
-//! SONiC's P4RT app formats a value by its `@format` annotation; Weft's pipeline has none, so
-//! the format follows from the field's width (and name), the same rule on both sides:
+//! As in SONiC's P4RT app, a value's format is its `@format` annotation in the P4 source
+//! ([`format_of_field`], [`format_of_param`]); Weft's pipeline declares one on every port, MAC
+//! and address field. A field without one falls back to the rule by width and name
+//! ([`format_of`]), which agrees with every declaration of the pipeline (a `weft-p4` test checks
+//! it), so a reader on either rule reads what the other wrote:
 //!
-//! | field | written as | example |
-//! |---|---|---|
-//! | 9 bits (v1model `port_t`) | SONiC port name; the switch maps it through CONFIG_DB `PORT\|EthernetN` `id` | `Ethernet8` |
-//! | 48 bits | MAC address | `02:57:46:00:00:01` |
-//! | 32 bits named `*ipv4*` | IPv4 address | `10.0.0.2` |
-//! | 128 bits named `*ipv6*` | IPv6 address | `fd00::2` |
-//! | anything else | lowercase hex without leading zeros | `0x1f` |
+//! | `@format` | fallback: field | written as | example |
+//! |---|---|---|---|
+//! | `PORT_NAME` | 9 bits (v1model `port_t`) | SONiC port name; the switch maps it through CONFIG_DB `PORT\|EthernetN` `id` | `Ethernet8` |
+//! | `MAC_ADDRESS` | 48 bits | MAC address | `02:57:46:00:00:01` |
+//! | `IPV4_ADDRESS` | 32 bits named `*ipv4*` | IPv4 address | `10.0.0.2` |
+//! | `IPV6_ADDRESS` | 128 bits named `*ipv6*` | IPv6 address | `fd00::2` |
+//! | none | anything else | lowercase hex without leading zeros | `0x1f` |
 //!
 //! LPM values add `/len`; ternary values are `value&mask`; optional values are the value alone.
 //! A table's SONiC name is its P4Info alias upper-cased with the `FIXED_` prefix
@@ -21,7 +24,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use weft_p4rt::P4Info;
+use weft_p4rt::{DeclaredFormat, MatchFieldInfo, P4Info, ParamInfo};
 use weft_sonic_db::{
     P4rtAction, P4rtEntry, P4rtKey, P4rtTableKind, WeightedAction, sonic_table_name,
 };
@@ -36,7 +39,7 @@ pub enum Format {
     Hex,
 }
 
-/// The format rule of the table above.
+/// The fallback rule of the table above (by width and name), for fields without `@format`.
 pub fn format_of(name: &str, bitwidth: u32) -> Format {
     let lname = name.to_ascii_lowercase();
     match bitwidth {
@@ -45,6 +48,79 @@ pub fn format_of(name: &str, bitwidth: u32) -> Format {
         32 if lname.contains("ipv4") => Format::Ipv4,
         128 if lname.contains("ipv6") => Format::Ipv6,
         _ => Format::Hex,
+    }
+}
+
+impl Format {
+    /// The format a `@format` declaration names; `None` for formats this codec does not write.
+    pub fn declared(d: &DeclaredFormat) -> Option<Format> {
+        match d {
+            DeclaredFormat::MacAddress => Some(Format::Mac),
+            DeclaredFormat::Ipv4Address => Some(Format::Ipv4),
+            DeclaredFormat::Ipv6Address => Some(Format::Ipv6),
+            DeclaredFormat::PortName => Some(Format::Port),
+            DeclaredFormat::Other(_) => None,
+        }
+    }
+
+    /// The declared format, else the fallback rule.
+    fn resolve(
+        field: &str,
+        declared: Option<&DeclaredFormat>,
+        bitwidth: i32,
+    ) -> Result<Format, CodecError> {
+        match declared {
+            Some(d) => Format::declared(d).ok_or_else(|| CodecError::UnsupportedFormat {
+                field: field.to_string(),
+                format: format!("{d:?}"),
+            }),
+            None => Ok(format_of(field, u32::try_from(bitwidth).unwrap_or(0))),
+        }
+    }
+}
+
+/// How a match field's value is written: its `@format`, else [`format_of`].
+pub fn format_of_field(f: &MatchFieldInfo) -> Result<Format, CodecError> {
+    Format::resolve(&f.name, f.format.as_ref(), f.bitwidth)
+}
+
+/// How an action parameter's value is written: its `@format`, else [`format_of`].
+pub fn format_of_param(p: &ParamInfo) -> Result<Format, CodecError> {
+    Format::resolve(&p.name, p.format.as_ref(), p.bitwidth)
+}
+
+/// Writers of the text forms of the table above; [`Value`] and the code `weft-p4` generates for
+/// typed entries both write through these, so the two cannot differ.
+pub mod text {
+    use std::fmt::Write as _;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+
+    /// `02:57:46:00:00:01`.
+    pub fn push_mac(out: &mut String, mac: &[u8; 6]) {
+        for (i, b) in mac.iter().enumerate() {
+            if i > 0 {
+                out.push(':');
+            }
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+    }
+
+    /// `0x1f`: lowercase, no leading zeros, `0x0` for zero.
+    pub fn push_hex<T: std::fmt::LowerHex>(out: &mut String, v: T) {
+        // Writing into a String cannot fail.
+        let _ = write!(out, "{v:#x}");
+    }
+
+    pub fn push_ipv4(out: &mut String, a: Ipv4Addr) {
+        let _ = write!(out, "{a}");
+    }
+
+    /// RFC 5952 form (`fd00::2`), as `Ipv6Addr`'s `Display` writes it.
+    pub fn push_ipv6(out: &mut String, a: Ipv6Addr) {
+        let _ = write!(out, "{a}");
     }
 }
 
@@ -66,26 +142,22 @@ impl Value {
             value: format!("{v:?}"),
             format: fmt,
         };
-        Ok(match (fmt, self) {
-            (Format::Port, Value::Port(p)) => p.clone(),
-            (Format::Mac, Value::Mac(m)) => m
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(":"),
+        let mut out = String::new();
+        match (fmt, self) {
+            (Format::Port, Value::Port(p)) => out.push_str(p),
+            (Format::Mac, Value::Mac(m)) => text::push_mac(&mut out, m),
             (Format::Mac, Value::Uint(u)) if *u < (1 << 48) => {
                 let b = u.to_be_bytes();
-                b[10..16]
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(":")
+                let mut m = [0u8; 6];
+                m.copy_from_slice(&b[10..16]);
+                text::push_mac(&mut out, &m);
             }
-            (Format::Ipv4, Value::Ipv4(a)) => a.to_string(),
-            (Format::Ipv6, Value::Ipv6(a)) => a.to_string(),
-            (Format::Hex, Value::Uint(u)) => format!("{u:#x}"),
+            (Format::Ipv4, Value::Ipv4(a)) => text::push_ipv4(&mut out, *a),
+            (Format::Ipv6, Value::Ipv6(a)) => text::push_ipv6(&mut out, *a),
+            (Format::Hex, Value::Uint(u)) => text::push_hex(&mut out, *u),
             (_, v) => return Err(bad(v)),
-        })
+        }
+        Ok(out)
     }
 }
 
@@ -115,6 +187,8 @@ pub enum CodecError {
     },
     #[error("{field}: unknown port {port:?} (no CONFIG_DB PORT entry with an id)")]
     UnknownPort { field: String, port: String },
+    #[error("{field}: @format {format} is not a format this codec writes")]
+    UnsupportedFormat { field: String, format: String },
 }
 
 /// A parsed value: the bitstring as an integer, and for LPM the prefix length, for ternary the
@@ -126,15 +200,25 @@ pub struct Parsed {
     pub mask: Option<u128>,
 }
 
-/// Parses one string of P4RT_TABLE into an integer of `bitwidth` bits; `port_id` resolves port
-/// names.
+/// Parses one string of P4RT_TABLE into an integer of `bitwidth` bits, in the format of the
+/// fallback rule ([`format_of`]); `port_id` resolves port names.
 pub fn parse_value(
     field: &str,
     bitwidth: u32,
     text: &str,
     port_id: &dyn Fn(&str) -> Option<u32>,
 ) -> Result<Parsed, CodecError> {
-    let fmt = format_of(field, bitwidth);
+    parse_value_as(format_of(field, bitwidth), field, bitwidth, text, port_id)
+}
+
+/// [`parse_value`] in a given format (for example [`format_of_field`]'s).
+pub fn parse_value_as(
+    fmt: Format,
+    field: &str,
+    bitwidth: u32,
+    text: &str,
+    port_id: &dyn Fn(&str) -> Option<u32>,
+) -> Result<Parsed, CodecError> {
     let (body, prefix_len, mask_text) = if let Some((v, m)) = text.split_once('&') {
         (v, None, Some(m))
     } else if let Some((v, l)) = text.rsplit_once('/') {
@@ -210,6 +294,50 @@ pub fn parse_value(
     })
 }
 
+/// The one spelling of an exact value in its format, so that two entries naming the same value
+/// compare equal as text (`0x05` and `0x5`, `02:AB:..` and `02:ab:..`, `fd00:0::2` and
+/// `fd00::2`). Port names are their own spelling (a port given as a hex id stays hex: without
+/// CONFIG_DB the two cannot be matched).
+pub fn canonical_text(
+    fmt: Format,
+    field: &str,
+    bitwidth: u32,
+    text: &str,
+) -> Result<String, CodecError> {
+    if fmt == Format::Port && !text.starts_with("0x") {
+        if text.is_empty() {
+            return Err(CodecError::Parse {
+                field: field.into(),
+                value: text.into(),
+                what: "port name",
+            });
+        }
+        return Ok(text.to_string());
+    }
+    if text.contains(['/', '&']) {
+        return Err(CodecError::Parse {
+            field: field.into(),
+            value: text.into(),
+            what: "exact value",
+        });
+    }
+    let v = parse_value_as(fmt, field, bitwidth, text, &|_| None)?.value;
+    let mut out = String::new();
+    match fmt {
+        Format::Port | Format::Hex => text::push_hex(&mut out, v),
+        Format::Mac => {
+            let b = v.to_be_bytes();
+            let mut m = [0u8; 6];
+            m.copy_from_slice(&b[10..16]);
+            text::push_mac(&mut out, &m);
+        }
+        // parse_value_as checked the width, so these conversions cannot lose bits.
+        Format::Ipv4 => text::push_ipv4(&mut out, Ipv4Addr::from(v as u32)),
+        Format::Ipv6 => text::push_ipv6(&mut out, Ipv6Addr::from(v)),
+    }
+    Ok(out)
+}
+
 fn parse_hex(s: &str) -> Option<u128> {
     let h = s.strip_prefix("0x")?;
     if h.is_empty() {
@@ -261,24 +389,18 @@ impl<'a> Encoder<'a> {
             let (name, text) = match m {
                 Match::Exact(f, v) => {
                     let fi = t.field(f)?;
-                    (
-                        fi.name.clone(),
-                        v.render(format_of(&fi.name, fi.bitwidth as u32), f)?,
-                    )
+                    (fi.name.clone(), v.render(format_of_field(fi)?, f)?)
                 }
                 Match::Lpm(f, v, len) => {
                     let fi = t.field(f)?;
                     (
                         fi.name.clone(),
-                        format!(
-                            "{}/{len}",
-                            v.render(format_of(&fi.name, fi.bitwidth as u32), f)?
-                        ),
+                        format!("{}/{len}", v.render(format_of_field(fi)?, f)?),
                     )
                 }
                 Match::Ternary(f, v, mask) => {
                     let fi = t.field(f)?;
-                    let fmt = format_of(&fi.name, fi.bitwidth as u32);
+                    let fmt = format_of_field(fi)?;
                     (
                         fi.name.clone(),
                         format!("{}&{}", v.render(fmt, f)?, mask.render(fmt, f)?),
@@ -295,10 +417,7 @@ impl<'a> Encoder<'a> {
         let mut out = P4rtAction::new(a.alias.clone());
         for (p, v) in &call.params {
             let pi = a.param(p)?;
-            out = out.with_param(
-                pi.name.clone(),
-                v.render(format_of(&pi.name, pi.bitwidth as u32), p)?,
-            );
+            out = out.with_param(pi.name.clone(), v.render(format_of_param(pi)?, p)?);
         }
         Ok(out)
     }
@@ -388,6 +507,42 @@ mod tests {
         assert_eq!(
             Value::Uint(31).render(Format::Hex, "x").expect("hex"),
             "0x1f"
+        );
+    }
+
+    #[test]
+    fn canonical_text_gives_one_spelling_per_value() {
+        let c = |fmt, bits, t: &str| canonical_text(fmt, "f", bits, t).expect(t);
+        assert_eq!(c(Format::Hex, 16, "0x0005"), "0x5");
+        assert_eq!(c(Format::Hex, 16, "0x0"), "0x0");
+        assert_eq!(c(Format::Mac, 48, "02:AB:46:00:00:01"), "02:ab:46:00:00:01");
+        assert_eq!(c(Format::Ipv6, 128, "fd00:0:0::2"), "fd00::2");
+        assert_eq!(c(Format::Ipv4, 32, "10.0.0.2"), "10.0.0.2");
+        assert_eq!(c(Format::Port, 9, "Ethernet8"), "Ethernet8");
+        assert_eq!(c(Format::Port, 9, "0x03"), "0x3");
+        assert!(canonical_text(Format::Hex, "f", 16, "0x10000").is_err());
+        assert!(canonical_text(Format::Ipv4, "f", 32, "10.0.0.0/8").is_err());
+        assert!(canonical_text(Format::Hex, "f", 3, "0x1&0x7").is_err());
+        assert!(canonical_text(Format::Port, "f", 9, "").is_err());
+    }
+
+    #[test]
+    fn declared_formats_map_to_codec_formats_and_unknown_ones_are_errors() {
+        assert_eq!(
+            Format::declared(&DeclaredFormat::PortName),
+            Some(Format::Port)
+        );
+        assert_eq!(
+            Format::declared(&DeclaredFormat::MacAddress),
+            Some(Format::Mac)
+        );
+        let e = Format::resolve("f", Some(&DeclaredFormat::Other("STRING".into())), 8)
+            .expect_err("unsupported");
+        assert!(e.to_string().contains("STRING"), "{e}");
+        // Without a declaration, the fallback rule decides.
+        assert_eq!(
+            Format::resolve("dst_mac", None, 48).expect("fallback"),
+            Format::Mac
         );
     }
 

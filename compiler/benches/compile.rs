@@ -1,9 +1,10 @@
-//! Full compile of large fabrics, and the delta after one link goes down.
-//! Run: `cargo bench -p weft-controller --bench compile`.
+//! Full compile of large fabrics, the mapping of every switch's desired state to P4RT_TABLE
+//! entries (what `weft plan` does for each switch), and the delta after one link goes down.
+//! Run: `cargo bench -p weft-compiler --bench compile`.
 
 use std::time::Instant;
 
-use weft_compiler::{Compiler, LinkState, compile};
+use weft_compiler::{Compiler, LinkState, compile, p4map};
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -41,6 +42,28 @@ fn main() {
                 .sum::<usize>();
         }
         let full = median(times);
+        // P4RT_TABLE entries of every switch, one switch at a time (as `weft plan` streams them).
+        let d = compile(&t, &ls);
+        let info = p4map::pipeline_p4info().unwrap_or_else(|e| panic!("{e}"));
+        let mut map_times = Vec::new();
+        let mut mapped = 0usize;
+        for _ in 0..runs {
+            let t0 = Instant::now();
+            mapped = 0;
+            for sw in &d.switches {
+                let e = p4map::entries(&t, &info, sw).unwrap_or_else(|e| panic!("{e}"));
+                mapped += e.len();
+            }
+            map_times.push(t0.elapsed().as_secs_f64());
+        }
+        let map = median(map_times);
+        println!(
+            "fat-tree k={k}: mapping every switch to P4RT_TABLE entries: median {:.1} ms, {mapped} entries ({:.0} ns per entry, {:.1} us per switch)",
+            map * 1e3,
+            map * 1e9 / mapped.max(1) as f64,
+            map * 1e6 / d.switches.len().max(1) as f64,
+        );
+        drop(d);
         println!(
             "fat-tree k={k}: {} switches, {} hosts: full compile median {:.1} ms, {} route+nexthop+group entries, peak RSS {:.0} MiB",
             t.switches.len(),

@@ -104,78 +104,6 @@ impl Fixture {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
-    fn ns(&self, host: &str) -> String {
-        tb::host_netns(&self.fabric, host)
-    }
-    fn host_ip(&self, host: &str) -> String {
-        self.state()
-            .host(host)
-            .map(|h| h.ipv4.clone())
-            .expect("host")
-    }
-}
-
-fn probe() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/scripts/udp_probe.py").to_string()
-}
-
-/// Runs a receiver in `dst` and a paced sender in `src`, with `during` run while traffic flows.
-fn stream(
-    f: &Fixture,
-    src: &str,
-    dst: &str,
-    pps: u32,
-    seconds: f64,
-    flows: u32,
-    during: impl FnOnce(),
-) -> serde_json::Value {
-    let out = f.dir.join(format!("recv-{src}-{dst}.json"));
-    let mut recv = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &f.ns(dst),
-            "python3",
-            &probe(),
-            "recv",
-            "--port",
-            "5000",
-        ])
-        .args(["--seconds", &format!("{}", seconds + 2.0), "--out"])
-        .arg(&out)
-        .spawn()
-        .expect("receiver");
-    std::thread::sleep(Duration::from_millis(500));
-    let mut send = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &f.ns(src),
-            "python3",
-            &probe(),
-            "send",
-            "--dst",
-            &f.host_ip(dst),
-            "--port",
-            "5000",
-        ])
-        .args([
-            "--pps",
-            &pps.to_string(),
-            "--seconds",
-            &seconds.to_string(),
-            "--flows",
-            &flows.to_string(),
-        ])
-        .spawn()
-        .expect("sender");
-    during();
-    let _ = send.wait();
-    let _ = recv.wait();
-    std::fs::read_to_string(&out)
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(serde_json::Value::Null)
 }
 
 #[test]
@@ -256,13 +184,27 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         "both spines must carry a fair share: {per:?}"
     );
 
-    // 3. A link fails under a paced stream: measure the loss window and the controller's
-    // reconvergence time.
+    // 3. The link carrying a paced stream fails: measure the loss window and the controller's
+    // reconvergence time. (Which of leaf1's uplinks the flow hashed onto is read from the
+    // kernel's counters while it flows; that one is pulled.)
     let state = f.state();
-    let r = stream(&f, "leaf1-h1", "leaf3-h1", 1000, 4.0, 1, || {
-        std::thread::sleep(Duration::from_millis(1500));
-        tb::set_link(&state, "leaf1", "Ethernet8", false).expect("link down");
-    });
+    let up = tb::uplinks(&state, "leaf1");
+    let trial = tb::failover_trial(
+        &state,
+        &tb::Stream {
+            src: "leaf1-h1",
+            dst: "leaf3-h1",
+            port: 5000,
+            pps: 1000,
+            seconds: 4.0,
+            flows: 1,
+        },
+        "leaf1",
+        &up,
+        Duration::from_millis(1500),
+    )
+    .expect("failover trial");
+    let r = &trial.result;
     std::thread::sleep(Duration::from_secs(1));
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
     let last = events
@@ -270,23 +212,29 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         .rfind(|l| l.contains("down"))
         .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
     println!(
-        "failover: lost {} of {} packets, largest arrival gap {} ms; controller: {}",
-        r["lost"],
-        r["max_seq"],
-        r["max_gap_ms"],
+        "failover: leaf1:{} (carried {} packets in the 1 s before) pulled; lost {} of {} \
+         packets, largest arrival gap {:?} ms; controller: {}",
+        trial.port,
+        trial.carried,
+        r.lost,
+        r.max_seq + 1,
+        r.max_gap_ms,
         last.as_ref()
             .map_or("no reconvergence logged".into(), |v| v.to_string())
     );
     // Outcomes, not timings: the stream kept flowing and (almost) nothing was lost; the loss
-    // window and the controller's time are printed above and in the README.
-    assert!(r["received"].as_u64().unwrap_or(0) > 500, "{r}");
-    assert!(
-        r["lost"].as_u64().unwrap_or(u64::MAX) <= 50,
-        "too many packets lost on failover: {r}"
-    );
+    // window and the controller's time are measured by `cargo bench --bench failover`.
+    assert!(r.received > 3000, "{r:?}");
+    assert!(r.lost <= 50, "too many packets lost on failover: {r:?}");
     let last = last.expect("weft run logged the reconvergence");
     assert!(last["failed"].as_u64() == Some(0), "{last}");
-    tb::set_link(&state, "leaf1", "Ethernet8", true).expect("link up");
+    assert!(
+        last["changes"]
+            .to_string()
+            .contains(&format!("leaf1:{}", trial.port)),
+        "the reconvergence logged is not the pulled link's: {last}"
+    );
+    tb::set_link(&state, "leaf1", &trial.port, true).expect("link up");
     assert_eq!(
         f.wait_all_reachable(Duration::from_secs(30)).0,
         f.all_reachable().1
@@ -326,8 +274,45 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         reconv <= 20,
         "{reconv} reconvergences: writes are not bounded"
     );
+    // Both ends of the flapped cable keep forwarding on every other port. (When the testbed
+    // pulled a cable by setting BMv2's own interface admin-down, BMv2 stopped receiving on all
+    // its ports.) Counted by the kernel on the switches' interfaces.
+    let (far_sw, far_port) = tb::peer(&state, "leaf2", "Ethernet8").expect("cable at leaf2");
+    let tx0 = [
+        tb::port_tx(&state, "leaf2").expect("counters"),
+        tb::port_tx(&state, &far_sw).expect("counters"),
+    ];
     let (ok, n) = f.wait_all_reachable(Duration::from_secs(30));
     assert_eq!(ok, n, "reachability after the storm");
+    // Many flows between the other leaves, so that hashing puts some on every port of the far
+    // switch too (64 flows per pair: the chance a port gets none is below 2^-60).
+    for (a, b) in [
+        ("leaf1-h1", "leaf3-h1"),
+        ("leaf3-h1", "leaf4-h1"),
+        ("leaf4-h1", "leaf1-h1"),
+    ] {
+        let (_, received) = tb::spread(&state, a, b, 400, 64, &[]).expect("spread");
+        assert!(received >= 380, "{a} → {b}: {received}/400 after the storm");
+    }
+    let tx1 = [
+        tb::port_tx(&state, "leaf2").expect("counters"),
+        tb::port_tx(&state, &far_sw).expect("counters"),
+    ];
+    for (i, (sw, flapped)) in [("leaf2", "Ethernet8"), (far_sw.as_str(), far_port.as_str())]
+        .into_iter()
+        .enumerate()
+    {
+        for (port, after) in &tx1[i] {
+            let sent = after - tx0[i].get(port).copied().unwrap_or(0);
+            println!("after the storm: {sw}:{port} sent {sent} packets");
+            if port != flapped {
+                assert!(
+                    sent > 0,
+                    "{sw}:{port} stopped forwarding after the flap storm"
+                );
+            }
+        }
+    }
 
     // 5. The controller killed and restarted converges; a plugin killed and restarted converges.
     f.stop_run();
@@ -344,6 +329,28 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
     assert!(
         out.contains("total: 0 to add, 0 to modify, 0 to delete"),
         "not converged:\n{out}"
+    );
+    // The real plugins and BMv2 pass every check of `weft doctor`, and `weft status` sees the
+    // running `weft run` holding the lock with every link in use.
+    let (code, out) = f.weft(&["doctor", &file.to_string_lossy()]);
+    assert_eq!(
+        code, 0,
+        "doctor found problems on a converged testbed:\n{out}"
+    );
+    assert!(out.contains("held by weft run"), "{out}");
+    let status = f.dir.join("status.json");
+    let (code, out) = f.weft(&[
+        "status",
+        &file.to_string_lossy(),
+        "--status-file",
+        &status.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("lock held on 6/6"), "{out}");
+    assert_eq!(
+        out.matches("up/up      up/up      in use").count(),
+        8,
+        "{out}"
     );
 }
 

@@ -32,9 +32,10 @@ control Ecn(inout headers_t hdr,
     }
 
     @id(ID_ECN_THRESHOLD_TABLE)
+    @weft_owner("plugin", "from CONFIG_DB WRED_PROFILE and QUEUE")
     table ecn_threshold_table {
         key = {
-            sm.egress_port : exact @name("port");
+            sm.egress_port : exact @name("port") @format(PORT_NAME);
             meta.traffic_class : exact @name("queue");
         }
         actions = {

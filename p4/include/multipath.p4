@@ -67,10 +67,14 @@ control Multipath(inout headers_t hdr,
         meta.group_epoch = 0;
     }
 
+    // Keyed by an existing group: the group's entries are written first, and a route to the
+    // group comes after its modes (see p4/README.md, "Write order").
     @id(ID_MULTIPATH_MODE_TABLE)
+    @weft_owner("controller")
     table multipath_mode_table {
         key = {
-            meta.wcmp_group_id : exact @name("wcmp_group_id");
+            meta.wcmp_group_id : exact @name("wcmp_group_id")
+                @refers_to(wcmp_group_table, wcmp_group_id);
             meta.traffic_class : ternary @name("traffic_class");
         }
         actions = {
@@ -84,7 +88,9 @@ control Multipath(inout headers_t hdr,
     // A group member: the nexthop and its egress port (the port whose liveness and queue depth
     // decide; it must be the nexthop's port, and is also the member's P4Runtime watch_port).
     @id(ID_SET_WCMP_MEMBER)
-    action set_wcmp_member(nexthop_id_t nexthop_id, port_t egress_port) {
+    action set_wcmp_member(@refers_to(nexthop_table, nexthop_id) nexthop_id_t nexthop_id,
+                           @refers_to(port_config_table, port) @format(PORT_NAME)
+                           port_t egress_port) {
         meta.member_hit = 1;
         meta.member_nexthop_id = nexthop_id;
         meta.member_port = egress_port;
@@ -101,6 +107,7 @@ control Multipath(inout headers_t hdr,
     action_selector(HashAlgorithm.crc16, WCMP_SELECTOR_SIZE, 16) wcmp_group_selector;
 
     @id(ID_WCMP_GROUP_TABLE)
+    @weft_owner("controller")
     table wcmp_group_table {
         key = {
             meta.wcmp_group_id : exact @name("wcmp_group_id");

@@ -7,9 +7,12 @@ control Nexthop(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t sm) {
     // Written by the controller (P4RT_TABLE): the neighbor's MAC, our MAC on that port, the port.
-    // Directly attached hosts are nexthops like any other.
+    // Directly attached hosts are nexthops like any other. The egress port must be a routed port
+    // (one with a port_config_table entry, whose router MAC src_mac is).
     @id(ID_SET_NEXTHOP)
-    action set_nexthop(port_t egress_port, mac_t dst_mac, mac_t src_mac) {
+    action set_nexthop(@refers_to(port_config_table, port) @format(PORT_NAME) port_t egress_port,
+                       @format(MAC_ADDRESS) mac_t dst_mac,
+                       @format(MAC_ADDRESS) mac_t src_mac) {
         sm.egress_spec = egress_port;
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ethernet.src_addr = src_mac;
@@ -21,6 +24,7 @@ control Nexthop(inout headers_t hdr,
     }
 
     @id(ID_NEXTHOP_TABLE)
+    @weft_owner("controller")
     table nexthop_table {
         key = {
             meta.nexthop_id : exact @name("nexthop_id");

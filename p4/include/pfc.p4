@@ -70,9 +70,10 @@ control PfcWatchdog(inout headers_t hdr,
     action pfc_watchdog_none() { }
 
     @id(ID_PFC_WATCHDOG_TABLE)
+    @weft_owner("plugin", "the plugin's PFC watchdog")
     table pfc_watchdog_table {
         key = {
-            sm.egress_spec : exact @name("port");
+            sm.egress_spec : exact @name("port") @format(PORT_NAME);
             meta.traffic_class : exact @name("priority");
         }
         actions = {
@@ -126,9 +127,10 @@ control PfcEgress(inout headers_t hdr,
     }
 
     @id(ID_PFC_THRESHOLD_TABLE)
+    @weft_owner("plugin", "from CONFIG_DB BUFFER_PG, BUFFER_PROFILE and PORT_QOS_MAP")
     table pfc_threshold_table {
         key = {
-            sm.egress_port : exact @name("port");
+            sm.egress_port : exact @name("port") @format(PORT_NAME);
             meta.traffic_class : exact @name("priority");
         }
         actions = {

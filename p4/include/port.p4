@@ -25,7 +25,7 @@ control PortIngress(inout headers_t hdr,
 
     // Router MAC of a routed port. Written by the controller (P4RT_TABLE).
     @id(ID_SET_PORT_CONFIG)
-    action set_port_config(mac_t router_mac) {
+    action set_port_config(@format(MAC_ADDRESS) mac_t router_mac) {
         meta.port_configured = 1;
         meta.router_mac = router_mac;
     }
@@ -36,9 +36,10 @@ control PortIngress(inout headers_t hdr,
     }
 
     @id(ID_PORT_CONFIG_TABLE)
+    @weft_owner("controller")
     table port_config_table {
         key = {
-            sm.ingress_port : exact @name("port");
+            sm.ingress_port : exact @name("port") @format(PORT_NAME);
         }
         actions = {
             set_port_config;
@@ -48,7 +49,7 @@ control PortIngress(inout headers_t hdr,
         size = PORT_CONFIG_TABLE_SIZE;
     }
 
-    // Switch-wide settings (a keyless table: the controller modifies its default action).
+    // Switch-wide settings (a keyless table: the plugin modifies its default action).
     //   switch_id          stamped into postcards
     //   postcard_sample_n  postcard for 1 in N forwarded packets; 0 = sampling off
     //   postcard_session   clone session of postcards (to a collector port or the CPU port)
@@ -65,6 +66,7 @@ control PortIngress(inout headers_t hdr,
     }
 
     @id(ID_SWITCH_CONFIG_TABLE)
+    @weft_owner("plugin", "switch_id = device id")
     table switch_config_table {
         actions = { set_switch_config; }
         default_action = set_switch_config(0, 0, 0, 0);
@@ -80,6 +82,7 @@ control PortIngress(inout headers_t hdr,
     }
 
     @id(ID_PORT_STATUS_TABLE)
+    @weft_owner("plugin", "port down mask from link state")
     table port_status_table {
         actions = { set_port_down_mask; }
         default_action = set_port_down_mask(0);

@@ -33,10 +33,13 @@ control PsnTracker(inout headers_t hdr,
         meta.psn_track = 0;
     }
 
+    // The port is a physical port (CONFIG_DB PORT), not a port_config_table entry: tracking
+    // needs no router MAC, so the key refers to no table (and ranks with port_config_table).
     @id(ID_PSN_TRACKING_TABLE)
+    @weft_owner("controller")
     table psn_tracking_table {
         key = {
-            sm.egress_port : exact @name("port");
+            sm.egress_port : exact @name("port") @format(PORT_NAME);
         }
         actions = {
             enable_psn_tracking;

@@ -18,6 +18,7 @@ control QosClassify(inout headers_t hdr,
     action qos_default() { }
 
     @id(ID_QOS_CLASSIFY_TABLE)
+    @weft_owner("plugin", "from CONFIG_DB DSCP_TO_TC_MAP and PORT_QOS_MAP")
     table qos_classify_table {
         key = {
             meta.dscp : exact @name("dscp");

@@ -6,14 +6,17 @@
 control Routing(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t sm) {
+    // A route's nexthop and group must exist while the route does (written before it, deleted
+    // after it): the references say so, and the write order follows from them.
     @id(ID_SET_NEXTHOP_ID)
-    action set_nexthop_id(nexthop_id_t nexthop_id) {
+    action set_nexthop_id(@refers_to(nexthop_table, nexthop_id) nexthop_id_t nexthop_id) {
         meta.nexthop_id = nexthop_id;
         meta.is_multipath = 0;
     }
 
     @id(ID_SET_WCMP_GROUP_ID)
-    action set_wcmp_group_id(wcmp_group_id_t wcmp_group_id) {
+    action set_wcmp_group_id(@refers_to(wcmp_group_table, wcmp_group_id)
+                             wcmp_group_id_t wcmp_group_id) {
         meta.wcmp_group_id = wcmp_group_id;
         meta.is_multipath = 1;
     }
@@ -30,9 +33,10 @@ control Routing(inout headers_t hdr,
     }
 
     @id(ID_IPV4_TABLE)
+    @weft_owner("controller")
     table ipv4_table {
         key = {
-            hdr.ipv4.dst_addr : lpm @name("ipv4_dst");
+            hdr.ipv4.dst_addr : lpm @name("ipv4_dst") @format(IPV4_ADDRESS);
         }
         actions = {
             set_nexthop_id;
@@ -45,9 +49,10 @@ control Routing(inout headers_t hdr,
     }
 
     @id(ID_IPV6_TABLE)
+    @weft_owner("controller")
     table ipv6_table {
         key = {
-            hdr.ipv6.dst_addr : lpm @name("ipv6_dst");
+            hdr.ipv6.dst_addr : lpm @name("ipv6_dst") @format(IPV6_ADDRESS);
         }
         actions = {
             set_nexthop_id;

@@ -26,6 +26,7 @@ control TelemetryIngress(inout headers_t hdr,
     action postcard_watch_miss() { }
 
     @id(ID_POSTCARD_WATCH_TABLE)
+    @weft_owner("controller")
     table postcard_watch_table {
         key = {
             meta.flow_src : ternary @name("src_addr");

@@ -224,12 +224,15 @@ struct Shared {
     rpc: P4RuntimeClient<Channel>,
     stream: Arc<StreamState>,
     p4info: RwLock<Option<P4Info>>,
-    task: JoinHandle<()>,
+    /// The stream channel's task; none for a write-only client.
+    task: Option<JoinHandle<()>>,
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(t) = &self.task {
+            t.abort();
+        }
     }
 }
 
@@ -286,6 +289,18 @@ impl Client {
     /// backoff until the switch answers, so this only fails on a bad configuration. Use
     /// [`Client::wait_primary`] or [`Client::events`] to learn when it is up.
     pub fn connect(cfg: ClientConfig) -> Result<Client> {
+        Client::start(cfg, true)
+    }
+
+    /// A second connection to a switch this process is already primary on, for writes only:
+    /// its own HTTP/2 connection (so a write here never queues behind a large batch or read on
+    /// the main one) and no stream channel (the switch checks a write's election id against the
+    /// primary's, not the connection it came on). It must run on the runtime that uses it.
+    pub fn connect_write_only(cfg: ClientConfig) -> Result<Client> {
+        Client::start(cfg, false)
+    }
+
+    fn start(cfg: ClientConfig, stream_channel: bool) -> Result<Client> {
         if cfg.write.max_in_flight == 0 || cfg.write.max_batch_updates == 0 {
             return Err(Error::Config(
                 "write batch size and in-flight count must be > 0".into(),
@@ -302,7 +317,8 @@ impl Client {
             events,
             current: Mutex::new(None),
         });
-        let task = tokio::spawn(stream_task(cfg.clone(), rpc.clone(), stream.clone()));
+        let task = stream_channel
+            .then(|| tokio::spawn(stream_task(cfg.clone(), rpc.clone(), stream.clone())));
         Ok(Client {
             shared: Arc::new(Shared {
                 cfg,
@@ -575,7 +591,9 @@ impl Client {
 
     /// Closes the stream channel now (other clones stop working too).
     pub fn close(&self) {
-        self.shared.task.abort();
+        if let Some(t) = &self.shared.task {
+            t.abort();
+        }
         if let Ok(mut g) = self.shared.stream.current.lock() {
             *g = None;
         }

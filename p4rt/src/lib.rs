@@ -8,6 +8,7 @@
 //!   registers, packet-out / packet-in).
 //! - Bytestrings are always canonical ([`bytes`]), so read-back equals what was written.
 
+pub mod annotations;
 pub mod bytes;
 mod canon;
 mod client;
@@ -16,6 +17,7 @@ mod error;
 mod p4info;
 mod pipeline;
 
+pub use annotations::{DeclaredFormat, Owner, RefersTo};
 pub use canon::{
     canonicalize_entity, canonicalize_table_entry, describe_entity, describe_table_entry,
 };
@@ -28,8 +30,8 @@ pub use entries::{
 };
 pub use error::{Error, MatchKind, ObjectKind, Result, UpdateError, WriteErrors};
 pub use p4info::{
-    ActionInfo, ActionProfileInfo, ArrayInfo, ControllerHeaderInfo, DirectInfo, MatchFieldInfo,
-    P4Info, PacketMetadataInfo, ParamInfo, TableInfo,
+    ActionInfo, ActionProfileInfo, ArrayInfo, ControllerHeaderInfo, CounterUnit, DirectInfo,
+    MatchFieldInfo, P4Info, PacketMetadataInfo, ParamInfo, TableInfo,
 };
 /// The generated P4Runtime types, re-exported.
 pub use p4runtime_proto as proto;

@@ -3,6 +3,11 @@
 //!
 //! Objects are found by their fully qualified name (`ingress.route.ipv4_lpm`) or, when it is
 //! unambiguous, by their alias (`ipv4_lpm`).
+//!
+//! Annotations the P4 source declares for its control plane are parsed here, once, when the
+//! P4Info is loaded (see [`annotations`](crate::annotations)): `@refers_to(table, field)` on
+//! match fields and action parameters (resolved to the referenced table and key field, which
+//! must exist and have the same width), `@format(...)` on them, and `@weft_owner(...)` on tables.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +15,7 @@ use std::sync::Arc;
 use p4runtime_proto::p4::config::v1 as cfg;
 use prost::Message;
 
+use crate::annotations::{self, DeclaredFormat, Owner, RefersTo};
 use crate::error::{Error, MatchKind, ObjectKind, Result};
 
 #[derive(Debug, Clone)]
@@ -18,6 +24,12 @@ pub struct MatchFieldInfo {
     pub name: String,
     pub bitwidth: i32,
     pub kind: MatchKind,
+    /// The P4Info annotations, as p4c wrote them.
+    pub annotations: Vec<String>,
+    /// `@refers_to`: key fields of other tables this field's value names.
+    pub refers_to: Vec<RefersTo>,
+    /// `@format`: how the value is written as text, if declared.
+    pub format: Option<DeclaredFormat>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,6 +49,10 @@ pub struct TableInfo {
     pub direct_meter_id: Option<u32>,
     pub size: i64,
     pub is_const: bool,
+    /// The preamble's annotations, as p4c wrote them.
+    pub annotations: Vec<String>,
+    /// `@weft_owner`: who writes the table's entries, if declared.
+    pub owner: Option<Owner>,
     fields_by_name: HashMap<String, usize>,
     fields_by_id: HashMap<u32, usize>,
 }
@@ -82,6 +98,12 @@ pub struct ParamInfo {
     pub id: u32,
     pub name: String,
     pub bitwidth: i32,
+    /// The P4Info annotations, as p4c wrote them.
+    pub annotations: Vec<String>,
+    /// `@refers_to`: key fields of other tables this parameter's value names.
+    pub refers_to: Vec<RefersTo>,
+    /// `@format`: how the value is written as text, if declared.
+    pub format: Option<DeclaredFormat>,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +112,8 @@ pub struct ActionInfo {
     pub name: String,
     pub alias: String,
     pub params: Vec<ParamInfo>,
+    /// The preamble's annotations, as p4c wrote them.
+    pub annotations: Vec<String>,
 }
 
 impl ActionInfo {
@@ -121,6 +145,28 @@ pub struct ActionProfileInfo {
     pub max_group_size: i32,
 }
 
+/// What a counter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CounterUnit {
+    Packets,
+    Bytes,
+    Both,
+    /// Not a counter, or the P4Info does not say.
+    Unspecified,
+}
+
+impl CounterUnit {
+    fn of(spec: &Option<cfg::CounterSpec>) -> Self {
+        use cfg::counter_spec::Unit;
+        match spec.as_ref().map(|s| Unit::try_from(s.unit)) {
+            Some(Ok(Unit::Packets)) => CounterUnit::Packets,
+            Some(Ok(Unit::Bytes)) => CounterUnit::Bytes,
+            Some(Ok(Unit::Both)) => CounterUnit::Both,
+            _ => CounterUnit::Unspecified,
+        }
+    }
+}
+
 /// Indexed counters, meters and registers.
 #[derive(Debug, Clone)]
 pub struct ArrayInfo {
@@ -128,6 +174,10 @@ pub struct ArrayInfo {
     pub name: String,
     pub alias: String,
     pub size: i64,
+    /// Counters: what they count (meters and registers: `Unspecified`).
+    pub unit: CounterUnit,
+    /// Registers: the width of one element when it is a plain bitstring (0 otherwise).
+    pub bitwidth: i32,
 }
 
 /// Direct counters and meters, attached to one table.
@@ -137,6 +187,8 @@ pub struct DirectInfo {
     pub name: String,
     pub alias: String,
     pub table_id: u32,
+    /// Direct counters: what they count (meters: `Unspecified`).
+    pub unit: CounterUnit,
 }
 
 #[derive(Debug, Clone)]
@@ -251,6 +303,12 @@ pub(crate) fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>)
         .map(|(_, c)| c.to_string())
 }
 
+fn preamble_annotations(p: &Option<cfg::Preamble>) -> Vec<String> {
+    p.as_ref()
+        .map(|p| p.annotations.clone())
+        .unwrap_or_default()
+}
+
 fn preamble(p: &Option<cfg::Preamble>, what: &str) -> Result<(u32, String, String)> {
     let p = p
         .as_ref()
@@ -325,6 +383,9 @@ impl P4Info {
                 direct_meter_id: None,
                 size: t.size,
                 is_const: t.is_const_table,
+                annotations: preamble_annotations(&t.preamble),
+                owner: annotations::owner(&preamble_annotations(&t.preamble))
+                    .map_err(|e| Error::P4Info(format!("table {name}: {e}")))?,
                 fields_by_name: HashMap::new(),
                 fields_by_id: HashMap::new(),
             };
@@ -338,11 +399,15 @@ impl P4Info {
                         f.name
                     )));
                 }
+                let what = |e| Error::P4Info(format!("table {name}, match field {}: {e}", f.name));
                 info.match_fields.push(MatchFieldInfo {
                     id: f.id,
                     name: f.name.clone(),
                     bitwidth: f.bitwidth,
                     kind: match_kind(f),
+                    annotations: f.annotations.clone(),
+                    refers_to: annotations::refers_to(&f.annotations).map_err(what)?,
+                    format: annotations::format(&f.annotations).map_err(what)?,
                 });
             }
             tables.insert(id, &name, info)?;
@@ -351,15 +416,18 @@ impl P4Info {
         let mut actions = Named::new(ObjectKind::Action);
         for a in &raw.actions {
             let (id, name, alias) = preamble(&a.preamble, "action")?;
-            let params = a
-                .params
-                .iter()
-                .map(|p| ParamInfo {
+            let mut params = Vec::with_capacity(a.params.len());
+            for p in &a.params {
+                let what = |e| Error::P4Info(format!("action {name}, parameter {}: {e}", p.name));
+                params.push(ParamInfo {
                     id: p.id,
                     name: p.name.clone(),
                     bitwidth: p.bitwidth,
-                })
-                .collect();
+                    annotations: p.annotations.clone(),
+                    refers_to: annotations::refers_to(&p.annotations).map_err(what)?,
+                    format: annotations::format(&p.annotations).map_err(what)?,
+                });
+            }
             actions.insert(
                 id,
                 &name,
@@ -368,6 +436,7 @@ impl P4Info {
                     name: name.clone(),
                     alias: alias.clone(),
                     params,
+                    annotations: preamble_annotations(&a.preamble),
                 },
             )?;
         }
@@ -393,6 +462,7 @@ impl P4Info {
         let array = |kind: ObjectKind,
                      pre: &Option<cfg::Preamble>,
                      size: i64,
+                     (unit, bitwidth): (CounterUnit, i32),
                      named: &mut Named<ArrayInfo>|
          -> Result<()> {
             let (id, name, alias) = preamble(pre, &kind.to_string())?;
@@ -404,23 +474,35 @@ impl P4Info {
                     name: name.clone(),
                     alias: alias.clone(),
                     size,
+                    unit,
+                    bitwidth,
                 },
             )
         };
         let mut counters = Named::new(ObjectKind::Counter);
         for c in &raw.counters {
-            array(ObjectKind::Counter, &c.preamble, c.size, &mut counters)?;
+            let unit = CounterUnit::of(&c.spec);
+            array(
+                ObjectKind::Counter,
+                &c.preamble,
+                c.size,
+                (unit, 0),
+                &mut counters,
+            )?;
         }
         let mut meters = Named::new(ObjectKind::Meter);
         for m in &raw.meters {
-            array(ObjectKind::Meter, &m.preamble, m.size, &mut meters)?;
+            let none = (CounterUnit::Unspecified, 0);
+            array(ObjectKind::Meter, &m.preamble, m.size, none, &mut meters)?;
         }
         let mut registers = Named::new(ObjectKind::Register);
         for r in &raw.registers {
+            let bitwidth = register_bitwidth(r);
             array(
                 ObjectKind::Register,
                 &r.preamble,
                 i64::from(r.size),
+                (CounterUnit::Unspecified, bitwidth),
                 &mut registers,
             )?;
         }
@@ -428,6 +510,7 @@ impl P4Info {
         let direct = |kind: ObjectKind,
                       pre: &Option<cfg::Preamble>,
                       table_id: u32,
+                      unit: CounterUnit,
                       named: &mut Named<DirectInfo>|
          -> Result<()> {
             let (id, name, alias) = preamble(pre, &kind.to_string())?;
@@ -439,6 +522,7 @@ impl P4Info {
                     name: name.clone(),
                     alias: alias.clone(),
                     table_id,
+                    unit,
                 },
             )
         };
@@ -448,6 +532,7 @@ impl P4Info {
                 ObjectKind::DirectCounter,
                 &c.preamble,
                 c.direct_table_id,
+                CounterUnit::of(&c.spec),
                 &mut direct_counters,
             )?;
         }
@@ -457,6 +542,7 @@ impl P4Info {
                 ObjectKind::DirectMeter,
                 &m.preamble,
                 m.direct_table_id,
+                CounterUnit::Unspecified,
                 &mut direct_meters,
             )?;
         }
@@ -497,6 +583,7 @@ impl P4Info {
         }
 
         tables.insert_aliases(aliases(raw.tables.iter().map(|x| &x.preamble)));
+        resolve_references(&mut tables, &mut actions)?;
         actions.insert_aliases(aliases(raw.actions.iter().map(|x| &x.preamble)));
         action_profiles.insert_aliases(aliases(raw.action_profiles.iter().map(|x| &x.preamble)));
         counters.insert_aliases(aliases(raw.counters.iter().map(|x| &x.preamble)));
@@ -585,14 +672,224 @@ impl P4Info {
     pub fn register_by_id(&self, id: u32) -> Result<&ArrayInfo> {
         self.inner.registers.by_id(id)
     }
+    pub fn direct_counters(&self) -> &[DirectInfo] {
+        &self.inner.direct_counters.items
+    }
+    pub fn meters(&self) -> &[ArrayInfo] {
+        &self.inner.meters.items
+    }
+    pub fn direct_meters(&self) -> &[DirectInfo] {
+        &self.inner.direct_meters.items
+    }
+    pub fn registers(&self) -> &[ArrayInfo] {
+        &self.inner.registers.items
+    }
     /// `packet_in` or `packet_out`.
     pub fn controller_header(&self, name: &str) -> Result<&ControllerHeaderInfo> {
         self.inner.controller_headers.get(name)
     }
+    /// Every controller header, in P4Info order.
+    pub fn controller_headers(&self) -> &[ControllerHeaderInfo] {
+        &self.inner.controller_headers.items
+    }
+}
+
+/// A register's element width when the P4Info gives it as a plain bitstring.
+fn register_bitwidth(r: &cfg::Register) -> i32 {
+    use cfg::p4_bitstring_like_type_spec::TypeSpec as Bit;
+    use cfg::p4_data_type_spec::TypeSpec as Data;
+    match r.type_spec.as_ref().and_then(|t| t.type_spec.as_ref()) {
+        Some(Data::Bitstring(b)) => match b.type_spec.as_ref() {
+            Some(Bit::Bit(b)) => b.bitwidth,
+            Some(Bit::Int(i)) => i.bitwidth,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// A resolved reference: (table id, table name, field id, field name).
+type Target = (u32, String, u32, String);
+
+/// Resolves every `@refers_to` to the referenced table and key field: each must exist (by name
+/// or alias) and have the width of the field or parameter that refers to it, or the P4Info is
+/// refused (a reference that can never match is a bug in the P4 source).
+fn resolve_references(
+    tables: &mut Named<TableInfo>,
+    actions: &mut Named<ActionInfo>,
+) -> Result<()> {
+    let target = |tables: &Named<TableInfo>, r: &RefersTo, width: i32, from: &str| {
+        let t = tables.get(&r.table).map_err(|_| {
+            Error::P4Info(format!(
+                "{from}: @refers_to({}, {}): no table {:?}",
+                r.table, r.field, r.table
+            ))
+        })?;
+        let f = t.field(&r.field).map_err(|_| {
+            Error::P4Info(format!(
+                "{from}: @refers_to({}, {}): table {} has no match field {:?}",
+                r.table, r.field, t.name, r.field
+            ))
+        })?;
+        if f.bitwidth != width {
+            return Err(Error::P4Info(format!(
+                "{from}: @refers_to({}, {}): {} bits refer to a field of {} bits",
+                r.table, r.field, width, f.bitwidth
+            )));
+        }
+        Ok::<_, Error>((t.id, t.name.clone(), f.id, f.name.clone()))
+    };
+    let mut resolved: Vec<(usize, usize, usize, Target)> = Vec::new();
+    for (ti, t) in tables.items.iter().enumerate() {
+        for (fi, f) in t.match_fields.iter().enumerate() {
+            for (ri, r) in f.refers_to.iter().enumerate() {
+                let from = format!("table {}, match field {}", t.name, f.name);
+                resolved.push((ti, fi, ri, target(tables, r, f.bitwidth, &from)?));
+            }
+        }
+    }
+    for (ti, fi, ri, (table_id, table, field_id, field)) in resolved {
+        let r = &mut tables.items[ti].match_fields[fi].refers_to[ri];
+        (r.table_id, r.table, r.field_id, r.field) = (table_id, table, field_id, field);
+    }
+    let mut resolved = Vec::new();
+    for (ai, a) in actions.items.iter().enumerate() {
+        for (pi, p) in a.params.iter().enumerate() {
+            for (ri, r) in p.refers_to.iter().enumerate() {
+                let from = format!("action {}, parameter {}", a.name, p.name);
+                resolved.push((ai, pi, ri, target(tables, r, p.bitwidth, &from)?));
+            }
+        }
+    }
+    for (ai, pi, ri, (table_id, table, field_id, field)) in resolved {
+        let r = &mut actions.items[ai].params[pi].refers_to[ri];
+        (r.table_id, r.table, r.field_id, r.field) = (table_id, table, field_id, field);
+    }
+    Ok(())
 }
 
 fn aliases<'a>(
     preambles: impl Iterator<Item = &'a Option<cfg::Preamble>>,
 ) -> impl Iterator<Item = (&'a str, u32)> {
     preambles.filter_map(|p| p.as_ref().map(|p| (p.alias.as_str(), p.id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEXTHOPS: u32 = 0x0200_0001;
+    const ROUTES: u32 = 0x0200_0002;
+    const SET_NEXTHOP_ID: u32 = 0x0100_0001;
+
+    /// Two tables: routes whose action names a nexthop by `@refers_to`, and the nexthops.
+    fn raw(reference: &str, param_bits: i32) -> cfg::P4Info {
+        use cfg::match_field::{Match, MatchType};
+        let pre = |id, name: &str, annotations: &[&str]| {
+            Some(cfg::Preamble {
+                id,
+                name: name.into(),
+                alias: name.rsplit('.').next().unwrap_or(name).into(),
+                annotations: annotations.iter().map(|a| a.to_string()).collect(),
+                ..Default::default()
+            })
+        };
+        let field = |name: &str, bits, annotations: Vec<String>| cfg::MatchField {
+            id: 1,
+            name: name.into(),
+            bitwidth: bits,
+            annotations,
+            r#match: Some(Match::MatchType(MatchType::Exact as i32)),
+            ..Default::default()
+        };
+        cfg::P4Info {
+            tables: vec![
+                cfg::Table {
+                    preamble: pre(
+                        NEXTHOPS,
+                        "ingress.nexthops",
+                        &[r#"@weft_owner("controller")"#],
+                    ),
+                    match_fields: vec![field("nexthop_id", 16, vec![])],
+                    ..Default::default()
+                },
+                cfg::Table {
+                    preamble: pre(
+                        ROUTES,
+                        "ingress.routes",
+                        &[r#"@weft_owner("plugin" , "it routes")"#],
+                    ),
+                    match_fields: vec![field("dst", 32, vec!["@format(IPV4_ADDRESS)".to_string()])],
+                    action_refs: vec![cfg::ActionRef {
+                        id: SET_NEXTHOP_ID,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            ],
+            actions: vec![cfg::Action {
+                preamble: pre(SET_NEXTHOP_ID, "ingress.set_nexthop_id", &[]),
+                params: vec![cfg::action::Param {
+                    id: 1,
+                    name: "nexthop_id".into(),
+                    bitwidth: param_bits,
+                    annotations: vec![reference.to_string()],
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn references_resolve_to_the_target_table_and_field_ids() {
+        let info = P4Info::new(raw("@refers_to(nexthops , nexthop_id)", 16)).expect("loads");
+        let p = &info.action_by_id(SET_NEXTHOP_ID).expect("action").params[0];
+        assert_eq!(
+            p.refers_to,
+            vec![RefersTo {
+                table_id: NEXTHOPS,
+                table: "ingress.nexthops".into(),
+                field_id: 1,
+                field: "nexthop_id".into(),
+            }]
+        );
+        let routes = info.table_by_id(ROUTES).expect("table");
+        assert_eq!(
+            routes.owner,
+            Some(Owner::Plugin {
+                reason: "it routes".into()
+            })
+        );
+        assert_eq!(
+            routes.match_fields[0].format,
+            Some(DeclaredFormat::Ipv4Address)
+        );
+        let nexthops = info.table_by_id(NEXTHOPS).expect("table");
+        assert_eq!(nexthops.owner, Some(Owner::Controller));
+    }
+
+    #[test]
+    fn a_reference_to_a_missing_table_or_field_or_another_width_is_refused() {
+        for (annotation, bits, expect) in [
+            (
+                "@refers_to(nexthop , nexthop_id)",
+                16,
+                "no table \"nexthop\"",
+            ),
+            ("@refers_to(nexthops , id)", 16, "no match field \"id\""),
+            (
+                "@refers_to(nexthops , nexthop_id)",
+                12,
+                "12 bits refer to a field of 16",
+            ),
+        ] {
+            let err = P4Info::new(raw(annotation, bits)).expect_err(annotation);
+            let msg = err.to_string();
+            assert!(
+                msg.contains(expect) && msg.contains("parameter nexthop_id"),
+                "{annotation}: {msg}"
+            );
+        }
+    }
 }

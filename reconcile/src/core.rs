@@ -111,7 +111,9 @@ pub enum Batch {
         del: Vec<String>,
     },
     Entries {
+        /// The stages the batch holds, first to last (one, unless merged: see [`batches`]).
         stage: Stage,
+        last: Stage,
         /// Deletes: keys only; sets: keys and fields.
         delete: bool,
         ops: Vec<(String, FieldValues)>,
@@ -1099,6 +1101,46 @@ impl<'t> Core<'t> {
     }
 }
 
+/// Pushes the stages in the order given, as one batch when they fit [`MERGE_UP_TO`].
+fn push_stages(
+    out: &mut Vec<Batch>,
+    stages: Vec<(Stage, Vec<(String, FieldValues)>)>,
+    replace: &mut BTreeMap<Stage, BTreeSet<String>>,
+    delete: bool,
+    may_merge: bool,
+) {
+    let total: usize = stages.iter().map(|(_, ops)| ops.len()).sum();
+    if total == 0 {
+        return;
+    }
+    if may_merge && total <= MERGE_UP_TO {
+        let (first, last) = (stages[0].0, stages[stages.len() - 1].0);
+        let mut ops = Vec::with_capacity(total);
+        let mut rep = BTreeSet::new();
+        for (stage, o) in stages {
+            ops.extend(o);
+            rep.extend(replace.remove(&stage).unwrap_or_default());
+        }
+        out.push(Batch::Entries {
+            stage: first,
+            last,
+            delete,
+            ops,
+            replace: rep,
+        });
+        return;
+    }
+    for (stage, ops) in stages {
+        out.push(Batch::Entries {
+            stage,
+            last: stage,
+            delete,
+            ops,
+            replace: replace.remove(&stage).unwrap_or_default(),
+        });
+    }
+}
+
 fn answer_for(by_key: &BTreeMap<&str, &Answer>, key: &str) -> Answer {
     by_key.get(key).map_or_else(
         || Answer {
@@ -1130,8 +1172,20 @@ pub struct LinkStatus {
     pub flaps: u64,
 }
 
+/// Stages whose entries fit one producer script may go as one batch (the consumer pops a
+/// script's keys together and the plugin writes a batch in rank order): a link change touches a
+/// handful of entries per switch, and one round trip instead of one per stage is most of its
+/// latency. Sets are merged only where no stage but the last adds a key: every entry of the
+/// batch then names only what is installed already, so none depends on another and a refusal
+/// leaves nothing dangling. Deletes are merged whole: the plugin refuses a delete of something
+/// still used (IN_USE), so a refused delete keeps what depends on it. An initial apply (adds in
+/// every stage) goes stage by stage.
+pub const MERGE_UP_TO: usize = weft_sonic_db::DEFAULT_KEYS_PER_SCRIPT;
+
 /// A switch plan as write batches in make-before-break order: CONFIG_DB rows (referenced rows
-/// first), P4RT sets by ascending stage, P4RT deletes by descending stage, CONFIG_DB deletes.
+/// first), P4RT sets by ascending stage, P4RT deletes by descending stage (each merged into one
+/// batch when it fits [`MERGE_UP_TO`]), CONFIG_DB deletes. Deletes are sent only once every set
+/// was acknowledged.
 pub fn batches(p: SwitchPlan) -> Vec<Batch> {
     // The plan is taken apart, not copied: after a link change it holds thousands of entries.
     let mut out = Vec::new();
@@ -1146,6 +1200,8 @@ pub fn batches(p: SwitchPlan) -> Vec<Batch> {
     let mut sets: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
     let mut replace: BTreeMap<Stage, BTreeSet<String>> = BTreeMap::new();
     let n = p.add.len() + p.modify.len();
+    // The stages holding an add (decides whether the sets may go as one batch).
+    let add_stages: BTreeSet<Stage> = p.add.iter().map(|c| c.stage).collect();
     for c in p.add.into_iter().chain(p.modify) {
         // A plan's change carries what the switch has under its key (nothing for an add): no
         // lookup in the installed state, which after a link change is cold in memory.
@@ -1160,26 +1216,22 @@ pub fn batches(p: SwitchPlan) -> Vec<Batch> {
             .or_insert_with(|| Vec::with_capacity(n))
             .push((c.key, c.fields));
     }
-    for (stage, ops) in sets {
-        out.push(Batch::Entries {
-            stage,
-            delete: false,
-            ops,
-            replace: replace.remove(&stage).unwrap_or_default(),
-        });
-    }
     let mut dels: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
     for c in p.delete {
         dels.entry(c.stage).or_default().push((c.key, Vec::new()));
     }
-    for (stage, ops) in dels.into_iter().rev() {
-        out.push(Batch::Entries {
-            stage,
-            delete: true,
-            ops,
-            replace: BTreeSet::new(),
-        });
-    }
+    let sets: Vec<(Stage, Vec<(String, FieldValues)>)> = sets.into_iter().collect();
+    let adds_before_last = sets
+        .last()
+        .is_some_and(|(last, _)| add_stages.iter().any(|s| s < last));
+    push_stages(&mut out, sets, &mut replace, false, !adds_before_last);
+    push_stages(
+        &mut out,
+        dels.into_iter().rev().collect(),
+        &mut replace,
+        true,
+        true,
+    );
     if !p.config_delete.is_empty() {
         out.push(Batch::Config {
             set: Vec::new(),

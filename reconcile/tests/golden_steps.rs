@@ -136,13 +136,18 @@ impl<'t> Harness<'t> {
                         }),
                         Batch::Entries {
                             stage,
+                            last,
                             delete,
                             ops,
                             replace,
                         } => {
                             let keys: Vec<&String> = ops.iter().map(|(k, _)| k).collect();
-                            let mut v =
-                                json!({"t": t_ms, "write": name, "stage": format!("{stage:?}")});
+                            let stages = if stage == last {
+                                format!("{stage:?}")
+                            } else {
+                                format!("{stage:?}..{last:?}")
+                            };
+                            let mut v = json!({"t": t_ms, "write": name, "stage": stages});
                             v[if *delete { "delete" } else { "set" }] = json!(keys);
                             if !replace.is_empty() {
                                 v["replace"] = json!(replace);

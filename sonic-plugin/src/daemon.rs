@@ -40,7 +40,7 @@ use weft_sonic_schema::state::{
 };
 
 use crate::config::PluginConfig;
-use crate::engine::{Engine, same_fields};
+use crate::engine::{Engine, Executed, Pending, Prepared, SwitchLost, same_fields};
 use crate::features::{Features, Publish};
 use crate::intent::SwitchIntent;
 use crate::pipeline::{self, owned_tables};
@@ -61,6 +61,8 @@ pub enum DaemonError {
     P4rt(#[from] weft_p4rt::Error),
     #[error(transparent)]
     Db(#[from] SonicDbError),
+    #[error("starting the port thread: {0}")]
+    PortThread(#[source] std::io::Error),
 }
 
 /// Why a session ended.
@@ -118,11 +120,8 @@ fn now_ms() -> u64 {
 impl Daemon {
     pub fn new(cfg: PluginConfig) -> Result<Daemon, DaemonError> {
         let pipeline = pipeline::load(&cfg.pipeline)?;
-        let client = Client::connect(ClientConfig::new(
-            cfg.p4rt.clone(),
-            cfg.device_id,
-            cfg.election_id,
-        ))?;
+        let p4rt = ClientConfig::new(cfg.p4rt.clone(), cfg.device_id, cfg.election_id);
+        let client = Client::connect(p4rt.clone())?;
         client.set_p4info(pipeline.p4info.clone());
         let translator = Translator::new(pipeline.p4info.clone(), owned_tables(), cfg.watch_ports);
         let engine = Engine::new(client.clone(), translator);
@@ -136,14 +135,15 @@ impl Daemon {
         let sonic = SonicDb::new(db);
         let port_stats = Arc::new(PortStats::default());
         let (port_tx, port_rx) = mpsc::channel(64);
-        tokio::spawn(ports::port_task(
-            client.clone(),
+        ports::spawn_port_thread(
+            p4rt,
             pipeline.p4info.clone(),
             sonic.clone(),
             cfg.interfaces.clone(),
             port_rx,
             port_stats.clone(),
-        ));
+        )
+        .map_err(DaemonError::PortThread)?;
         Ok(Daemon {
             features: Features::new(cfg.queue, cfg.tuning_line_rate.clone(), cfg.device_id),
             pipeline,
@@ -321,13 +321,18 @@ impl Daemon {
         let mut status_tick = tick(Some(self.cfg.status_interval));
         let mut counter_tick = tick(self.cfg.counter_interval);
         let mut tuning_tick = tick(self.cfg.tuning_interval);
+        let mut pipe = Pipe::default();
         let end = loop {
             let result = tokio::select! {
                 _ = &mut *shutdown => break End::Shutdown,
-                b = batch_rx.recv() => match b {
-                    Some(Ok(batch)) => self.handle_batch(&batch, &mut responder).await,
+                b = batch_rx.recv(), if pipe.next.is_none() => match b {
+                    Some(Ok(batch)) => self.take_batch(&mut pipe, batch),
                     Some(Err(e)) => Err(e.into()),
                     None => Err(End::Resync("consumer task ended".into())),
+                },
+                w = async { match pipe.inflight.as_mut() { Some(f) => f.await, None => std::future::pending().await } } => {
+                    pipe.inflight = None;
+                    self.written(&mut pipe, w, &mut responder).await
                 },
                 c = cfg_rx.recv() => match c {
                     Some(()) => {
@@ -335,8 +340,12 @@ impl Daemon {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         while cfg_rx.try_recv().is_ok() {}
                         let poll = self.features.intent.wd_poll;
-                        let r = match responder.flush().await {
-                            Ok(()) => self.on_config_change(&appl_state).await,
+                        // Batches in flight land first: the change may retranslate everything.
+                        let r = match self.drain(&mut pipe, &mut responder).await {
+                            Ok(()) => match responder.flush().await {
+                                Ok(()) => self.on_config_change(&appl_state).await,
+                                Err(e) => Err(e),
+                            },
                             Err(e) => Err(e),
                         };
                         if self.features.intent.wd_poll != poll {
@@ -515,8 +524,19 @@ impl Daemon {
     ) -> Result<(), End> {
         let t0 = Instant::now();
         let results = self.engine.apply_batch(batch).await?;
-        // A failed key's APPL_DB entry goes back to what is installed, so APPL_DB and
-        // APPL_STATE_DB differ only while a key is in flight (what a restart replays).
+        self.answer(results, batch.len(), t0, responder).await
+    }
+
+    /// Hands a batch's answers to the responder, with the APPL_DB rows of failed keys put back
+    /// to what is installed (so APPL_DB and APPL_STATE_DB differ only while a key is in flight:
+    /// what a restart replays).
+    async fn answer(
+        &mut self,
+        results: Vec<EntryResult>,
+        keys: usize,
+        t0: Instant,
+        responder: &mut Responder,
+    ) -> Result<(), End> {
         let mut revert = Vec::new();
         let mut remove = Vec::new();
         for r in results.iter().filter(|r| !r.status.is_ok()) {
@@ -530,12 +550,11 @@ impl Daemon {
             tracing::warn!(key = %r.key, status = %r.status, error = %r.message, "entry refused");
         }
         tracing::debug!(
-            keys = batch.len(),
+            keys,
             failed,
             ms = t0.elapsed().as_millis() as u64,
             "batch applied"
         );
-        // Answered by the responder task while the next batch goes to the switch.
         responder
             .send(Answered {
                 results,
@@ -543,6 +562,58 @@ impl Daemon {
                 remove,
             })
             .await
+    }
+
+    /// A batch from the consumer: written at once when nothing is in flight; otherwise
+    /// prepared now (when it touches no key of the batch in flight) and written next.
+    fn take_batch(&mut self, pipe: &mut Pipe, batch: Vec<KeyOpFieldValues>) -> Result<(), End> {
+        match &pipe.inflight {
+            None => {
+                let p = self.engine.prepare(batch, &Pending::default());
+                pipe.start(&self.client, p);
+            }
+            Some(_) if pipe.pending.disjoint(&batch) => {
+                let p = self.engine.prepare(batch, &pipe.pending);
+                pipe.next = Some(Next::Prepared(p));
+            }
+            Some(_) => pipe.next = Some(Next::Raw(batch)),
+        }
+        Ok(())
+    }
+
+    /// The batch in flight was written: commit and answer it, then start the next.
+    async fn written(
+        &mut self,
+        pipe: &mut Pipe,
+        (prepared, executed): (Prepared, Result<Executed<usize>, SwitchLost>),
+        responder: &mut Responder,
+    ) -> Result<(), End> {
+        let t0 = Instant::now();
+        let n = prepared.ops.len();
+        let results = self.engine.commit(prepared, executed?).await?;
+        self.answer(results, n, t0, responder).await?;
+        match pipe.next.take() {
+            Some(Next::Prepared(p)) if !p.blocked => pipe.start(&self.client, p),
+            Some(Next::Prepared(p)) => {
+                let p = self.engine.prepare(p.ops, &Pending::default());
+                pipe.start(&self.client, p);
+            }
+            Some(Next::Raw(b)) => {
+                let p = self.engine.prepare(b, &Pending::default());
+                pipe.start(&self.client, p);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Writes and answers whatever is in flight or queued.
+    async fn drain(&mut self, pipe: &mut Pipe, responder: &mut Responder) -> Result<(), End> {
+        while let Some(f) = pipe.inflight.take() {
+            let w = f.await;
+            self.written(pipe, w, responder).await?;
+        }
+        Ok(())
     }
 
     async fn read_cells(
@@ -743,6 +814,37 @@ impl Daemon {
     }
 }
 
+type Write = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (Prepared, Result<Executed<usize>, SwitchLost>)> + Send>,
+>;
+
+/// The batch loop's pipeline: one batch being written to the switch, the next one prepared
+/// (translated and planned) meanwhile, and the one before answered by the responder.
+#[derive(Default)]
+struct Pipe {
+    inflight: Option<Write>,
+    /// What the batch in flight holds.
+    pending: Pending,
+    next: Option<Next>,
+}
+
+enum Next {
+    Prepared(Prepared),
+    /// Touches a key of the batch in flight: prepared once that one is committed.
+    Raw(Vec<KeyOpFieldValues>),
+}
+
+impl Pipe {
+    fn start(&mut self, client: &Client, p: Prepared) {
+        self.pending = p.pending();
+        let client = client.clone();
+        self.inflight = Some(Box::pin(async move {
+            let r = crate::engine::execute(&client, &p.plan).await;
+            (p, r)
+        }));
+    }
+}
+
 /// One batch's answers, as the batch loop decided them.
 struct Answered {
     results: Vec<EntryResult>,
@@ -886,7 +988,11 @@ async fn redis_run_id(sonic: &SonicDb) -> Result<String, SonicDbError> {
 
 /// Keys in APPL_DB waiting to be popped (the backlog).
 async fn pending_keys(sonic: &SonicDb) -> Result<u64, SonicDbError> {
-    let names = StateTableNames::new(P4RT_TABLE, SonicDbId::ApplDb)?;
+    let names = StateTableNames::new(
+        P4RT_TABLE,
+        SonicDbId::ApplDb,
+        sonic.db_number(SonicDbId::ApplDb),
+    )?;
     let mut conn = sonic.connect(SonicDbId::ApplDb).await?;
     redis::cmd("SCARD")
         .arg(&names.key_set)
@@ -932,7 +1038,7 @@ async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
     let run = async {
         sonic.ensure_keyspace_notifications(true).await?;
         let mut pubsub = sonic.pubsub().await?;
-        let prefix = format!("__keyspace@{}__:", SonicDbId::ConfigDb.number());
+        let prefix = format!("__keyspace@{}__:", sonic.db_number(SonicDbId::ConfigDb));
         pubsub
             .psubscribe(format!("{prefix}*"))
             .await

@@ -29,13 +29,63 @@ use weft_sonic_db::{EntryResult, FieldValues, KeyOpFieldValues, Op, StatusCode};
 use crate::objects::{ObjKey, Objects, Owners, Plan, PlannedUpdate};
 use crate::pipeline::Contract;
 use crate::switch::SwitchIo;
-use crate::translate::{Rejected, Translator};
+use crate::translate::{Refs, Translator};
+use weft_p4::contract::Ref;
 
 /// What one key has on the switch.
 #[derive(Debug, Clone)]
 pub struct Installed {
     pub fields: FieldValues,
     pub objects: Objects,
+    /// What it is to other entries, and what it names.
+    pub refs: Refs,
+}
+
+/// Which installed key provides each identity and which keys refer to it, so a route to a
+/// missing nexthop is refused (NOT_FOUND) and a nexthop routes still use is not deleted
+/// (IN_USE), as SONiC's p4orch answers.
+#[derive(Debug, Default, Clone)]
+pub struct RefIndex {
+    provided: HashMap<Ref, String>,
+    users: HashMap<Ref, BTreeSet<String>>,
+}
+
+impl RefIndex {
+    fn add(&mut self, key: &str, r: &Refs) {
+        for id in &r.ids {
+            self.provided.insert(id.clone(), key.to_string());
+        }
+        for x in &r.refs {
+            self.users
+                .entry(x.clone())
+                .or_default()
+                .insert(key.to_string());
+        }
+    }
+
+    fn remove(&mut self, key: &str, r: &Refs) {
+        for id in &r.ids {
+            if self.provided.get(id).is_some_and(|k| k == key) {
+                self.provided.remove(id);
+            }
+        }
+        for x in &r.refs {
+            if let Some(u) = self.users.get_mut(x) {
+                u.remove(key);
+                if u.is_empty() {
+                    self.users.remove(x);
+                }
+            }
+        }
+    }
+
+    pub fn provider(&self, id: &Ref) -> Option<&str> {
+        self.provided.get(id).map(String::as_str)
+    }
+
+    pub fn users(&self, id: &Ref) -> impl Iterator<Item = &str> {
+        self.users.get(id).into_iter().flatten().map(String::as_str)
+    }
 }
 
 /// Counters shown in the status key.
@@ -70,6 +120,7 @@ pub struct Engine<S> {
     pub translator: Translator,
     contract: Contract,
     installed: BTreeMap<String, Installed>,
+    index: RefIndex,
     owners: Owners,
     owned: Objects,
     pub stats: EngineStats,
@@ -106,6 +157,7 @@ impl<S: SwitchIo> Engine<S> {
             translator,
             contract: Contract::default(),
             installed: BTreeMap::new(),
+            index: RefIndex::default(),
             owners: Owners::default(),
             owned: Objects::new(),
             stats: EngineStats::default(),
@@ -127,9 +179,11 @@ impl<S: SwitchIo> Engine<S> {
             weft_sonic_db::P4rtTableKind::Fixed,
         );
         let prefix = format!("{table}:");
+        // Keys are sorted: the nexthops are one range, not a scan of every route.
         self.installed
-            .keys()
-            .filter(|k| k.starts_with(&prefix))
+            .range(prefix.clone()..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(&prefix))
             .filter_map(|k| weft_sonic_db::P4rtKey::parse_table_key(k).ok())
             .filter_map(|k| {
                 k.match_value(t::nexthop_table::fields::nexthop_id::NAME)
@@ -148,46 +202,14 @@ impl<S: SwitchIo> Engine<S> {
         self.owners.clear();
     }
 
-    /// Runs a plan stage by stage. Per-update failures are returned by owner (the first per
-    /// owner; later stages of a failed owner are skipped); an RPC failure aborts.
+    /// Runs a plan stage by stage (see [`execute`]), counting the updates.
     async fn execute<O: Clone + Eq + std::hash::Hash>(
         &mut self,
         plan: &Plan<O>,
-    ) -> Result<(HashMap<O, (StatusCode, String)>, Vec<PlannedUpdate<O>>), SwitchLost> {
-        let mut failed: HashMap<O, (StatusCode, String)> = HashMap::new();
-        let mut done = Vec::new();
-        for stage in plan.stages.values() {
-            let todo: Vec<&PlannedUpdate<O>> = stage
-                .iter()
-                .filter(|u| !failed.contains_key(&u.owner))
-                .collect();
-            if todo.is_empty() {
-                continue;
-            }
-            let updates: Vec<_> = todo.iter().map(|u| u.update.clone()).collect();
-            self.stats.switch_updates += updates.len() as u64;
-            let mut bad = BTreeSet::new();
-            match self.switch.write(&updates).await {
-                Ok(()) => {}
-                Err(P4Error::Write(we)) => {
-                    for e in we.failed {
-                        let Some(u) = todo.get(e.index) else { continue };
-                        bad.insert(e.index);
-                        failed
-                            .entry(u.owner.clone())
-                            .or_insert_with(|| (status_of(e.code), e.to_string()));
-                    }
-                }
-                Err(e) => return Err(SwitchLost(e)),
-            }
-            done.extend(
-                todo.into_iter()
-                    .enumerate()
-                    .filter(|(i, _)| !bad.contains(i))
-                    .map(|(_, u)| u.clone()),
-            );
-        }
-        Ok((failed, done))
+    ) -> Result<Executed<O>, SwitchLost> {
+        let r = execute(&self.switch, plan).await?;
+        self.stats.switch_updates += r.sent;
+        Ok(r)
     }
 
     /// Applies one batch of P4RT_TABLE operations; one result per operation, in order.
@@ -195,35 +217,51 @@ impl<S: SwitchIo> Engine<S> {
         &mut self,
         ops: &[KeyOpFieldValues],
     ) -> Result<Vec<EntryResult>, SwitchLost> {
-        self.stats.batches += 1;
+        let prepared = self.prepare(ops.to_vec(), &Pending::default());
+        let executed = execute(&self.switch, &prepared.plan).await?;
+        self.commit(prepared, executed).await
+    }
+
+    /// Translates a batch and plans its writes against what is installed, without writing:
+    /// the batch loop prepares the next batch while the switch takes the current one.
+    /// `pending` is what a batch still in flight will claim: a key or object it holds is
+    /// refused as a conflict here (the caller prepares such a batch only after the other).
+    pub fn prepare(&self, ops: Vec<KeyOpFieldValues>, pending: &Pending) -> Prepared {
         let mut results: Vec<Option<EntryResult>> = vec![None; ops.len()];
         let mut new_objects: HashMap<usize, Objects> = HashMap::new();
+        let mut new_refs: HashMap<usize, Refs> = HashMap::new();
         let mut claimed: HashMap<ObjKey, usize> = HashMap::new();
         let mut plan: Plan<usize> = Plan::default();
-        let empty = Objects::new();
+        let mut blocked = false;
+        let reject = |op: &KeyOpFieldValues, status: StatusCode, message: String| {
+            Some(EntryResult::err(
+                op.key.clone(),
+                op.op,
+                status,
+                message,
+                op.fields.clone(),
+            ))
+        };
+
+        // 1. Translate every SET; claim its objects.
         for (i, op) in ops.iter().enumerate() {
-            let old = self.installed.get(&op.key).map(|x| &x.objects);
-            let reject = |r: Rejected| {
-                Some(EntryResult::err(
-                    op.key.clone(),
-                    op.op,
-                    r.status,
-                    r.message,
-                    op.fields.clone(),
-                ))
-            };
             match op.op {
                 Op::Set => {
-                    let objs = match self.translator.translate_set(&op.key, &op.fields) {
-                        Ok(o) => o,
-                        Err(r) => {
-                            results[i] = reject(r);
-                            continue;
-                        }
-                    };
+                    let (objs, refs) =
+                        match self.translator.translate_with_refs(&op.key, &op.fields) {
+                            Ok(o) => o,
+                            Err(r) => {
+                                results[i] = reject(op, r.status, r.message);
+                                continue;
+                            }
+                        };
                     let conflict = objs.keys().find_map(|k| {
                         if let Some(o) = self.owners.get(k).filter(|o| *o != op.key) {
                             return Some(o.to_string());
+                        }
+                        if pending.objects.contains(k) {
+                            blocked = true;
+                            return Some("a key of the batch in flight".to_string());
                         }
                         claimed
                             .get(k)
@@ -231,38 +269,200 @@ impl<S: SwitchIo> Engine<S> {
                             .map(|j| ops[*j].key.clone())
                     });
                     if let Some(other) = conflict {
-                        results[i] = reject(Rejected {
-                            status: StatusCode::Exists,
-                            message: format!(
+                        results[i] = reject(
+                            op,
+                            StatusCode::Exists,
+                            format!(
                                 "programs the same switch entry as key {other} (another spelling of the same match?)"
                             ),
-                        });
+                        );
                         continue;
                     }
                     for k in objs.keys() {
                         claimed.insert(k.clone(), i);
                     }
-                    plan.add_diff(&self.contract, old.unwrap_or(&empty), &objs, i);
                     new_objects.insert(i, objs);
+                    new_refs.insert(i, refs);
                 }
-                Op::Del => match old {
-                    Some(old) => {
-                        plan.add_diff(&self.contract, old, &empty, i);
-                        new_objects.insert(i, Objects::new());
+                Op::Del => {
+                    if !self.installed.contains_key(&op.key) {
+                        results[i] = reject(
+                            op,
+                            StatusCode::NotFound,
+                            format!("no installed entry {}", op.key),
+                        );
                     }
-                    None => {
-                        results[i] = reject(Rejected {
-                            status: StatusCode::NotFound,
-                            message: format!("no installed entry {}", op.key),
-                        });
-                    }
-                },
+                }
             }
         }
 
-        let (failed, done) = self.execute(&plan).await?;
+        // 2. References, as the batch leaves them: what each key provides and names.
+        let mut batch_provides: HashMap<&Ref, usize> = HashMap::new();
+        let mut batch_drops: HashMap<&Ref, usize> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            if results[i].is_some() {
+                continue;
+            }
+            let old = self.installed.get(&op.key).map(|x| &x.refs);
+            if let Some(r) = new_refs.get(&i) {
+                for id in &r.ids {
+                    batch_provides.insert(id, i);
+                }
+            }
+            for id in old.map_or(&[][..], |r| &r.ids[..]) {
+                let kept = new_refs.get(&i).is_some_and(|n| n.ids.contains(id));
+                if !kept {
+                    batch_drops.insert(id, i);
+                }
+            }
+        }
+        let mut deps: HashMap<usize, Vec<(usize, StatusCode, String)>> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            if results[i].is_some() {
+                continue;
+            }
+            // Every reference must name something that is there: installed and not deleted
+            // by this batch, or set by this batch (then this key holds only if that one does).
+            if let Some(r) = new_refs.get(&i) {
+                for x in &r.refs {
+                    if pending.touches(x) {
+                        blocked = true;
+                    }
+                    let dropped = batch_drops.get(x).filter(|j| **j != i);
+                    let installed = self.index.provider(x).is_some() && dropped.is_none();
+                    if let Some(&j) = batch_provides.get(x).filter(|j| **j != i) {
+                        deps.entry(i).or_default().push((
+                            j,
+                            StatusCode::NotFound,
+                            format!("refers to {x}, whose entry {} was refused", ops[j].key),
+                        ));
+                    } else if !installed {
+                        let why = match dropped {
+                            Some(&j) => format!(", deleted in the same batch by {}", ops[j].key),
+                            None => String::new(),
+                        };
+                        results[i] = reject(
+                            op,
+                            StatusCode::NotFound,
+                            format!("refers to {x}, which does not exist{why}"),
+                        );
+                        break;
+                    }
+                }
+            }
+            if results[i].is_some() {
+                continue;
+            }
+            // Nothing may lose what others still name: every installed user must leave it in
+            // this batch (then this key holds only if they do).
+            let old_ids = self
+                .installed
+                .get(&op.key)
+                .map_or(&[][..], |x| &x.refs.ids[..]);
+            for id in old_ids {
+                let kept = new_refs.get(&i).is_some_and(|n| n.ids.contains(id));
+                if kept {
+                    continue;
+                }
+                if pending.touches(id) {
+                    blocked = true;
+                }
+                for user in self.index.users(id).filter(|u| *u != op.key) {
+                    let leaving = ops.iter().enumerate().find(|(j, o)| {
+                        o.key == user
+                            && results[*j].is_none()
+                            && new_refs.get(j).is_none_or(|n| !n.refs.contains(id))
+                    });
+                    match leaving {
+                        Some((j, _)) => deps.entry(i).or_default().push((
+                            j,
+                            StatusCode::InUse,
+                            format!("{id} is still used by {user}, whose change was refused"),
+                        )),
+                        None => {
+                            results[i] = reject(
+                                op,
+                                StatusCode::InUse,
+                                format!("{id} is still used by {user}"),
+                            );
+                            break;
+                        }
+                    }
+                }
+                if results[i].is_some() {
+                    break;
+                }
+            }
+        }
+        // A key refused here takes down what depends on it.
+        loop {
+            let mut changed = false;
+            for (i, ds) in &deps {
+                if results[*i].is_some() {
+                    continue;
+                }
+                if let Some((_, status, msg)) = ds.iter().find(|(j, _, _)| results[*j].is_some()) {
+                    results[*i] = reject(&ops[*i], *status, msg.clone());
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
 
-        // Roll back what failed keys did in earlier stages, so each key is all or nothing.
+        // 3. The writes of what is left.
+        let empty = Objects::new();
+        for (i, op) in ops.iter().enumerate() {
+            if results[i].is_some() {
+                new_objects.remove(&i);
+                continue;
+            }
+            let old = self.installed.get(&op.key).map(|x| &x.objects);
+            match op.op {
+                Op::Set => {
+                    if let Some(objs) = new_objects.get(&i) {
+                        plan.add_diff(&self.contract, old.unwrap_or(&empty), objs, i);
+                    }
+                }
+                Op::Del => {
+                    if let Some(old) = old {
+                        plan.add_diff(&self.contract, old, &empty, i);
+                        new_objects.insert(i, Objects::new());
+                    }
+                }
+            }
+        }
+        deps.retain(|i, _| results[*i].is_none());
+        plan.deps = deps;
+        Prepared {
+            ops,
+            results,
+            new_objects,
+            new_refs,
+            plan,
+            blocked,
+        }
+    }
+
+    /// Takes what the switch did with a prepared batch: rolls back what failed keys did in
+    /// earlier stages (each key is all or nothing), records what is installed, answers every
+    /// key.
+    pub async fn commit(
+        &mut self,
+        prepared: Prepared,
+        executed: Executed<usize>,
+    ) -> Result<Vec<EntryResult>, SwitchLost> {
+        self.stats.batches += 1;
+        self.stats.switch_updates += executed.sent;
+        let Prepared {
+            ops,
+            mut results,
+            mut new_objects,
+            mut new_refs,
+            ..
+        } = prepared;
+        let Executed { failed, done, .. } = executed;
         if !failed.is_empty() {
             let mut partial: HashMap<usize, Objects> = HashMap::new();
             for u in done.iter().filter(|u| failed.contains_key(&u.owner)) {
@@ -288,8 +488,8 @@ impl<S: SwitchIo> Engine<S> {
                 undo.add_diff(&self.contract, cur, &old, *owner);
             }
             if !undo.is_empty() {
-                let (undo_failed, _) = self.execute(&undo).await?;
-                for (owner, (_, msg)) in undo_failed {
+                let undone = self.execute(&undo).await?;
+                for (owner, (_, msg)) in undone.failed {
                     tracing::error!(key = %ops[owner].key, error = %msg,
                         "rollback of a failed key failed; the next full sync repairs it");
                 }
@@ -316,14 +516,18 @@ impl<S: SwitchIo> Engine<S> {
             let objs = new_objects.remove(&i).unwrap_or_default();
             if let Some(old) = self.installed.remove(&op.key) {
                 self.owners.release(&old.objects, &op.key);
+                self.index.remove(&op.key, &old.refs);
             }
             if op.op == Op::Set {
+                let refs = new_refs.remove(&i).unwrap_or_default();
                 self.owners.claim(&objs, &op.key);
+                self.index.add(&op.key, &refs);
                 self.installed.insert(
                     op.key.clone(),
                     Installed {
                         fields: op.fields.clone(),
                         objects: objs,
+                        refs,
                     },
                 );
             }
@@ -334,13 +538,7 @@ impl<S: SwitchIo> Engine<S> {
             .zip(ops)
             .map(|(r, op)| {
                 r.unwrap_or_else(|| {
-                    EntryResult::err(
-                        op.key.clone(),
-                        op.op,
-                        StatusCode::Internal,
-                        "no result",
-                        op.fields.clone(),
-                    )
+                    EntryResult::err(op.key, op.op, StatusCode::Internal, "no result", op.fields)
                 })
             })
             .collect())
@@ -376,7 +574,7 @@ impl<S: SwitchIo> Engine<S> {
         if n == 0 {
             return Ok(0);
         }
-        let (failed, _) = self.execute(&plan).await?;
+        let failed = self.execute(&plan).await?.failed;
         for (k, (_, msg)) in &failed {
             tracing::warn!(object = ?k, error = %msg, "plugin-owned switch object not written");
         }
@@ -467,9 +665,10 @@ impl<S: SwitchIo> Engine<S> {
         let mut desired = Objects::new();
         let mut installed = BTreeMap::new();
         let mut owners = Owners::default();
+        let mut index = RefIndex::default();
         for (key, fields) in desired_p4rt {
-            match self.translator.translate_set(key, fields) {
-                Ok(objs) => {
+            match self.translator.translate_with_refs(key, fields) {
+                Ok((objs, refs)) => {
                     if let Some(other) = objs.keys().find_map(|k| owners.get(k)) {
                         report.untranslatable.push((
                             key.clone(),
@@ -478,12 +677,14 @@ impl<S: SwitchIo> Engine<S> {
                         continue;
                     }
                     owners.claim(&objs, key);
+                    index.add(key, &refs);
                     desired.extend(objs.iter().map(|(k, v)| (k.clone(), v.clone())));
                     installed.insert(
                         key.clone(),
                         Installed {
                             fields: fields.clone(),
                             objects: objs,
+                            refs,
                         },
                     );
                 }
@@ -519,7 +720,7 @@ impl<S: SwitchIo> Engine<S> {
             }
         }
         report.updates = plan.len();
-        let (failed, _) = self.execute(&plan).await?;
+        let failed = self.execute(&plan).await?.failed;
         report.failed_updates = failed.len();
         for (k, (_, msg)) in failed.iter().take(10) {
             tracing::warn!(object = ?k, error = %msg, "full sync could not write an object");
@@ -528,9 +729,136 @@ impl<S: SwitchIo> Engine<S> {
         self.stats.sync_failures += failed.len() as u64;
         self.installed = installed;
         self.owners = owners;
+        self.index = index;
         self.owned = owned;
         Ok(report)
     }
+}
+
+/// A batch translated and planned, not yet written.
+#[derive(Debug)]
+pub struct Prepared {
+    pub ops: Vec<KeyOpFieldValues>,
+    /// Keys refused before any write (bad entries, conflicts).
+    results: Vec<Option<EntryResult>>,
+    new_objects: HashMap<usize, Objects>,
+    new_refs: HashMap<usize, Refs>,
+    pub plan: Plan<usize>,
+    /// It met an object of the batch in flight: prepare it again once that one is committed.
+    pub blocked: bool,
+}
+
+impl Prepared {
+    /// What this batch will hold once written: the keys and switch objects another batch
+    /// prepared meanwhile must not touch.
+    pub fn pending(&self) -> Pending {
+        Pending {
+            keys: self.ops.iter().map(|o| o.key.clone()).collect(),
+            refs: self
+                .new_refs
+                .values()
+                .flat_map(|r| r.ids.iter().chain(&r.refs).cloned())
+                .collect(),
+            objects: self
+                .new_objects
+                .values()
+                .flat_map(|o| o.keys().cloned())
+                .chain(self.plan.stages.values().flatten().map(|u| u.key.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// The keys, objects and references of a batch in flight.
+#[derive(Debug, Default, Clone)]
+pub struct Pending {
+    pub keys: std::collections::HashSet<String>,
+    pub objects: std::collections::HashSet<ObjKey>,
+    /// Identities it sets and names: another batch depending on them waits for it.
+    pub refs: std::collections::HashSet<Ref>,
+}
+
+impl Pending {
+    /// Whether the batch in flight sets, names or drops `r`.
+    pub fn touches(&self, r: &Ref) -> bool {
+        self.refs.contains(r)
+    }
+
+    /// Whether a batch of `ops` can be prepared before this one is committed.
+    pub fn disjoint(&self, ops: &[KeyOpFieldValues]) -> bool {
+        ops.iter().all(|o| !self.keys.contains(&o.key))
+    }
+}
+
+/// What the switch did with a plan.
+#[derive(Debug)]
+pub struct Executed<O> {
+    /// The first failure per owner (its later stages were skipped).
+    pub failed: HashMap<O, (StatusCode, String)>,
+    /// The updates the switch took.
+    pub done: Vec<PlannedUpdate<O>>,
+    /// Updates sent.
+    pub sent: u64,
+}
+
+/// Runs a plan stage by stage: one pipelined write per stage. Per-update failures are
+/// returned by owner (the first per owner; later stages of a failed owner are skipped); an
+/// RPC failure aborts. Takes only the switch, so it runs while the engine prepares the next
+/// batch.
+pub async fn execute<S: SwitchIo, O: Clone + Eq + std::hash::Hash>(
+    switch: &S,
+    plan: &Plan<O>,
+) -> Result<Executed<O>, SwitchLost> {
+    let mut failed: HashMap<O, (StatusCode, String)> = HashMap::new();
+    let mut done = Vec::new();
+    let mut sent = 0u64;
+    for stage in plan.stages.values() {
+        // An owner whose dependency failed in an earlier stage is refused, unwritten.
+        for u in stage {
+            if failed.contains_key(&u.owner) {
+                continue;
+            }
+            if let Some((_, status, msg)) = plan
+                .deps
+                .get(&u.owner)
+                .into_iter()
+                .flatten()
+                .find(|(d, _, _)| failed.contains_key(d))
+            {
+                failed.insert(u.owner.clone(), (*status, msg.clone()));
+            }
+        }
+        let todo: Vec<&PlannedUpdate<O>> = stage
+            .iter()
+            .filter(|u| !failed.contains_key(&u.owner))
+            .collect();
+        if todo.is_empty() {
+            continue;
+        }
+        let updates: Vec<_> = todo.iter().map(|u| u.update.clone()).collect();
+        sent += updates.len() as u64;
+        let mut bad = BTreeSet::new();
+        match switch.write(&updates).await {
+            Ok(()) => {}
+            Err(P4Error::Write(we)) => {
+                for e in we.failed {
+                    let Some(u) = todo.get(e.index) else { continue };
+                    bad.insert(e.index);
+                    failed
+                        .entry(u.owner.clone())
+                        .or_insert_with(|| (status_of(e.code), e.to_string()));
+                }
+            }
+            Err(e) => return Err(SwitchLost(e)),
+        }
+        done.extend(
+            todo.into_iter()
+                .enumerate()
+                .filter(|(i, _)| !bad.contains(i))
+                .map(|(_, u)| u.clone()),
+        );
+    }
+    Ok(Executed { failed, done, sent })
 }
 
 fn table_entity(t: TableEntry) -> Entity {
@@ -548,7 +876,7 @@ mod tests {
     use crate::switch::fake::FakeSwitch;
     use weft_appdb::PortMap;
 
-    fn engine() -> Engine<FakeSwitch> {
+    fn bare_engine() -> Engine<FakeSwitch> {
         let info = weft_p4info().expect("p4info");
         let mut tr = Translator::new(info, owned_tables(), false);
         let mut ports = PortMap::default();
@@ -557,6 +885,36 @@ mod tests {
         }
         tr.set_ports(ports);
         Engine::new(FakeSwitch::default(), tr)
+    }
+
+    /// The port config entries every nexthop refers to, as the controller writes them first.
+    fn port_configs() -> Vec<KeyOpFieldValues> {
+        (0..4)
+            .map(|i| {
+                set(
+                    &format!(
+                        r#"FIXED_PORT_CONFIG_TABLE:{{"match/port":"Ethernet{}"}}"#,
+                        i * 4
+                    ),
+                    &[
+                        ("action", "set_port_config"),
+                        ("param/router_mac", "02:00:00:00:00:aa"),
+                    ],
+                )
+            })
+            .collect()
+    }
+
+    /// An engine whose switch holds the port configs.
+    async fn engine() -> Engine<FakeSwitch> {
+        let mut e = bare_engine();
+        let res = e.apply_batch(&port_configs()).await.expect("switch up");
+        assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
+        e
+    }
+
+    fn count(objs: &Objects, table: u32) -> usize {
+        objs.keys().filter(|k| k.table_id() == Some(table)).count()
     }
 
     fn set(key: &str, fields: &[(&str, &str)]) -> KeyOpFieldValues {
@@ -613,7 +971,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_group_becomes_members_a_group_and_an_entry_in_both_wcmp_tables() {
-        let mut e = engine();
+        let mut e = engine().await;
         let ops = [
             nexthop("0x1", "Ethernet0"),
             nexthop("0x2", "Ethernet4"),
@@ -650,12 +1008,18 @@ mod tests {
             .collect();
         let res = e.apply_batch(&dels).await.expect("switch up");
         assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
-        assert!(e.switch.snapshot().is_empty());
+        let left = e.switch.snapshot();
+        assert_eq!(
+            count(&left, t::port_config_table::ID),
+            left.len(),
+            "only the port configs are left: {:?}",
+            kinds(&left)
+        );
     }
 
     #[tokio::test]
     async fn bad_entries_get_errors_naming_the_problem_and_the_rest_installs() {
-        let mut e = engine();
+        let mut e = engine().await;
         let ops = [
             nexthop("0x1", "Ethernet0"),
             nexthop("0x2", "Ethernet99"),
@@ -712,7 +1076,7 @@ mod tests {
             );
         }
         assert_eq!(
-            e.switch.snapshot().len(),
+            count(&e.switch.snapshot(), t::nexthop_table::ID),
             1,
             "only the good nexthop is installed"
         );
@@ -720,23 +1084,33 @@ mod tests {
 
     #[tokio::test]
     async fn a_group_whose_table_entry_fails_is_rolled_back_entirely_members_included() {
-        let mut e = engine();
+        let mut e = engine().await;
         *e.switch.reject.lock().expect("lock") = Some(Box::new(|k: &ObjKey| {
             k.table_id() == Some(t::wcmp_group_table::ID)
         }));
-        let res = e.apply_batch(&[group()]).await.expect("switch up");
-        assert_eq!(res[0].status, StatusCode::InvalidParam, "{res:?}");
-        assert!(
-            e.switch.snapshot().is_empty(),
-            "{:?}",
-            kinds(&e.switch.snapshot())
+        let base = e.switch.snapshot();
+        let res = e
+            .apply_batch(&[
+                nexthop("0x1", "Ethernet0"),
+                nexthop("0x2", "Ethernet4"),
+                group(),
+            ])
+            .await
+            .expect("switch up");
+        assert_eq!(res[2].status, StatusCode::InvalidParam, "{res:?}");
+        let now = e.switch.snapshot();
+        assert_eq!(
+            now.len(),
+            base.len() + 2,
+            "only the two nexthops: {:?}",
+            kinds(&now)
         );
-        assert!(e.installed().is_empty());
+        assert!(!e.installed().contains_key(GROUP));
     }
 
     #[tokio::test]
     async fn full_sync_removes_strays_installs_missing_and_a_second_sync_writes_nothing() {
-        let mut e = engine();
+        let mut e = engine().await;
         let ops = [
             nexthop("0x1", "Ethernet0"),
             nexthop("0x3", "Ethernet8"),
@@ -744,14 +1118,15 @@ mod tests {
         ];
         e.apply_batch(&ops).await.expect("switch up");
         // APPL_STATE_DB says: nexthop 1 and 2 and the group (nexthop 3 is a stray, 2 missing).
-        let want: BTreeMap<String, FieldValues> = [
-            nexthop("0x1", "Ethernet0"),
-            nexthop("0x2", "Ethernet4"),
-            group(),
-        ]
-        .into_iter()
-        .map(|o| (o.key, o.fields))
-        .collect();
+        let want: BTreeMap<String, FieldValues> = port_configs()
+            .into_iter()
+            .chain([
+                nexthop("0x1", "Ethernet0"),
+                nexthop("0x2", "Ethernet4"),
+                group(),
+            ])
+            .map(|o| (o.key, o.fields))
+            .collect();
         let info = e.translator.info().clone();
         let owned: Objects = [crate::qos::switch_config(
             &info,
@@ -765,7 +1140,11 @@ mod tests {
         .map(|x| (ObjKey::of(&x).expect("key"), x))
         .collect();
         let r = e.full_sync(&want, owned.clone()).await.expect("sync");
-        assert_eq!(r.updates, 3, "delete nh 3, insert nh 2, set switch config");
+        // The group was refused (NOT_FOUND) by the batch: its nexthop 2 was missing.
+        assert_eq!(
+            r.updates, 7,
+            "delete nh 3, insert nh 2 and the group (2 members, group, table entry), set switch config: {r:?}"
+        );
         let r = e.full_sync(&want, owned).await.expect("sync");
         assert_eq!(r.updates, 0);
         let k = kinds(&e.switch.snapshot());
@@ -774,9 +1153,94 @@ mod tests {
 
     #[tokio::test]
     async fn a_lost_switch_aborts_the_batch_without_answers() {
-        let mut e = engine();
+        let mut e = engine().await;
         e.switch.down.store(true, Ordering::SeqCst);
         assert!(e.apply_batch(&[nexthop("0x1", "Ethernet0")]).await.is_err());
-        assert!(e.installed().is_empty());
+        assert!(!e.installed().keys().any(|k| k.starts_with("FIXED_NEXTHOP")));
+    }
+
+    const ROUTE_TO_NH1: &str = r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.3.0.0/16"}"#;
+
+    fn route_to(nh: &str) -> KeyOpFieldValues {
+        set(
+            ROUTE_TO_NH1,
+            &[("action", "set_nexthop_id"), ("param/nexthop_id", nh)],
+        )
+    }
+
+    #[tokio::test]
+    async fn a_route_to_a_missing_nexthop_is_not_found_and_nothing_is_written() {
+        let mut e = engine().await;
+        let before = e.switch.snapshot();
+        let res = e.apply_batch(&[route_to("0x1")]).await.expect("switch up");
+        assert_eq!(res[0].status, StatusCode::NotFound, "{res:?}");
+        assert!(
+            res[0].message.contains("nexthop_table"),
+            "{}",
+            res[0].message
+        );
+        assert_eq!(e.switch.snapshot(), before);
+        // With its nexthop in the same batch, written in rank order: both succeed.
+        let res = e
+            .apply_batch(&[route_to("0x1"), nexthop("0x1", "Ethernet0")])
+            .await
+            .expect("switch up");
+        assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
+    }
+
+    #[tokio::test]
+    async fn a_nexthop_routes_still_use_is_in_use_and_stays_installed() {
+        let mut e = engine().await;
+        e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x01")])
+            .await
+            .expect("switch up");
+        let nh = nexthop("0x1", "Ethernet0").key;
+        let res = e
+            .apply_batch(&[KeyOpFieldValues::del(nh.clone())])
+            .await
+            .expect("switch up");
+        assert_eq!(res[0].status, StatusCode::InUse, "{res:?}");
+        assert!(res[0].message.contains(ROUTE_TO_NH1), "{}", res[0].message);
+        assert!(e.installed().contains_key(&nh));
+        assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 1);
+        // The route and its nexthop deleted together: route first, then the nexthop.
+        let res = e
+            .apply_batch(&[
+                KeyOpFieldValues::del(nh.clone()),
+                KeyOpFieldValues::del(ROUTE_TO_NH1),
+            ])
+            .await
+            .expect("switch up");
+        assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
+        assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 0);
+    }
+
+    #[tokio::test]
+    async fn a_route_whose_new_nexthop_the_switch_refuses_is_refused_too_and_keeps_its_old_one() {
+        let mut e = engine().await;
+        e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x1")])
+            .await
+            .expect("switch up");
+        *e.switch.reject.lock().expect("lock") = Some(Box::new(|k: &ObjKey| {
+            k.table_id() == Some(t::nexthop_table::ID)
+        }));
+        // Move the route to nexthop 2 (refused by the switch) and delete nexthop 1 at once.
+        let res = e
+            .apply_batch(&[
+                nexthop("0x2", "Ethernet4"),
+                route_to("0x2"),
+                KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key),
+            ])
+            .await
+            .expect("switch up");
+        assert_eq!(res[0].status, StatusCode::InvalidParam, "{res:?}");
+        assert_eq!(res[1].status, StatusCode::NotFound, "{res:?}");
+        assert_eq!(res[2].status, StatusCode::InUse, "{res:?}");
+        assert_eq!(
+            e.installed()[ROUTE_TO_NH1].fields,
+            route_to("0x1").fields,
+            "the route kept its nexthop"
+        );
+        assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 1);
     }
 }

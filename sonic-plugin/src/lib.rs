@@ -32,3 +32,5 @@ pub mod switch;
 pub mod translate;
 pub mod tuning;
 pub mod watchdog;
+
+pub use weft_sonic_db::StatusCode;

@@ -156,12 +156,17 @@ pub struct PlannedUpdate<O> {
 #[derive(Debug, Clone)]
 pub struct Plan<O> {
     pub stages: BTreeMap<(Phase, i16), Vec<PlannedUpdate<O>>>,
+    /// Owners that hold only if others of the same plan do (a route whose nexthop is in the
+    /// same batch; a nexthop deleted once the routes using it moved away), with the status and
+    /// message an owner gets when one it depends on fails.
+    pub deps: HashMap<O, Vec<(O, crate::StatusCode, String)>>,
 }
 
 impl<O> Default for Plan<O> {
     fn default() -> Self {
         Plan {
             stages: BTreeMap::new(),
+            deps: HashMap::new(),
         }
     }
 }

@@ -4,8 +4,10 @@
 //!
 //! This is the fast failover path: BMv2 polls its interfaces only every 200 ms, while a
 //! netlink event arrives as the kernel changes the link, and one default-action MODIFY then
-//! makes every multipath mode avoid the port from the next packet on. It runs as a task of its
-//! own with its own P4Runtime stream, so it never waits behind counter polls or tuning.
+//! makes every multipath mode avoid the port from the next packet on. It runs on a thread of
+//! its own ([`spawn_port_thread`]: its own runtime, its own write-only P4Runtime connection, a
+//! raised scheduling priority), so it never waits behind translation, batch writes, counter
+//! polls or tuning, nor behind other work on a busy machine.
 //!
 //! ```text
 //!   netlink thread ─LinkEvent─┐
@@ -137,6 +139,7 @@ pub fn spawn_netlink_listener(
     std::thread::Builder::new()
         .name("weft-netlink".into())
         .spawn(move || {
+            raise_priority("weft-netlink");
             loop {
                 let (buf, _) = match socket.recv_from_full() {
                     Ok(r) => r,
@@ -206,6 +209,57 @@ pub struct PortStats {
     pub ports_down: AtomicU64,
     pub mask_writes: AtomicU64,
     pub link_events: AtomicU64,
+}
+
+/// How much the failover threads are favoured over the rest of the machine (a nice value). A
+/// real switch runs its link-down path above management work for the same reason.
+const FAILOVER_NICE: i32 = -10;
+
+/// Raises the calling thread's priority; without the privilege it stays as it is (logged).
+fn raise_priority(thread: &str) {
+    // PRIO_PROCESS with a thread id changes only that thread on Linux.
+    let tid = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(tid), FAILOVER_NICE) {
+        tracing::warn!(thread, error = %e, "could not raise the thread's priority");
+    }
+}
+
+/// Starts [`port_task`] on its own thread and runtime, with its own write-only connection to
+/// the switch (same device and election id as the session).
+pub fn spawn_port_thread(
+    p4rt: weft_p4rt::ClientConfig,
+    info: P4Info,
+    sonic: SonicDb,
+    interfaces: BTreeMap<String, String>,
+    rx: mpsc::Receiver<PortCmd>,
+    stats: Arc<PortStats>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("weft-ports".into())
+        .spawn(move || {
+            raise_priority("weft-ports");
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "port thread: no runtime; ports are not followed");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let client = match Client::connect_write_only(p4rt) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::error!(error = %e, "port thread: no P4Runtime connection");
+                        return;
+                    }
+                };
+                client.set_p4info(info.clone());
+                port_task(client, info, sonic, interfaces, rx, stats).await
+            })
+        })
 }
 
 /// Owns port_status_table and STATE_DB PORT_TABLE. Runs until `rx` closes.

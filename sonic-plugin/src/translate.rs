@@ -47,6 +47,14 @@ impl std::fmt::Display for Rejected {
     }
 }
 
+/// What an entry is to others (identities: the key fields others may name) and what it names
+/// (references), canonical so `0x05` and `0x5` are one value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refs {
+    pub ids: Vec<weft_p4::contract::Ref>,
+    pub refs: Vec<weft_p4::contract::Ref>,
+}
+
 /// Member ids of group G are `G << MEMBER_BITS | index`.
 pub const MEMBER_BITS: u32 = 8;
 
@@ -94,10 +102,30 @@ impl Translator {
         key: &str,
         fields: &[(String, String)],
     ) -> Result<Objects, Rejected> {
+        self.translate_with_refs(key, fields).map(|(o, _)| o)
+    }
+
+    /// The objects of a SET, and what the entry is (its identities) and points at (its
+    /// references), from the pipeline's `@refers_to` declarations.
+    pub fn translate_with_refs(
+        &self,
+        key: &str,
+        fields: &[(String, String)],
+    ) -> Result<(Objects, Refs), Rejected> {
         let k = P4rtKey::parse_table_key(key).map_err(|e| Rejected::invalid(e.to_string()))?;
         let entry =
             P4rtEntry::from_fields(k, fields).map_err(|e| Rejected::invalid(e.to_string()))?;
-        self.translate(&entry)
+        let objects = self.translate(&entry)?;
+        let refs = match self.tables.get(&entry.key.table) {
+            Some(&table_id) => Refs {
+                ids: weft_p4::contract::identities(table_id, &entry)
+                    .map_err(|e| Rejected::invalid(e.to_string()))?,
+                refs: weft_p4::contract::references(table_id, &entry)
+                    .map_err(|e| Rejected::invalid(e.to_string()))?,
+            },
+            None => Refs::default(),
+        };
+        Ok((objects, refs))
     }
 
     pub fn translate(&self, entry: &P4rtEntry) -> Result<Objects, Rejected> {

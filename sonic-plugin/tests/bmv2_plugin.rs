@@ -389,25 +389,25 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
     let mut waiter = ResponseWaiter::subscribe(&sonic, P4RT_TABLE)
         .await
         .expect("subscribe");
-    redis
-        .cli(0, &["SADD", "P4RT_TABLE_KEY_SET", key])
-        .expect("sadd");
+    // As swss-common's ProducerStateTable does: one Lua script (SADD, HSET, PUBLISH), so the
+    // plugin can never pop the key before its fields are staged.
+    let script = r#"redis.call('SADD', KEYS[1], ARGV[1]);
+        redis.call('HSET', KEYS[2], 'action', 'set_nexthop_id', 'param/nexthop_id', '0x2');
+        redis.call('PUBLISH', KEYS[3], 'G')"#;
     redis
         .cli(
             0,
             &[
-                "HSET",
+                "EVAL",
+                script,
+                "3",
+                "P4RT_TABLE_KEY_SET",
                 &format!("_P4RT_TABLE:{key}"),
-                "action",
-                "set_nexthop_id",
-                "param/nexthop_id",
-                "0x2",
+                "P4RT_TABLE_CHANNEL@0",
+                key,
             ],
         )
-        .expect("hset");
-    redis
-        .cli(0, &["PUBLISH", "P4RT_TABLE_CHANNEL@0", "G"])
-        .expect("publish");
+        .expect("eval");
     let r = waiter
         .wait([key], Duration::from_secs(30))
         .await
@@ -427,6 +427,29 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         .and_then(|m| m.get("7"))
         .expect("group 7");
     assert_eq!(group.as_array().map(Vec::len), Some(2));
+
+    // SONiC's p4orch semantics for references: a route to a nexthop that does not exist is
+    // NOT_FOUND and never reaches the switch; deleting a nexthop a route uses is IN_USE and the
+    // nexthop stays. Read back by the independent p4rt-dump.
+    let dangling = KeyOpFieldValues::set(
+        r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.8.0.0/16"}"#,
+        [("action", "set_nexthop_id"), ("param/nexthop_id", "0x77")],
+    );
+    let res = apply(&sonic, std::slice::from_ref(&dangling)).await;
+    assert_eq!(
+        res[&dangling.key].0,
+        StatusCode::NotFound,
+        "{:?}",
+        res[&dangling.key]
+    );
+    let used = r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x1"}"#;
+    let res = apply(&sonic, &[KeyOpFieldValues::del(used)]).await;
+    assert_eq!(res[used].0, StatusCode::InUse, "{:?}", res[used]);
+    assert_eq!(
+        counts(&dump(&sw)),
+        want,
+        "a refused route installed nothing and a used nexthop was not deleted"
+    );
 
     // A second apply of the same entries writes nothing to the switch.
     let before = status(&sonic, "switch_updates").await;

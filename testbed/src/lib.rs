@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 
+pub mod workload;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TestbedError {
     #[error("{what}: {source}")]
@@ -61,6 +63,102 @@ pub fn run(cmd: &[&str]) -> Result<String> {
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs a command with `input` on its stdin (`ip -batch -`, `tc -batch -`).
+fn run_input(cmd: &[&str], input: &str) -> Result<()> {
+    use std::io::Write;
+    let mut child = Command::new(cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io(format!("running {}", cmd[0])))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input.as_bytes())
+            .map_err(io(format!("writing to {}", cmd[0])))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(io(format!("running {}", cmd[0])))?;
+    if !out.status.success() {
+        return Err(TestbedError::Command {
+            cmd: cmd.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The commands that lay every cable, batched per namespace: one `ip`/`tc` process per
+/// namespace instead of ten per cable.
+#[derive(Default)]
+struct WireCommands {
+    /// `ip link` lines in the wires namespace: the veths (made from the middle end), then the
+    /// middle ends up.
+    links: Vec<String>,
+    ups: Vec<String>,
+    /// Far-end namespace → `ip link` lines run there (far ends up).
+    ends: BTreeMap<String, Vec<String>>,
+    /// `tc` lines in the wires namespace.
+    tc: Vec<String>,
+}
+
+/// Middle ends get interface indexes from here on. A veth whose index equals its peer's
+/// index (easy with the peer in another namespace: both count from 2) is no "urgent" link
+/// event for the kernel's linkwatch, which then reports its carrier changes at most once a
+/// second: a flap storm would reach the plugin as a trickle.
+const MIDDLE_INDEX_BASE: usize = 100_000;
+
+impl WireCommands {
+    /// The veth from a middle end to a far end (a switch port or a host's interface, in `ns`).
+    fn end(&mut self, ns: &str, name: &str, middle: &str, mtu: &str, up: bool) {
+        let index = MIDDLE_INDEX_BASE + self.links.len();
+        self.links.push(format!(
+            "link add {middle} index {index} mtu {mtu} type veth peer name {name} mtu {mtu} netns {ns}"
+        ));
+        if up {
+            self.ends
+                .entry(ns.to_string())
+                .or_default()
+                .push(format!("link set {name} up"));
+        }
+    }
+
+    /// Joins two middle ends both ways; `up` plugs the cable in.
+    fn join(&mut self, a: &str, b: &str, up: bool) {
+        for (from, to) in [(a, b), (b, a)] {
+            self.tc.push(format!("qdisc add dev {from} ingress"));
+            self.tc.push(format!(
+                "filter add dev {from} parent ffff: protocol all u32 match u32 0 0 \
+                 action mirred egress redirect dev {to}"
+            ));
+            if up {
+                self.ups.push(format!("link set {from} up"));
+            }
+        }
+    }
+
+    fn run(&self, wires_ns: &str) -> Result<()> {
+        let batch = |lines: &[String]| lines.join("\n") + "\n";
+        run_input(&["ip", "-n", wires_ns, "-batch", "-"], &batch(&self.links))?;
+        for (ns, lines) in &self.ends {
+            run_input(&["ip", "-n", ns, "-batch", "-"], &batch(lines))?;
+        }
+        run_input(&["tc", "-n", wires_ns, "-batch", "-"], &batch(&self.tc))?;
+        run_input(&["ip", "-n", wires_ns, "-batch", "-"], &batch(&self.ups))
+    }
+}
+
+/// One cable of the testbed: its two ends (switch and port, or host and `eth0`) and the two
+/// middle interfaces in the wires namespace that carry it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireState {
+    pub a: (String, String),
+    pub b: (String, String),
+    pub middle: [String; 2],
 }
 
 /// Where to find the programs the testbed starts.
@@ -161,6 +259,9 @@ pub struct State {
     pub processes: Vec<ProcState>,
     pub switches: Vec<SwitchState>,
     pub hosts: Vec<HostState>,
+    /// The cables, for `link down/up` (empty in state files of older testbeds).
+    #[serde(default)]
+    pub wires: Vec<WireState>,
 }
 
 impl State {
@@ -187,13 +288,22 @@ impl State {
     }
 }
 
-/// Namespace names: short, and unique per fabric.
+/// The fabric's namespace (BMv2, plugins, switch ports). Names never contain `:`, so
+/// `weft-<fabric>:…` belongs to exactly one fabric: a fabric `a` and a fabric `a-b` cannot
+/// claim each other's namespaces.
 pub fn fabric_netns(fabric: &str) -> String {
-    format!("weft-{}", fabric.chars().take(24).collect::<String>())
+    format!("weft-{fabric}")
 }
 
+/// A host's namespace.
 pub fn host_netns(fabric: &str, host: &str) -> String {
-    format!("{}-{}", fabric_netns(fabric), host)
+    format!("{}:{host}", fabric_netns(fabric))
+}
+
+/// The namespace the cables run through. Host names start with a letter or digit, so no host
+/// namespace can be called this.
+pub fn wires_netns(fabric: &str) -> String {
+    format!("{}:_wires", fabric_netns(fabric))
 }
 
 fn iface(device_id: u64, port_id: u32) -> String {
@@ -266,6 +376,12 @@ pub struct UpOptions {
 
 /// Builds the fabric. On any failure, whatever was started is torn down again.
 pub fn up(t: &Topology, programs: &Programs, opts: &UpOptions) -> Result<State> {
+    // Validated with the intent already; asserted again here, where names become namespaces.
+    for name in std::iter::once(&t.name).chain(t.hosts.iter().map(|h| &h.name)) {
+        weft_topology::check_name(name).map_err(|e| {
+            TestbedError::Other(format!("name {}: {e}", weft_topology::display_name(name)))
+        })?;
+    }
     let ns = fabric_netns(&t.name);
     let dir = &opts.state_dir;
     if State::path(dir).exists() || netns_exists(&ns) {
@@ -283,6 +399,7 @@ pub fn up(t: &Topology, programs: &Programs, opts: &UpOptions) -> Result<State> 
         processes: Vec::new(),
         switches: Vec::new(),
         hosts: Vec::new(),
+        wires: Vec::new(),
     };
     match build(t, programs, opts, &mut st) {
         Ok(()) => Ok(st),
@@ -319,20 +436,31 @@ fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) ->
     ])?;
     let mtu = t.mtu.to_string();
 
+    let wires_ns = wires_netns(&t.name);
+    run(&["ip", "netns", "add", &wires_ns])?;
+    st.save()?;
+
+    // Every cable is three veth pairs' worth of wire: switch end ═ middle end, in the wires
+    // namespace joined to the other middle end by a tc redirect, ═ far end. Pulling the cable
+    // takes the two middle ends down: both far ends lose carrier, as with a real cable, while the
+    // interfaces BMv2 captures on stay up (BMv2 stops receiving on *every* port after one of its
+    // own interfaces goes admin-down).
     let mut interfaces: Vec<BTreeMap<String, String>> = vec![BTreeMap::new(); t.switches.len()];
+    let mut wire_cmds = WireCommands::default();
     for l in &t.links {
         let (sa, sb) = (&t.switches[l.a.switch], &t.switches[l.b.switch]);
         let (pa, pb) = (&sa.ports[l.a.port], &sb.ports[l.b.port]);
         let (ia, ib) = (iface(sa.device_id, pa.id), iface(sb.device_id, pb.id));
-        run(&[
-            "ip", "-n", &ns, "link", "add", &ia, "mtu", &mtu, "type", "veth", "peer", "name", &ib,
-            "mtu", &mtu,
-        ])?;
-        for (i, up) in [(&ia, pa.admin_up), (&ib, pb.admin_up)] {
-            if up {
-                run(&["ip", "-n", &ns, "link", "set", i, "up"])?;
-            }
-        }
+        let w = st.wires.len();
+        let (ma, mb) = (format!("w{w}a"), format!("w{w}b"));
+        wire_cmds.end(&ns, &ia, &ma, &mtu, true);
+        wire_cmds.end(&ns, &ib, &mb, &mtu, true);
+        wire_cmds.join(&ma, &mb, pa.admin_up && pb.admin_up);
+        st.wires.push(WireState {
+            a: (sa.name.clone(), pa.name.clone()),
+            b: (sb.name.clone(), pb.name.clone()),
+            middle: [ma, mb],
+        });
         interfaces[l.a.switch].insert(pa.name.clone(), ia);
         interfaces[l.b.switch].insert(pb.name.clone(), ib);
     }
@@ -340,7 +468,6 @@ fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) ->
         let sw = &t.switches[h.switch];
         let p = &sw.ports[h.port];
         let si = iface(sw.device_id, p.id);
-        let tmp = format!("h{hi}");
         let hns = host_netns(&t.name, &h.name);
         run(&["ip", "netns", "add", &hns])?;
         st.hosts.push(HostState {
@@ -350,15 +477,25 @@ fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) ->
             ipv6: h.ipv6.map(|a| a.to_string()),
         });
         st.save()?;
-        run(&[
-            "ip", "-n", &ns, "link", "add", &si, "mtu", &mtu, "type", "veth", "peer", "name", &tmp,
-            "mtu", &mtu,
-        ])?;
-        run(&["ip", "-n", &ns, "link", "set", &tmp, "netns", &hns])?;
-        if p.admin_up {
-            run(&["ip", "-n", &ns, "link", "set", &si, "up"])?;
-        }
+        let w = st.wires.len();
+        let (ma, mb) = (format!("w{w}a"), format!("w{w}b"));
+        let tmp = format!("h{hi}");
+        wire_cmds.end(&ns, &si, &ma, &mtu, true);
+        wire_cmds.end(&hns, &tmp, &mb, &mtu, false);
+        wire_cmds.join(&ma, &mb, p.admin_up);
+        st.wires.push(WireState {
+            a: (sw.name.clone(), p.name.clone()),
+            b: (h.name.clone(), "eth0".into()),
+            middle: [ma, mb],
+        });
         interfaces[h.switch].insert(p.name.clone(), si);
+    }
+    wire_cmds.run(&wires_ns)?;
+    st.save()?;
+    for (hi, h) in t.hosts.iter().enumerate() {
+        let sw = &t.switches[h.switch];
+        let tmp = format!("h{hi}");
+        let hns = host_netns(&t.name, &h.name);
         let gw_mac = sw.router_mac.to_string();
         let (mac, addr, gw) = (
             h.mac.to_string(),
@@ -462,6 +599,9 @@ fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) ->
     start_switches(t, programs, opts, st, &interfaces)
 }
 
+/// The nice value BMv2 runs at (the plugin's failover threads run at -10).
+const BMV2_NICE: i32 = -5;
+
 fn start_switches(
     t: &Topology,
     programs: &Programs,
@@ -541,11 +681,17 @@ fn start_switches(
         }
 
         let thrift = 9090 + si as u16;
+        // BMv2 stands in for the switch's ASIC, which never waits for the CPU: favour it over
+        // whatever else runs on the machine, or under load it builds a backlog that a link
+        // failure then throws away (and drops packets on its own).
         let mut bm: Vec<String> = vec![
             "ip".into(),
             "netns".into(),
             "exec".into(),
             ns.clone(),
+            "nice".into(),
+            "-n".into(),
+            BMV2_NICE.to_string(),
             programs.bmv2.to_string_lossy().into_owned(),
         ];
         // Default logging formats every message even with no log sink: half the packet rate.
@@ -722,8 +868,9 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
     let mut done = Vec::new();
     let st = State::load(state_dir).ok();
     if let Some(st) = &st {
-        for p in &st.processes {
-            if pid_alive(p.pid) {
+        let alive: Vec<bool> = st.processes.iter().map(|p| pid_alive(p.pid)).collect();
+        for (p, was) in st.processes.iter().zip(&alive) {
+            if *was {
                 kill(p.pid, "-TERM");
             }
         }
@@ -732,22 +879,36 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
         {
             std::thread::sleep(Duration::from_millis(50));
         }
-        for p in &st.processes {
+        for (p, was) in st.processes.iter().zip(&alive) {
             if pid_alive(p.pid) {
                 kill(p.pid, "-KILL");
             }
-            done.push(format!("stopped {} (pid {})", p.name, p.pid));
+            done.push(if *was {
+                format!("stopped {} (pid {})", p.name, p.pid)
+            } else {
+                format!("{} (pid {}) was not running", p.name, p.pid)
+            });
         }
         for sw in &st.switches {
             if let Some(sock) = unix_path(&sw.db) {
-                let _ = fs::remove_file(sock);
+                let _ = fs::remove_file(&sock);
+                // The directory `up` made for the socket, and its parents up to the fabric's
+                // (`/run/weft/<fabric>/<switch>`, then `/run/weft/<fabric>`), when empty.
+                let mut dir = sock.parent().map(Path::to_path_buf);
+                for _ in 0..2 {
+                    let Some(d) = dir else { break };
+                    if fs::remove_dir(&d).is_ok() {
+                        done.push(format!("removed {}", d.display()));
+                    }
+                    dir = d.parent().map(Path::to_path_buf);
+                }
             }
         }
     }
     let prefix = fabric_netns(st.as_ref().map_or(fabric, |s| s.fabric.as_str()));
     if let Ok(list) = run(&["ip", "netns", "list"]) {
         for ns in list.lines().filter_map(|l| l.split_whitespace().next()) {
-            if ns == prefix || ns.starts_with(&format!("{prefix}-")) {
+            if ns == prefix || ns.starts_with(&format!("{prefix}:")) {
                 // Processes still inside (a crashed testbed without a state file) go first.
                 if let Ok(pids) = run(&["ip", "netns", "pids", ns]) {
                     for pid in pids
@@ -765,7 +926,84 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
         }
     }
     let _ = fs::remove_file(State::path(state_dir));
+    // The per-switch directories (logs, redis dirs) and the state directory itself.
+    if let Some(st) = &st {
+        for sw in &st.switches {
+            let _ = fs::remove_dir_all(state_dir.join(&sw.name));
+        }
+        let _ = fs::remove_file(state_dir.join("udp_probe.py"));
+        let _ = fs::remove_file(state_dir.join("spread-recv.json"));
+        if fs::remove_dir(state_dir).is_ok() {
+            done.push(format!("removed {}", state_dir.display()));
+        }
+    }
     Ok(done)
+}
+
+/// A testbed's processes and hosts, for `weft testbed status --output json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    pub fabric: String,
+    pub netns: String,
+    pub state_dir: PathBuf,
+    /// Only redis-servers (`up --db-only`).
+    pub db_only: bool,
+    pub processes: Vec<ProcessStatus>,
+    pub hosts: Vec<HostStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessStatus {
+    pub name: String,
+    pub pid: u32,
+    pub running: bool,
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStatus {
+    pub name: String,
+    pub ipv4: String,
+    pub netns: String,
+    pub netns_exists: bool,
+}
+
+impl State {
+    /// Started with `--db-only`: redis-servers and nothing else.
+    pub fn db_only(&self) -> bool {
+        self.hosts.is_empty() && self.processes.iter().all(|p| p.name.starts_with("redis "))
+    }
+}
+
+/// What runs, as data.
+pub fn status_report(state_dir: &Path) -> Result<StatusReport> {
+    let st = State::load(state_dir)?;
+    Ok(StatusReport {
+        db_only: st.db_only(),
+        processes: st
+            .processes
+            .iter()
+            .map(|p| ProcessStatus {
+                name: p.name.clone(),
+                pid: p.pid,
+                running: pid_alive(p.pid),
+                log: p.log.clone(),
+            })
+            .collect(),
+        hosts: st
+            .hosts
+            .iter()
+            .map(|h| HostStatus {
+                name: h.name.clone(),
+                ipv4: h.ipv4.clone(),
+                netns: h.netns.clone(),
+                netns_exists: netns_exists(&h.netns),
+            })
+            .collect(),
+        fabric: st.fabric,
+        netns: st.netns,
+        state_dir: st.state_dir,
+    })
 }
 
 /// One line per process and host: alive or not.
@@ -804,25 +1042,38 @@ pub fn status(state_dir: &Path) -> Result<String> {
     Ok(o)
 }
 
-/// Takes a switch port's interface down or up (the veth's peer loses carrier with it).
+/// Pulls (or plugs back) the cable at a switch port: both middle ends of its wire go down, so
+/// the switch port and the far end lose carrier together, and nothing BMv2 owns is touched.
 pub fn set_link(st: &State, switch: &str, port: &str, up: bool) -> Result<()> {
     let sw = st
         .switch(switch)
         .ok_or_else(|| TestbedError::Other(format!("no switch {switch} in the testbed")))?;
-    let i = sw.interfaces.get(port).ok_or_else(|| {
-        TestbedError::Other(format!("switch {switch} has no connected port {port}"))
-    })?;
-    run(&[
-        "ip",
-        "-n",
-        &st.netns,
-        "link",
-        "set",
-        "dev",
-        i,
-        if up { "up" } else { "down" },
-    ])?;
-    Ok(())
+    if !sw.interfaces.contains_key(port) {
+        return Err(TestbedError::Other(format!(
+            "switch {switch} has no connected port {port}"
+        )));
+    }
+    let at = (switch.to_string(), port.to_string());
+    let wire = st
+        .wires
+        .iter()
+        .find(|w| w.a == at || w.b == at)
+        .ok_or_else(|| {
+            TestbedError::Other(format!(
+                "the testbed's state has no cable at {switch}:{port} (made by an older weft?); \
+                 recreate it with `weft testbed down` and `up`"
+            ))
+        })?;
+    let state = if up { "up" } else { "down" };
+    let lines: String = wire
+        .middle
+        .iter()
+        .map(|m| format!("link set dev {m} {state}\n"))
+        .collect();
+    run_input(
+        &["ip", "-n", &wires_netns(&st.fabric), "-batch", "-"],
+        &lines,
+    )
 }
 
 /// Flaps a link `count` times, `interval` between each change.
@@ -875,15 +1126,15 @@ fn probe_path(st: &State) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Packets the kernel saw leave or enter a switch port's veth (BMv2 transmits = veth rx on the
-/// switch side is the host's tx; here: what BMv2 sent out of `port` is the veth's tx_packets).
-pub fn port_tx_packets(st: &State, switch: &str) -> Result<u64> {
+/// Packets BMv2 sent out of each connected port of `switch` (the tx count of the port's
+/// interface, as the kernel counts it: independent of the pipeline's own counters).
+pub fn port_tx(st: &State, switch: &str) -> Result<BTreeMap<String, u64>> {
     let sw = st
         .switch(switch)
         .ok_or_else(|| TestbedError::Other(format!("no switch {switch}")))?;
-    let mut total = 0;
-    for i in sw.interfaces.values() {
-        let out = run(&[
+    let mut out = BTreeMap::new();
+    for (port, i) in &sw.interfaces {
+        let text = run(&[
             "ip",
             "netns",
             "exec",
@@ -891,12 +1142,33 @@ pub fn port_tx_packets(st: &State, switch: &str) -> Result<u64> {
             "cat",
             &format!("/sys/class/net/{i}/statistics/tx_packets"),
         ])?;
-        total += out.trim().parse::<u64>().unwrap_or(0);
+        let n = text.trim().parse::<u64>().map_err(|e| {
+            TestbedError::Other(format!("tx_packets of {i}: {e}: {:?}", text.trim()))
+        })?;
+        out.insert(port.clone(), n);
     }
-    Ok(total)
+    Ok(out)
 }
 
-/// Sends `packets` UDP packets over `flows` source ports from `src` to `dst` (paced, 500/s)
+/// Packets BMv2 sent out of all connected ports of `switch`.
+pub fn port_tx_packets(st: &State, switch: &str) -> Result<u64> {
+    Ok(port_tx(st, switch)?.values().sum())
+}
+
+/// The far end of the cable at `switch:port`: a switch and port, or a host and `eth0`.
+pub fn peer(st: &State, switch: &str, port: &str) -> Option<(String, String)> {
+    let at = (switch.to_string(), port.to_string());
+    st.wires.iter().find_map(|w| {
+        if w.a == at {
+            Some(w.b.clone())
+        } else if w.b == at {
+            Some(w.a.clone())
+        } else {
+            None
+        }
+    })
+}
+
 /// and returns, per spine, how many packets it forwarded meanwhile, and how many arrived.
 pub fn spread(
     st: &State,
@@ -906,64 +1178,23 @@ pub fn spread(
     flows: u32,
     spines: &[String],
 ) -> Result<(Vec<(String, u64)>, u64)> {
-    let probe = probe_path(st)?;
-    let probe = probe.to_string_lossy();
-    let (hs, hd) = (
-        st.host(src)
-            .ok_or_else(|| TestbedError::Other(format!("no host {src}")))?,
-        st.host(dst)
-            .ok_or_else(|| TestbedError::Other(format!("no host {dst}")))?,
-    );
     let before: Vec<u64> = spines
         .iter()
         .map(|s| port_tx_packets(st, s))
         .collect::<Result<_>>()?;
-    let out = st.state_dir.join("spread-recv.json");
-    let pps = 500.0;
-    let seconds = f64::from(packets) / pps;
-    let mut recv = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &hd.netns,
-            "python3",
-            &probe,
-            "recv",
-            "--port",
-            "5001",
-            "--seconds",
-            &format!("{}", seconds + 2.0),
-            "--out",
-        ])
-        .arg(&out)
-        .spawn()
-        .map_err(io("starting the receiver"))?;
-    std::thread::sleep(Duration::from_millis(500));
-    run(&[
-        "ip",
-        "netns",
-        "exec",
-        &hs.netns,
-        "python3",
-        &probe,
-        "send",
-        "--dst",
-        &hd.ipv4,
-        "--port",
-        "5001",
-        "--pps",
-        &pps.to_string(),
-        "--seconds",
-        &seconds.to_string(),
-        "--flows",
-        &flows.to_string(),
-    ])?;
-    let _ = recv.wait();
-    let received = fs::read_to_string(&out)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["received"].as_u64())
-        .unwrap_or(0);
+    let pps = 500;
+    let (res, ()) = stream(
+        st,
+        &Stream {
+            src,
+            dst,
+            port: 5001,
+            pps,
+            seconds: f64::from(packets) / f64::from(pps),
+            flows,
+        },
+        || (),
+    )?;
     let after: Vec<u64> = spines
         .iter()
         .map(|s| port_tx_packets(st, s))
@@ -974,6 +1205,214 @@ pub fn spread(
             .cloned()
             .zip(before.iter().zip(after).map(|(b, a)| a.saturating_sub(*b)))
             .collect(),
-        received,
+        res.received,
     ))
+}
+
+/// What the receiving side of a paced stream counted (`udp_probe.py recv`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StreamResult {
+    pub received: u64,
+    pub unique: u64,
+    pub max_seq: i64,
+    pub lost: u64,
+    pub max_gap_ms: Option<f64>,
+    pub ce_marked: u64,
+    /// The longest loss window on the sender's clock (0 without loss).
+    #[serde(default)]
+    pub outage_ms: f64,
+    /// When it began (ms since the epoch), to line it up with logs.
+    #[serde(default)]
+    pub outage_from_unix_ms: Option<f64>,
+    /// Every run of lost packets (the first 100).
+    #[serde(default)]
+    pub loss_runs: Vec<LossRun>,
+}
+
+/// Consecutive packets that did not arrive.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LossRun {
+    /// The last sequence number that arrived before the run.
+    pub after_seq: u64,
+    pub lost: u64,
+    /// When the packet before the run was sent (ms since the epoch).
+    pub from_unix_ms: f64,
+    /// From that packet's sending to the sending of the first one after the run.
+    pub ms: f64,
+}
+
+/// A paced UDP stream between two hosts.
+#[derive(Debug, Clone)]
+pub struct Stream<'a> {
+    pub src: &'a str,
+    pub dst: &'a str,
+    pub port: u16,
+    pub pps: u32,
+    pub seconds: f64,
+    pub flows: u32,
+}
+
+/// Kills a child by PID if it is still running when dropped (a failed step must not leave a
+/// receiver behind in a host namespace).
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `s` (receiver first, then the sender) with `during` called while it flows; returns
+/// what arrived and what `during` returned.
+pub fn stream<R>(
+    st: &State,
+    s: &Stream<'_>,
+    during: impl FnOnce() -> R,
+) -> Result<(StreamResult, R)> {
+    let probe = probe_path(st)?;
+    let probe = probe.to_string_lossy().into_owned();
+    let host = |n: &str| {
+        st.host(n)
+            .ok_or_else(|| TestbedError::Other(format!("no host {n} in the testbed")))
+    };
+    let (hs, hd) = (host(s.src)?, host(s.dst)?);
+    let out = st
+        .state_dir
+        .join(format!("stream-{}-{}-{}.json", s.src, s.dst, s.port));
+    let _ = fs::remove_file(&out);
+    let ready = out.with_extension("ready");
+    let _ = fs::remove_file(&ready);
+    let port = s.port.to_string();
+    let recv = Command::new("ip")
+        .args(["netns", "exec", &hd.netns, "python3", &probe, "recv"])
+        .args([
+            "--port",
+            &port,
+            "--seconds",
+            &format!("{}", s.seconds + 2.0),
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--ready")
+        .arg(&ready)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(io("starting the receiver"))?;
+    let mut recv = Reap(recv);
+    // A receiver still starting (slow on a busy machine) would count the first packets lost.
+    wait_for("the stream's receiver", Duration::from_secs(20), || {
+        ready.exists()
+    })?;
+    let send = Command::new("ip")
+        .args(["netns", "exec", &hs.netns, "python3", &probe, "send"])
+        .args(["--dst", &hd.ipv4, "--port", &port])
+        .args(["--pps", &s.pps.to_string()])
+        .args(["--seconds", &s.seconds.to_string()])
+        .args(["--flows", &s.flows.to_string()])
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(io("starting the sender"))?;
+    let mut send = Reap(send);
+    let r = during();
+    let _ = send.0.wait();
+    let _ = recv.0.wait();
+    let text = fs::read_to_string(&out).map_err(io(format!(
+        "reading the receiver's result {}",
+        out.display()
+    )))?;
+    let res = serde_json::from_str(&text)
+        .map_err(|e| TestbedError::Other(format!("{}: {e}", out.display())))?;
+    Ok((res, r))
+}
+
+/// The port of `candidates` on `switch` that sent the most packets during `window` (which
+/// link a running stream's flow hashed onto), with that count.
+pub fn busiest_port(
+    st: &State,
+    switch: &str,
+    candidates: &[String],
+    window: Duration,
+) -> Result<(String, u64)> {
+    let a = port_tx(st, switch)?;
+    std::thread::sleep(window);
+    let b = port_tx(st, switch)?;
+    candidates
+        .iter()
+        .map(|p| {
+            let d = b.get(p).copied().unwrap_or(0) - a.get(p).copied().unwrap_or(0);
+            (p.clone(), d)
+        })
+        .max_by_key(|(_, d)| *d)
+        .ok_or_else(|| TestbedError::Other(format!("{switch}: no candidate ports")))
+}
+
+/// One failover measurement: a one-flow stream from `stream.src`; while it flows, the cable of
+/// the `uplinks` port of `switch` that carries it is pulled at `fail_at` after the start (so
+/// the failure always hits the traffic). The cable stays pulled; the caller plugs it back.
+#[derive(Debug, Clone)]
+pub struct FailoverTrial {
+    pub port: String,
+    /// Packets the pulled port carried in the sampling window before (proof it was the path).
+    pub carried: u64,
+    /// When the cable was pulled (ms since the epoch).
+    pub pulled_at_unix_ms: f64,
+    pub result: StreamResult,
+}
+
+pub fn failover_trial(
+    st: &State,
+    s: &Stream<'_>,
+    switch: &str,
+    uplinks: &[String],
+    fail_at: Duration,
+) -> Result<FailoverTrial> {
+    let (res, chosen) = stream(st, s, || -> Result<(String, u64, f64)> {
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_millis(300));
+        let window = fail_at
+            .saturating_sub(Duration::from_millis(500))
+            .max(Duration::from_millis(100));
+        let (port, carried) = busiest_port(st, switch, uplinks, window)?;
+        if carried == 0 {
+            return Err(TestbedError::Other(format!(
+                "the stream {} → {} crossed none of {switch}'s ports {uplinks:?}",
+                s.src, s.dst
+            )));
+        }
+        if let Some(rest) = fail_at.checked_sub(t0.elapsed()) {
+            std::thread::sleep(rest);
+        }
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3);
+        set_link(st, switch, &port, false)?;
+        Ok((port, carried, at))
+    })?;
+    let (port, carried, pulled_at_unix_ms) = chosen?;
+    Ok(FailoverTrial {
+        port,
+        carried,
+        pulled_at_unix_ms,
+        result: res,
+    })
+}
+
+/// The ports of `switch` cabled to another switch.
+pub fn uplinks(st: &State, switch: &str) -> Vec<String> {
+    let is_switch = |n: &str| st.switch(n).is_some();
+    st.wires
+        .iter()
+        .filter_map(|w| {
+            if w.a.0 == switch && is_switch(&w.b.0) {
+                Some(w.a.1.clone())
+            } else if w.b.0 == switch && is_switch(&w.a.0) {
+                Some(w.b.1.clone())
+            } else {
+                None
+            }
+        })
+        .collect()
 }

@@ -15,7 +15,7 @@ import socket
 import struct
 import time
 
-HDR = struct.Struct("!QQ")  # sequence, send time (ns)
+HDR = struct.Struct("!QQ")  # sequence, send time (ns since the epoch: one clock for all hosts)
 
 
 def recv(a):
@@ -24,9 +24,13 @@ def recv(a):
     s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     s.bind(("0.0.0.0", a.port))
     s.settimeout(0.2)
+    if a.ready:
+        # Bound: packets from now on are counted (the sender waits for this file).
+        open(a.ready, "w").close()
     end = time.monotonic() + a.seconds
     arrivals = []
     seqs = set()
+    sent_at = {}
     ce = 0
     while time.monotonic() < end:
         try:
@@ -36,13 +40,26 @@ def recv(a):
         now = time.monotonic_ns()
         if len(data) < HDR.size:
             continue
-        seq, _sent = HDR.unpack_from(data)
+        seq, sent = HDR.unpack_from(data)
+        sent_at[seq] = sent
         for level, typ, val in anc:
             if level == socket.IPPROTO_IP and typ == socket.IP_TOS and val and (val[0] & 3) == 3:
                 ce += 1
         seqs.add(seq)
         arrivals.append(now)
     gaps = [b - a_ for a_, b in zip(arrivals, arrivals[1:])]
+    # The loss window on the sender's clock: between the last packet that arrived before a run
+    # of lost ones and the first that arrived after it. Unlike arrival gaps, a sender or
+    # receiver that was merely scheduled late does not count.
+    order = sorted(sent_at)
+    outage = (0, None)
+    runs = []
+    for x, y in zip(order, order[1:]):
+        if y - x > 1:
+            runs.append({"after_seq": x, "lost": y - x - 1, "from_unix_ms": sent_at[x] / 1e6,
+                         "ms": (sent_at[y] - sent_at[x]) / 1e6})
+            if sent_at[y] - sent_at[x] > outage[0]:
+                outage = (sent_at[y] - sent_at[x], sent_at[x])
     out = {
         "received": len(arrivals),
         "unique": len(seqs),
@@ -50,6 +67,9 @@ def recv(a):
         "lost": (max(seqs) + 1 - len(seqs)) if seqs else 0,
         "max_gap_ms": (max(gaps) / 1e6) if gaps else None,
         "ce_marked": ce,
+        "outage_ms": outage[0] / 1e6,
+        "outage_from_unix_ms": (outage[1] / 1e6) if outage[1] is not None else None,
+        "loss_runs": runs[:100],
     }
     with open(a.out, "w") as f:
         json.dump(out, f)
@@ -74,7 +94,7 @@ def send(a):
         delay = target - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        socks[seq % len(socks)].sendto(HDR.pack(seq, time.monotonic_ns()) + pad, (a.dst, a.port))
+        socks[seq % len(socks)].sendto(HDR.pack(seq, time.time_ns()) + pad, (a.dst, a.port))
 
 
 def main():
@@ -84,6 +104,7 @@ def main():
     r.add_argument("--port", type=int, default=5000)
     r.add_argument("--seconds", type=float, default=5)
     r.add_argument("--out", required=True)
+    r.add_argument("--ready", help="file created once the socket is bound")
     sd = sub.add_parser("send")
     sd.add_argument("--dst", required=True)
     sd.add_argument("--port", type=int, default=5000)

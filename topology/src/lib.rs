@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 
 pub use diag::Diagnostic;
 pub use model::{Intent, MacAddr, PortRef, Role, RoutingMode, Tuning, WatchdogAction};
-pub use names::{MAX_NAME_LEN, NameError, check_name};
+pub use names::{MAX_NAME_LEN, NameError, check_name, display_name, is_valid_name};
 pub use resolve::{DEFAULT_CABLE, DEFAULT_MTU, DEFAULT_SPEED};
 pub use topo::*;
 

@@ -1,0 +1,115 @@
+//! The model at fabric scale: `cargo bench -p weft-simulate --bench simulate`.
+//!
+//! Every (fabric, links down, collective, mode) of the README's table, timed; 1 GiB per rank.
+//! `WEFT_BENCH_FABRICS=k16,k32,planes` picks fabrics (default all); `WEFT_BENCH_JSON=FILE`
+//! also writes every outcome as JSON lines.
+
+use std::io::Write;
+use std::time::Instant;
+
+use weft_compiler::LinkState;
+use weft_controller::cmd::simulate::{class_of, model};
+use weft_simulate::model::{Params, Workload};
+use weft_topology::{RoutingMode, Topology};
+use weft_traffic::collective::{Collective, Kind};
+
+fn load(name: &str) -> Topology {
+    let path = match name {
+        "k16" => concat!(env!("CARGO_MANIFEST_DIR"), "/fabrics/fat-tree-k16.yaml"),
+        "k32" => concat!(env!("CARGO_MANIFEST_DIR"), "/fabrics/fat-tree-k32.yaml"),
+        _ => concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topology/examples/multi-plane-8.yaml"
+        ),
+    };
+    weft_topology::load_file(path).expect("fabric")
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn main() {
+    let fabrics: Vec<String> = std::env::var("WEFT_BENCH_FABRICS")
+        .unwrap_or_else(|_| "k16,planes,k32".into())
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let mut json = std::env::var_os("WEFT_BENCH_JSON").and_then(|p| std::fs::File::create(p).ok());
+    let modes = [
+        RoutingMode::Ecmp,
+        RoutingMode::Wcmp,
+        RoutingMode::Flowlet,
+        RoutingMode::Spray,
+        RoutingMode::Adaptive,
+    ];
+    println!(
+        "{:<14} {:<10} {:<9} {:<9} {:>7} {:>9} {:>9} {:>9} {:>9}",
+        "fabric", "down", "collect.", "mode", "×ideal", "max/mean", "time", "ranks", "RSS MiB"
+    );
+    for name in &fabrics {
+        let t = load(name);
+        let class = class_of(&t, None).expect("class");
+        let groups = weft_simulate::host_groups(&t);
+        let ranks = groups[0].len() as u32;
+        let links = t.links.len();
+        for (label, down) in [
+            ("none", Vec::new()),
+            ("1 link", vec![links / 2]),
+            ("1%", weft_simulate::random_down(&t, 1.0, 1)),
+        ] {
+            let mut ls = LinkState::all_up(&t);
+            for &l in &down {
+                ls.set_down(l, true);
+            }
+            for kind in [Kind::AllReduce, Kind::AllToAll] {
+                let w = Workload {
+                    collective: Collective {
+                        kind,
+                        ranks,
+                        size: 1 << 30,
+                    },
+                    groups: groups.clone(),
+                    lanes: 1,
+                };
+                for m in modes {
+                    let t0 = Instant::now();
+                    let o = model(&t, &ls, &class, m, &w, &Params::default());
+                    let dt = t0.elapsed().as_secs_f64();
+                    println!(
+                        "{:<14} {:<10} {:<9} {:<9} {:>7.2} {:>9.2} {:>8.1}s {:>9} {:>9.0}",
+                        t.name,
+                        label,
+                        kind.as_str(),
+                        m.as_str(),
+                        o.ratio,
+                        o.max_fabric_link_s / o.mean_fabric_link_s.max(f64::MIN_POSITIVE),
+                        dt,
+                        groups.iter().map(Vec::len).sum::<usize>(),
+                        peak_rss_mib()
+                    );
+                    if let Some(f) = json.as_mut() {
+                        let _ = writeln!(
+                            f,
+                            "{}",
+                            serde_json::json!({
+                                "fabric": t.name, "down": label, "links_down": down.len(),
+                                "collective": kind.as_str(), "mode": m.as_str(),
+                                "seconds": dt, "outcome": o,
+                            })
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
