@@ -1,10 +1,14 @@
 //! One link down (and back up) on large fat-trees, the way `weft run` handles it: the compiler's
 //! link change, every changed switch's new P4RT entries, the diff against what the switch
 //! acknowledged, the write batches.
-//! Run: `cargo bench -p weft-reconcile --bench link_down`.
+//! Run: `cargo bench -p weft-reconcile --bench link_down` (`WEFT_BENCH_K=64` for one size,
+//! `WEFT_BENCH_RUNS=N` repetitions, `WEFT_BENCH_FULL=1` also the whole-switch path).
+//!
+//! Each time is printed as p50 and worst over the repetitions, on the wall clock and on the
+//! bench thread's CPU clock: on a busy machine most of the wall time is other processes' turns.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use weft_compiler::p4delta::WireMemo;
 use weft_compiler::{Compiler, LinkState, p4map};
@@ -15,9 +19,65 @@ use weft_topology::{LinkIdx, Topology};
 
 const MS: u64 = 1_000_000;
 
+/// A point in time on the wall clock and on this thread's CPU clock.
+#[derive(Clone, Copy)]
+struct Stamp {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        Stamp {
+            wall: Instant::now(),
+            cpu: Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+        }
+    }
+}
+
+/// Seconds from `a` to `b`: (wall, CPU).
+fn between(a: Stamp, b: Stamp) -> (f64, f64) {
+    (
+        (b.wall - a.wall).as_secs_f64(),
+        b.cpu.saturating_sub(a.cpu).as_secs_f64(),
+    )
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+fn worst(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max)
+}
+
+/// `p50 X ms, worst Y ms` of samples in seconds.
+fn summary(v: &[f64]) -> String {
+    format!(
+        "p50 {:7.2} ms, worst {:7.2} ms",
+        median(v.to_vec()) * 1e3,
+        worst(v) * 1e3
+    )
+}
+
+/// Wall and CPU samples of one measurement.
+#[derive(Default)]
+struct Samples {
+    wall: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+impl Samples {
+    fn push(&mut self, (wall, cpu): (f64, f64)) {
+        self.wall.push(wall);
+        self.cpu.push(cpu);
+    }
+
+    fn show(&self) -> String {
+        format!("wall {} | CPU {}", summary(&self.wall), summary(&self.cpu))
+    }
 }
 
 fn running() -> PluginStatus {
@@ -106,9 +166,9 @@ fn acknowledge(inst: &mut Installed, batches: &[core::Batch]) {
     }
 }
 
-/// Each changed switch's write batches, the time after the compiler, after the mapping and
-/// after the diff and batches, and how many things were mapped.
-type Changed = (Vec<(usize, Vec<core::Batch>)>, [f64; 3], usize);
+/// Each changed switch's write batches, the time (wall, CPU) after the compiler, after the
+/// mapping and after the diff and batches, and how many things were mapped.
+type Changed = (Vec<(usize, Vec<core::Batch>)>, [(f64, f64); 3], usize);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -129,11 +189,11 @@ fn change(
     path: Path,
 ) -> Changed {
     let none = std::collections::BTreeSet::new();
-    let t0 = Instant::now();
+    let t0 = Stamp::now();
     match path {
         Path::Full => {
             let changed = c.set_link(l, down);
-            let t1 = Instant::now();
+            let t1 = Stamp::now();
             let desired: Vec<plan::DesiredSwitch> = changed
                 .iter()
                 .map(|&si| {
@@ -141,7 +201,7 @@ fn change(
                         .unwrap_or_else(|e| panic!("{e}"))
                 })
                 .collect();
-            let t2 = Instant::now();
+            let t2 = Stamp::now();
             let plans: Vec<_> = changed
                 .iter()
                 .zip(desired)
@@ -158,17 +218,13 @@ fn change(
                     (si, core::batches(p))
                 })
                 .collect();
-            let t3 = Instant::now();
+            let t3 = Stamp::now();
             let n = plans.len();
-            (
-                plans,
-                [t1 - t0, t2 - t0, t3 - t0].map(|d| d.as_secs_f64()),
-                n,
-            )
+            (plans, [t1, t2, t3].map(|t| between(t0, t)), n)
         }
         Path::Delta => {
             let deltas = c.set_link_delta(l, down);
-            let t1 = Instant::now();
+            let t1 = Stamp::now();
             let mut memo = WireMemo::new(t, info);
             let entries: Vec<_> = deltas
                 .iter()
@@ -177,7 +233,7 @@ fn change(
                         .unwrap_or_else(|e| panic!("{e}"))
                 })
                 .collect();
-            let t2 = Instant::now();
+            let t2 = Stamp::now();
             let plans: Vec<_> = deltas
                 .iter()
                 .zip(&entries)
@@ -186,12 +242,8 @@ fn change(
                     (d.switch, core::batches(p))
                 })
                 .collect();
-            let t3 = Instant::now();
-            (
-                plans,
-                [t1 - t0, t2 - t0, t3 - t0].map(|d| d.as_secs_f64()),
-                memo.mapped,
-            )
+            let t3 = Stamp::now();
+            (plans, [t1, t2, t3].map(|t| between(t0, t)), memo.mapped)
         }
     }
 }
@@ -210,7 +262,7 @@ fn staged(t: &Topology, info: &weft_p4rt::P4Info, runs: usize, path: Path) {
         .collect();
     for (what, l) in picks(t) {
         for down in [true, false] {
-            let mut times: [Vec<f64>; 3] = Default::default();
+            let mut times: [Samples; 3] = Default::default();
             let (mut n, mut writes, mut mapped) = (0, 0, 0);
             for _ in 0..runs {
                 // Start from the other state, acknowledged by every switch.
@@ -232,14 +284,15 @@ fn staged(t: &Topology, info: &weft_p4rt::P4Info, runs: usize, path: Path) {
                     acknowledge(&mut installed[*si], p);
                 }
             }
-            let [a, b, d] = times.map(median);
+            let [a, b, d] = times.each_ref().map(|s| median(s.cpu.clone()));
             println!(
-                "  {:<5} {what:<10} {:<4}: set_link {:7.2} ms, + map {:7.2} ms, + diff and batches {:7.2} ms ({n} switches, {writes} entries to write, {mapped} {} mapped)",
+                "  {:<5} {what:<10} {:<4}: CPU p50 set_link {:7.2} ms, + map {:7.2} ms, + diff and batches {:7.2} ms; all of it: {} ({n} switches, {writes} entries to write, {mapped} {} mapped)",
                 if path == Path::Full { "full" } else { "delta" },
                 if down { "down" } else { "up" },
                 a * 1e3,
                 b * 1e3,
                 d * 1e3,
+                times[2].show(),
                 if path == Path::Full {
                     "switches"
                 } else {
@@ -337,11 +390,11 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
     for (what, l) in picks(t) {
         let end = t.links[l].a;
         let port = t.switches[end.switch].ports[end.port].name.clone();
-        let (mut down_t, mut up_t) = (Vec::new(), Vec::new());
+        let (mut down_t, mut up_t) = (Samples::default(), Samples::default());
         let mut writes = 0;
         for _ in 0..runs {
             now += 1_000 * MS;
-            let t0 = Instant::now();
+            let t0 = Stamp::now();
             let outs = c.step(
                 now,
                 Input::Port {
@@ -351,7 +404,7 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
                     seen: now,
                 },
             );
-            down_t.push(t0.elapsed().as_secs_f64());
+            down_t.push(between(t0, Stamp::now()));
             writes = outs
                 .iter()
                 .filter(|o| matches!(o, Output::Write { .. }))
@@ -370,9 +423,9 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
             settle(&mut c, now, outs, &mut fabric);
             // Back in use once the hold-down has passed.
             now += hold + MS;
-            let t0 = Instant::now();
+            let t0 = Stamp::now();
             let outs = c.step(now, Input::Tick);
-            up_t.push(t0.elapsed().as_secs_f64());
+            up_t.push(between(t0, Stamp::now()));
             settle(&mut c, now, outs, &mut fabric);
             assert!(c.converged());
             // Let the dampening penalty decay so every run starts alike.
@@ -381,9 +434,12 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
             settle(&mut c, now, outs, &mut fabric);
         }
         println!(
-            "  weft run core {what:<10}: port down → batches out {:7.2} ms ({writes} switches written), hold-down over → batches out {:7.2} ms",
-            median(down_t) * 1e3,
-            median(up_t) * 1e3,
+            "  weft run core {what:<10} port down → batches out ({writes} switches written, {runs} runs): {}",
+            down_t.show()
+        );
+        println!(
+            "  weft run core {what:<10} hold-down over → batches out:                     {}",
+            up_t.show()
         );
     }
 }
@@ -393,10 +449,15 @@ fn main() {
     let only: Option<u32> = std::env::var("WEFT_BENCH_K")
         .ok()
         .and_then(|k| k.parse().ok());
-    for (k, runs) in [(32u32, 5usize), (64, 5)] {
+    let runs: Option<usize> = std::env::var("WEFT_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0);
+    for (k, default_runs) in [(32u32, 15usize), (64, 11)] {
         if only.is_some_and(|o| o != k) {
             continue;
         }
+        let runs = runs.unwrap_or(default_runs);
         let yaml = format!(
             "generators:\n  - kind: fat-tree\n    k: {k}\nrouting:\n  default:\n    mode: wcmp\n"
         );
@@ -406,7 +467,7 @@ fn main() {
             t.switches.len(),
             t.hosts.len()
         );
-        staged(&t, &info, runs, Path::Delta);
+        staged(&t, &info, runs.min(5), Path::Delta);
         core_path(&t, info.clone(), runs);
         if std::env::var_os("WEFT_BENCH_FULL").is_some() {
             staged(&t, &info, runs.min(3), Path::Full);
