@@ -654,6 +654,31 @@ impl<S: SwitchIo> Engine<S> {
         Ok(out)
     }
 
+    /// Entries (APPL_STATE_DB keys) the switch no longer holds as installed: an object of theirs
+    /// is missing or differs on the switch (someone wrote to it behind the plugin's back).
+    /// Sorted; `missing` or `modified` each.
+    pub async fn audit(&self) -> Result<Vec<(String, &'static str)>, SwitchLost> {
+        let current = self.read_switch().await?;
+        let mut out = Vec::new();
+        for (key, inst) in &self.installed {
+            let mut state = None;
+            for (k, want) in &inst.objects {
+                match current.get(k) {
+                    None => {
+                        state = Some("missing");
+                        break;
+                    }
+                    Some(have) if !crate::objects::same(have, want) => state = Some("modified"),
+                    Some(_) => {}
+                }
+            }
+            if let Some(s) = state {
+                out.push((key.clone(), s));
+            }
+        }
+        Ok(out)
+    }
+
     /// Makes the switch hold exactly `desired_p4rt` (APPL_STATE_DB) plus `owned`.
     pub async fn full_sync(
         &mut self,
