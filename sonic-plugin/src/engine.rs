@@ -643,14 +643,16 @@ impl<S: SwitchIo> Engine<S> {
                 )),
             }])
             .await?);
-        add(self
-            .switch
-            .read(vec![table_entity(TableEntry {
-                table_id: t::switch_config_table::ID,
-                is_default_action: true,
-                ..Default::default()
-            })])
-            .await?);
+        for table_id in [t::switch_config_table::ID, t::queue_config_table::ID] {
+            add(self
+                .switch
+                .read(vec![table_entity(TableEntry {
+                    table_id,
+                    is_default_action: true,
+                    ..Default::default()
+                })])
+                .await?);
+        }
         Ok(out)
     }
 
@@ -1063,8 +1065,8 @@ mod tests {
             ),
             set("garbage", &[("action", "x")]),
             set(
-                r#"FIXED_QOS_CLASSIFY_TABLE:{"match/dscp":"0x1a"}"#,
-                &[("action", "set_traffic_class")],
+                r#"FIXED_QUEUE_CONFIG_TABLE:{"match/port":"Ethernet0","match/queue":"0x3"}"#,
+                &[("action", "set_queue_config")],
             ),
             KeyOpFieldValues::del(r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x9"}"#),
             nexthop("0x01", "Ethernet0"),
@@ -1155,10 +1157,12 @@ mod tests {
         let info = e.translator.info().clone();
         let owned: Objects = [crate::qos::switch_config(
             &info,
-            crate::qos::SwitchSettings {
+            &crate::qos::SwitchSettings {
                 device_id: 3,
                 ..Default::default()
             },
+            &BTreeMap::new(),
+            &Default::default(),
         )
         .expect("switch config")]
         .into_iter()
