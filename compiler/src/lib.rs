@@ -12,20 +12,31 @@
 //! ```
 //! QoS (CONFIG_DB rows) is compiled per switch on demand by [`qos::compile_switch`]: at 5,000
 //! switches the rows of all switches at once would take gigabytes for no use.
+//!
+//! A link change ([`Compiler::set_link_delta`]) is propagated through the per-destination
+//! routing state; each switch whose next-hop set toward some destinations changed has only
+//! those destinations' routes patched (the merge tree's paths from them to the root), and the
+//! change is reported as a [`SwitchDelta`]: the routes and groups that differ, before and
+//! after, so the layers above map and diff only those.
 
 pub mod check;
+mod merge;
+pub mod p4delta;
 pub mod p4map;
 pub mod qos;
 pub mod routing;
+mod tables;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Serialize;
-use weft_topology::{LinkIdx, MacAddr, Peer, RoutingMode, SwitchIdx, Topology};
+use weft_topology::{HostIdx, LinkIdx, MacAddr, Peer, RoutingMode, SwitchIdx, Topology};
 
+use merge::MergePlan;
 use routing::{Graph, Hop, Scratch};
+use tables::{Ctx, TableState};
 
 /// Largest sum of member weights in one group (the pipeline's `WCMP_MAX_GROUP_SIZE`).
 pub const MAX_GROUP_WEIGHT: u32 = 256;
@@ -44,6 +55,24 @@ struct Names {
 
 impl Names {
     fn new(t: &Topology) -> Self {
+        // Port names repeat on every switch (`Ethernet0`, ...): one shared name each, so the
+        // groups of thousands of switches touch a few hot reference counts, not one per port.
+        let mut ports: HashMap<&str, Name> = HashMap::new();
+        let port = t
+            .switches
+            .iter()
+            .map(|s| {
+                s.ports
+                    .iter()
+                    .map(|p| {
+                        ports
+                            .entry(p.name.as_str())
+                            .or_insert_with(|| Name::from(p.name.as_str()))
+                            .clone()
+                    })
+                    .collect()
+            })
+            .collect();
         Names {
             switch: t
                 .switches
@@ -55,31 +84,41 @@ impl Names {
                 .iter()
                 .map(|h| Name::from(h.name.as_str()))
                 .collect(),
-            port: t
-                .switches
-                .iter()
-                .map(|s| {
-                    s.ports
-                        .iter()
-                        .map(|p| Name::from(p.name.as_str()))
-                        .collect()
-                })
-                .collect(),
+            port,
         }
     }
 }
 
-/// Which links are down (by index into `Topology::links`).
+/// Which links are down (by index into `Topology::links`), and which hosts are cut off from
+/// their leaf (by index into `Topology::hosts`: the link of a host port).
 #[derive(Debug, Clone, Default)]
 pub struct LinkState {
     down: Vec<bool>,
+    hosts_down: Vec<bool>,
 }
 
 impl LinkState {
     pub fn all_up(t: &Topology) -> Self {
         LinkState {
             down: vec![false; t.links.len()],
+            hosts_down: vec![false; t.hosts.len()],
         }
+    }
+    /// Takes the link between host `h` and its leaf down or up.
+    pub fn set_host_down(&mut self, h: HostIdx, down: bool) {
+        if let Some(x) = self.hosts_down.get_mut(h) {
+            *x = down;
+        }
+    }
+    pub fn is_host_down(&self, h: HostIdx) -> bool {
+        self.hosts_down.get(h).copied().unwrap_or(false)
+    }
+    pub fn down_hosts(&self) -> impl Iterator<Item = HostIdx> + '_ {
+        self.hosts_down
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| **d)
+            .map(|(i, _)| i)
     }
     pub fn set_down(&mut self, l: LinkIdx, down: bool) {
         if let Some(x) = self.down.get_mut(l) {
@@ -116,7 +155,7 @@ pub struct Nexthop {
     pub neighbour: Name,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Member {
     pub nexthop_id: u16,
     pub port_id: u32,
@@ -126,9 +165,9 @@ pub struct Member {
 }
 
 /// The multipath mode a group uses for one traffic class.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct ClassMode {
-    pub class: String,
+    pub class: Name,
     pub traffic_class: u8,
     pub mode: RoutingMode,
     pub flowlet_gap_us: u32,
@@ -136,7 +175,7 @@ pub struct ClassMode {
     pub fallback_from: Option<RoutingMode>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Group {
     pub id: u16,
     pub members: Vec<Member>,
@@ -145,7 +184,7 @@ pub struct Group {
     pub epoch: u16,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "kind", content = "id", rename_all = "lowercase")]
 pub enum Target {
     Nexthop(u16),
@@ -153,7 +192,7 @@ pub enum Target {
     Drop,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Route {
     pub prefix: IpNet,
     pub target: Target,
@@ -179,11 +218,39 @@ pub struct Desired {
     pub down_links: Vec<String>,
 }
 
+/// What one link change did to one switch's desired state: every route and group that
+/// differs, as it was and as it is (by prefix and by id; a retargeted route or a group whose id
+/// now holds other members is in both). Ports and nexthops never change with links.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SwitchDelta {
+    pub switch: SwitchIdx,
+    /// Removed or retargeted routes, as they were, by prefix.
+    pub routes_old: Vec<Route>,
+    /// Added or retargeted routes, as they are now, by prefix.
+    pub routes_new: Vec<Route>,
+    /// Removed or changed groups, as they were.
+    pub groups_old: Vec<Group>,
+    /// Ids of added or changed groups, ascending; as they are now in
+    /// `Compiler::switches()[switch].groups` (a group is large: it is not copied here).
+    pub groups_new: Vec<u16>,
+}
+
+impl SwitchDelta {
+    pub fn is_empty(&self) -> bool {
+        self.routes_old.is_empty()
+            && self.routes_new.is_empty()
+            && self.groups_old.is_empty()
+            && self.groups_new.is_empty()
+    }
+}
+
 /// Per-switch interning of next-hop sets: (nexthop id, weight) lists → small ids.
 #[derive(Default)]
 struct SetTable {
     by_hash: HashMap<u64, u32, std::hash::BuildHasherDefault<PreHashed>>,
     sets: Vec<Vec<(u16, u32)>>,
+    /// `fnv32` of each set, which group ids and epochs derive from.
+    fnv: Vec<u32>,
 }
 
 /// The keys of `SetTable::by_hash` are hashes already: hashing them again only costs time.
@@ -217,6 +284,7 @@ impl SetTable {
                 None => {
                     let id = self.sets.len() as u32;
                     self.sets.push(members.to_vec());
+                    self.fnv.push(fnv32(members));
                     self.by_hash.insert(h, id);
                     return id;
                 }
@@ -226,7 +294,8 @@ impl SetTable {
 }
 
 const NO_ROUTE: u32 = u32::MAX;
-
+/// `Compiler::parent_cap` of a switch that is not a parent of the class being patched.
+const NOT_PARENT: u64 = u64::MAX;
 /// Compiles the whole fabric.
 pub fn compile(t: &Topology, links: &LinkState) -> Desired {
     Compiler::new(t, links.clone()).desired()
@@ -240,8 +309,105 @@ struct Class {
     state: Scratch,
 }
 
+/// Every switch's interned next-hop sets, and what makes interning cheap.
+struct Interner {
+    tables: Vec<SetTable>,
+    /// Per link: (switch at end a, port id at end a, port id at end b), so a hop's port costs
+    /// one small read (interning runs thousands of times per link change).
+    ends: Vec<(u32, u16, u16)>,
+    members_buf: Vec<(u16, u32)>,
+    /// Per switch, the last two hop lists interned and their sets, newest first.
+    last: Vec<[(Vec<Hop>, u32); 2]>,
+}
+
+impl Interner {
+    fn new(t: &Topology) -> Self {
+        let n = t.switches.len();
+        Interner {
+            tables: (0..n).map(|_| SetTable::default()).collect(),
+            ends: t
+                .links
+                .iter()
+                .map(|l| {
+                    let id = |e: weft_topology::End| t.switches[e.switch].ports[e.port].id as u16;
+                    (l.a.switch as u32, id(l.a), id(l.b))
+                })
+                .collect(),
+            members_buf: Vec::with_capacity(64),
+            last: (0..n)
+                .map(|_| [(Vec::new(), NO_ROUTE), (Vec::new(), NO_ROUTE)])
+                .collect(),
+        }
+    }
+
+    fn intern(&mut self, g: &Graph, equal_weights: bool, s: SwitchIdx, hops: &[Hop]) -> u32 {
+        if hops.is_empty() {
+            return NO_ROUTE;
+        }
+        // A switch meets the same few hop lists for destination after destination (every
+        // remote class looks alike from below; a link change alternates two classes).
+        let last = &mut self.last[s];
+        if last[0].1 != NO_ROUTE && last[0].0 == hops {
+            return last[0].1;
+        }
+        if last[1].1 != NO_ROUTE && last[1].0 == hops {
+            last.swap(0, 1);
+            return last[0].1;
+        }
+        let parallel = routing::has_parallel(hops);
+        let equal =
+            equal_weights || (!parallel && hops.iter().all(|h| h.capacity == hops[0].capacity));
+        let mut members = std::mem::take(&mut self.members_buf);
+        members.clear();
+        let ends = &self.ends;
+        let port = |h: &Hop| {
+            let e = ends[h.link as usize];
+            if e.0 as usize == s { e.1 } else { e.2 }
+        };
+        if equal {
+            members.extend(hops.iter().map(|h| (port(h), 1)));
+        } else {
+            let w = if parallel {
+                routing::link_weights(hops, |l| g.speed[l as usize], MAX_GROUP_WEIGHT)
+            } else {
+                let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
+                routing::weights(&caps, MAX_GROUP_WEIGHT)
+            };
+            members.extend(hops.iter().zip(w).map(|(h, w)| (port(h), w)));
+        }
+        members.sort_unstable();
+        let id = self.tables[s].intern(&members);
+        self.members_buf = members;
+        let last = &mut self.last[s];
+        last.swap(0, 1);
+        last[0].0.clear();
+        last[0].0.extend_from_slice(hops);
+        last[0].1 = id;
+        id
+    }
+}
+
+/// Past this many changed destinations at one switch its table is built whole rather than
+/// patched: a patch walks the merge tree from each changed destination, a build walks it once.
+const PATCH_LIMIT: usize = 64;
+
+/// Notes a set of a changed destination before the link change (the first record of a
+/// destination holds it).
+fn record(
+    pending: &mut [Vec<(u32, u32)>],
+    touched: &mut Vec<SwitchIdx>,
+    s: SwitchIdx,
+    d: usize,
+    old: u32,
+) {
+    if pending[s].is_empty() {
+        touched.push(s);
+    }
+    pending[s].push((d as u32, old));
+}
+
 /// The compiler with its intermediate state kept, so a link change recomputes only what it
-/// affects ([`Compiler::set_link`]).
+/// affects ([`Compiler::set_link_delta`]).
 pub struct Compiler<'t> {
     t: &'t Topology,
     links: LinkState,
@@ -251,17 +417,35 @@ pub struct Compiler<'t> {
     infos: Vec<DestInfo>,
     /// Every destination leaf's prefixes and how they may merge (computed once).
     order: MergePlan,
-    names: Names,
+    /// A group's multipath modes, per whether per-packet modes are allowed toward it.
+    modes: [Vec<ClassMode>; 2],
     classes: Vec<Class>,
     class_of_dest: Vec<usize>,
-    /// route_set[s][d]: interned next-hop set of switch s toward dests[d].
-    route_set: Vec<Vec<u32>>,
-    tables: Vec<SetTable>,
-    /// Reused by `intern`, which runs thousands of times per link change.
-    members_buf: Vec<(u16, u32)>,
-    last_intern: Vec<Option<(Vec<Hop>, u32)>>,
+    /// cols[d][s]: interned next-hop set of switch s toward dests[d]. By destination, because
+    /// a class of destinations is routed once and copied column by column; a switch's table
+    /// reads its row only when built whole.
+    cols: Vec<Vec<u32>>,
+    sets: Interner,
+    marks: routing::Marks,
+    /// The sets of a class being routed again, as they were (reused between changes).
+    snapshot: Vec<u32>,
+    /// Per switch, while a class member is patched: what it carries on as a parent.
+    parent_cap: Vec<u64>,
+    hops_buf: Vec<Hop>,
+    /// Buffers of table patches, reused between switches.
+    patch_buf: tables::PatchBuf,
+    /// Past this many changed destinations a switch's table is built whole.
+    patch_limit: usize,
     switches: Vec<SwitchDesired>,
-    notes: Vec<Vec<String>>,
+    /// Per switch, its nexthops as group members of weight 1, by id: a group's members are
+    /// copied from here in one pass (thousands of groups are made per link change).
+    nexthops: Vec<Vec<Member>>,
+    tables: Vec<TableState>,
+    /// Notes that no link change alters (hosts cut off), per switch.
+    fixed_notes: Vec<Vec<String>>,
+    /// During a link change, per switch: (destination, set before) of every set that changed.
+    pending: Vec<Vec<(u32, u32)>>,
+    touched: Vec<SwitchIdx>,
 }
 
 fn signature(g: &Graph, dest: SwitchIdx) -> Vec<(u32, u64)> {
@@ -271,6 +455,45 @@ fn signature(g: &Graph, dest: SwitchIdx) -> Vec<(u32, u64)> {
         .collect();
     sig.sort_unstable();
     sig
+}
+
+/// Port config and nexthops of switch `s`: one per connected port, whatever the links do.
+fn ports_and_nexthops(
+    t: &Topology,
+    s: SwitchIdx,
+    names: &Names,
+) -> (Vec<PortConfig>, BTreeMap<u16, Nexthop>) {
+    let sw = &t.switches[s];
+    let mut ports = Vec::new();
+    let mut nexthops = BTreeMap::new();
+    for (pi, p) in sw.ports.iter().enumerate() {
+        let (neighbour, mac) = match p.peer {
+            Peer::None => continue,
+            Peer::Host { host } => (names.host[host].clone(), t.hosts[host].mac),
+            Peer::Switch { link } => {
+                let o = t.links[link].other(s).switch;
+                (names.switch[o].clone(), t.switches[o].router_mac)
+            }
+        };
+        let port = names.port[s][pi].clone();
+        ports.push(PortConfig {
+            port_id: p.id,
+            port: port.clone(),
+            router_mac: sw.router_mac,
+        });
+        nexthops.insert(
+            p.id as u16,
+            Nexthop {
+                id: p.id as u16,
+                port_id: p.id,
+                port,
+                dst_mac: mac,
+                src_mac: sw.router_mac,
+                neighbour,
+            },
+        );
+    }
+    (ports, nexthops)
 }
 
 impl<'t> Compiler<'t> {
@@ -291,23 +514,70 @@ impl<'t> Compiler<'t> {
             .iter()
             .map(|&d| DestInfo::new(t, d, per_packet))
             .collect();
+        let names = Names::new(t);
+        let switches: Vec<SwitchDesired> = (0..n)
+            .map(|s| {
+                let (ports, nexthops) = ports_and_nexthops(t, s, &names);
+                SwitchDesired {
+                    name: t.switches[s].name.clone(),
+                    device_id: t.switches[s].device_id,
+                    ports,
+                    nexthops,
+                    groups: BTreeMap::new(),
+                    routes: Vec::new(),
+                }
+            })
+            .collect();
+        let nexthops = switches
+            .iter()
+            .map(|sw: &SwitchDesired| {
+                sw.nexthops
+                    .values()
+                    .map(|x| Member {
+                        nexthop_id: x.id,
+                        port_id: x.port_id,
+                        port: x.port.clone(),
+                        neighbour: x.neighbour.clone(),
+                        weight: 1,
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut fixed_notes = vec![Vec::new(); n];
+        for h in links.down_hosts() {
+            let host = &t.hosts[h];
+            fixed_notes[host.switch].push(format!(
+                "host {} is cut off: {}:{} is down",
+                host.name,
+                t.switches[host.switch].name,
+                t.switches[host.switch].ports[host.port].name
+            ));
+        }
         let mut c = Compiler {
             t,
             equal_weights: t.qos.classes.iter().all(|c| c.routing == RoutingMode::Ecmp),
             links,
             g,
             order: MergePlan::default(),
-            names: Names::new(t),
+            modes: [false, true].map(|ok| class_modes(t, ok)),
             infos,
             classes: Vec::new(),
             class_of_dest: vec![0; dests.len()],
-            route_set: vec![vec![NO_ROUTE; dests.len()]; n],
-            tables: (0..n).map(|_| SetTable::default()).collect(),
-            members_buf: Vec::with_capacity(64),
-            last_intern: vec![None; n],
+            cols: vec![vec![NO_ROUTE; n]; dests.len()],
+            sets: Interner::new(t),
+            marks: routing::Marks::default(),
+            snapshot: Vec::new(),
+            parent_cap: Vec::new(),
+            hops_buf: Vec::with_capacity(64),
+            patch_buf: tables::PatchBuf::default(),
+            patch_limit: PATCH_LIMIT,
             dests,
-            switches: Vec::new(),
-            notes: vec![Vec::new(); n],
+            switches,
+            nexthops,
+            tables: (0..n).map(|_| TableState::default()).collect(),
+            fixed_notes,
+            pending: vec![Vec::new(); n],
+            touched: Vec::new(),
         };
         // Leaves with the same live uplinks (same parents, speeds, multiplicity) see the same
         // fabric above them: route once per class and patch the few switches that differ.
@@ -338,18 +608,61 @@ impl<'t> Compiler<'t> {
                 c.order.leaves.push((IpNet::V6(net), d as u32));
             }
         }
-        c.order.build();
-        c.switches = (0..n).map(|s| c.compile_switch(s)).collect();
+        c.order.build(c.dests.len());
+        c.build_all();
         c
+    }
+
+    /// Builds every switch's table whole. Rows are gathered from the columns a block of
+    /// switches at a time, so the gathering reads memory in order.
+    fn build_all(&mut self) {
+        const BLOCK: usize = 64;
+        let (n, nd) = (self.t.switches.len(), self.dests.len());
+        let cx = Ctx {
+            t: self.t,
+            links: &self.links,
+            dests: &self.infos,
+            order: &self.order,
+            modes: &self.modes,
+        };
+        let mut block = vec![NO_ROUTE; nd * BLOCK];
+        let mut row = vec![NO_ROUTE; nd];
+        for s0 in (0..n).step_by(BLOCK) {
+            let w = BLOCK.min(n - s0);
+            for (d, col) in self.cols.iter().enumerate() {
+                block[d * BLOCK..d * BLOCK + w].copy_from_slice(&col[s0..s0 + w]);
+            }
+            for j in 0..w {
+                let s = s0 + j;
+                for (d, x) in row.iter_mut().enumerate() {
+                    *x = block[d * BLOCK + j];
+                }
+                let sw = &mut self.switches[s];
+                let (routes, groups, st) =
+                    tables::build(&cx, s, &row, &self.sets.tables[s], &self.nexthops[s]);
+                sw.routes = routes;
+                sw.groups = groups;
+                self.tables[s] = st;
+            }
+        }
     }
 
     pub fn desired(self) -> Desired {
         let down_links = self.down_link_names();
+        let notes = self.notes();
         Desired {
             switches: self.switches,
-            notes: self.notes.into_iter().flatten().collect(),
+            notes,
             down_links,
         }
+    }
+
+    /// For tests: with 0, every changed switch's table is built whole (and its delta found by
+    /// comparison) instead of patched.
+    #[doc(hidden)]
+    pub fn with_patch_limit(mut self, limit: usize) -> Self {
+        self.patch_limit = limit;
+        self
     }
 
     pub fn switches(&self) -> &[SwitchDesired] {
@@ -360,70 +673,46 @@ impl<'t> Compiler<'t> {
         &self.links
     }
 
-    /// What the operator should know about the current state (unreachable leaves, ...).
+    /// What the operator should know about the current state (unreachable leaves, hosts cut
+    /// off, ...).
     pub fn notes(&self) -> Vec<String> {
-        self.notes.iter().flatten().cloned().collect()
+        let t = self.t;
+        let mut out = Vec::new();
+        for (s, st) in self.tables.iter().enumerate() {
+            for &d in &st.unreachable {
+                out.push(format!(
+                    "{}: no path to leaf {}; its hosts are unreachable from here",
+                    t.switches[s].name, t.switches[self.dests[d as usize]].name
+                ));
+            }
+            out.extend(self.fixed_notes[s].iter().cloned());
+        }
+        out
     }
 
     fn down_link_names(&self) -> Vec<String> {
         let t = self.t;
-        self.links
-            .down_links()
-            .map(|l| {
-                format!(
-                    "{} ↔ {}",
-                    t.end_name(t.links[l].a),
-                    t.end_name(t.links[l].b)
-                )
-            })
-            .collect()
+        let links = self.links.down_links().map(|l| {
+            format!(
+                "{} ↔ {}",
+                t.end_name(t.links[l].a),
+                t.end_name(t.links[l].b)
+            )
+        });
+        let hosts = self.links.down_hosts().map(|h| {
+            let host = &t.hosts[h];
+            format!(
+                "{}:{} ↔ {}",
+                t.switches[host.switch].name,
+                t.switches[host.switch].ports[host.port].name,
+                host.name
+            )
+        });
+        links.chain(hosts).collect()
     }
 
     fn intern(&mut self, s: SwitchIdx, hops: &[Hop]) -> u32 {
-        if hops.is_empty() {
-            return NO_ROUTE;
-        }
-        // A switch usually meets the same hops for many destinations in a row (every remote
-        // class looks alike from below): remember the last answer.
-        if let Some((last, id)) = &self.last_intern[s]
-            && last.as_slice() == hops
-        {
-            return *id;
-        }
-        let t = self.t;
-        let sw = &t.switches[s];
-        let parallel = routing::has_parallel(hops);
-        let equal = self.equal_weights
-            || (!parallel && hops.iter().all(|h| h.capacity == hops[0].capacity));
-        let mut members = std::mem::take(&mut self.members_buf);
-        members.clear();
-        if equal {
-            members.extend(hops.iter().map(|h| {
-                (
-                    sw.ports[t.links[h.link as usize].end_at(s).port].id as u16,
-                    1,
-                )
-            }));
-        } else {
-            let w = if parallel {
-                let speed = &self.g.speed;
-                routing::link_weights(hops, |l| speed[l as usize], MAX_GROUP_WEIGHT)
-            } else {
-                let caps: Vec<u64> = hops.iter().map(|h| h.capacity).collect();
-                routing::weights(&caps, MAX_GROUP_WEIGHT)
-            };
-            members.extend(hops.iter().zip(w).map(|(h, w)| {
-                (
-                    sw.ports[t.links[h.link as usize].end_at(s).port].id as u16,
-                    w,
-                )
-            }));
-        }
-        members.sort_unstable();
-        let id = self.tables[s].intern(&members);
-        self.members_buf = members;
-        self.last_intern[s] = Some((hops.to_vec(), id));
-        id
+        self.sets.intern(&self.g, self.equal_weights, s, hops)
     }
 
     /// Full routing of one class: the representative by BFS, the other members by copy+patch.
@@ -431,22 +720,21 @@ impl<'t> Compiler<'t> {
         let rep = self.classes[ci].members[0];
         let dest = self.dests[rep];
         let mut state = std::mem::replace(&mut self.classes[ci].state, Scratch::new(0));
-        let mut emitted: Vec<(usize, Vec<Hop>)> = Vec::new();
-        routing::route_to(&self.g, dest, &mut state, |s, hops: &[Hop]| {
-            emitted.push((s, hops.to_vec()))
+        let (g, eq) = (&self.g, self.equal_weights);
+        let col = &mut self.cols[rep];
+        col.fill(NO_ROUTE);
+        let sets = &mut self.sets;
+        routing::route_to(g, dest, &mut state, |s, hops: &[Hop]| {
+            col[s] = sets.intern(g, eq, s, hops)
         });
         self.classes[ci].state = state;
-        for row in self.route_set.iter_mut() {
-            row[rep] = NO_ROUTE;
-        }
-        for (s, hops) in emitted {
-            self.route_set[s][rep] = self.intern(s, &hops);
-        }
         let members = self.classes[ci].members.clone();
+        let src = std::mem::take(&mut self.cols[rep]);
         for &d in &members[1..] {
-            for row in self.route_set.iter_mut() {
-                row[d] = row[rep];
-            }
+            self.cols[d].copy_from_slice(&src);
+        }
+        self.cols[rep] = src;
+        for &d in &members[1..] {
             self.patch_member(ci, d);
         }
     }
@@ -455,56 +743,81 @@ impl<'t> Compiler<'t> {
     /// it) and at the other members (up to the parents).
     fn patch_member(&mut self, ci: usize, d: usize) {
         let dest = self.dests[d];
-        let mut parent_cap: HashMap<u32, u64> = HashMap::new();
-        for &p in &self.classes[ci].parents.clone() {
-            if parent_cap.contains_key(&p) {
+        // What each parent carries on toward this member: indexed by switch (a parent's
+        // neighbours are looked up once per sibling and parent), cleared again below.
+        let mut cap = std::mem::take(&mut self.parent_cap);
+        cap.resize(self.t.switches.len(), NOT_PARENT);
+        let parents = std::mem::take(&mut self.classes[ci].parents);
+        let mut hops = std::mem::take(&mut self.hops_buf);
+        for &p in &parents {
+            if cap[p as usize] != NOT_PARENT {
                 continue;
             }
             // The destination carries on everything: the parent's links to it give their speeds.
-            let run: Vec<&routing::Adj> = self.g.down[p as usize]
+            hops.clear();
+            let mut total = None;
+            for e in self.g.down[p as usize]
                 .iter()
                 .filter(|e| e.nb as usize == dest)
-                .collect();
-            let total = run.first().map_or(0, |e| e.total);
-            let hops: Vec<Hop> = run
-                .iter()
-                .map(|e| Hop {
+            {
+                let t = *total.get_or_insert(e.total);
+                hops.push(Hop {
                     link: e.link,
                     neighbour: e.nb,
-                    capacity: total,
-                })
-                .collect();
-            parent_cap.insert(p, total);
-            self.route_set[p as usize][d] = self.intern(p as usize, &hops);
+                    capacity: t,
+                });
+            }
+            cap[p as usize] = total.unwrap_or(0);
+            self.cols[d][p as usize] = self.intern(p as usize, &hops);
         }
-        for m in self.classes[ci].members.clone() {
+        let members = std::mem::take(&mut self.classes[ci].members);
+        for &m in &members {
             let sib = self.dests[m];
             if sib == dest {
                 continue;
             }
             // The first link to each parent carries the run's total speed; its parallels follow.
             let mut via = 0u64;
-            let hops: Vec<Hop> = self.g.up[sib]
-                .iter()
-                .filter_map(|e| {
-                    let pc = *parent_cap.get(&e.nb)?;
-                    if e.total != 0 {
-                        via = e.total.min(pc);
-                    }
-                    (pc > 0).then_some(Hop {
+            hops.clear();
+            for e in &self.g.up[sib] {
+                let pc = cap[e.nb as usize];
+                if pc == NOT_PARENT {
+                    continue;
+                }
+                if e.total != 0 {
+                    via = e.total.min(pc);
+                }
+                if pc > 0 {
+                    hops.push(Hop {
                         link: e.link,
                         neighbour: e.nb,
                         capacity: via,
-                    })
-                })
-                .collect();
-            self.route_set[sib][d] = self.intern(sib, &hops);
+                    });
+                }
+            }
+            self.cols[d][sib] = self.intern(sib, &hops);
         }
+        for &p in &parents {
+            cap[p as usize] = NOT_PARENT;
+        }
+        self.classes[ci].members = members;
+        self.classes[ci].parents = parents;
+        self.parent_cap = cap;
+        self.hops_buf = hops;
     }
 
     /// Takes link `l` down or up and recomputes what that changes. Returns the switches whose
     /// desired state changed (their new state is in [`Compiler::switches`]).
     pub fn set_link(&mut self, l: LinkIdx, down: bool) -> Vec<SwitchIdx> {
+        self.set_link_delta(l, down)
+            .into_iter()
+            .map(|d| d.switch)
+            .collect()
+    }
+
+    /// As [`Compiler::set_link`], with what changed at each switch (ascending by switch): the
+    /// routes and groups before and after, so a caller maps and diffs only those.
+    pub fn set_link_delta(&mut self, l: LinkIdx, down: bool) -> Vec<SwitchDelta> {
         let t = self.t;
         if self.links.is_down(l) == down {
             return Vec::new();
@@ -513,6 +826,7 @@ impl<'t> Compiler<'t> {
         let live = !down && t.link_admin_up(l);
         self.g.set_link(t, l, live);
         let (a, b) = (t.links[l].a.switch, t.links[l].b.switch);
+        let n = t.switches.len();
 
         // An endpoint that is a destination leaf may change class: regroup and recompute those
         // classes whole (rare: only the two ends of the link can move).
@@ -524,7 +838,6 @@ impl<'t> Compiler<'t> {
                 let parents: Vec<u32> = sig.iter().map(|x| x.0).collect();
                 if parents != self.classes[ci].parents || self.classes[ci].members.len() == 1 {
                     self.classes[ci].members.retain(|&m| m != d);
-                    let n = t.switches.len();
                     let target = (0..self.classes.len()).find(|&c| {
                         !self.classes[c].members.is_empty()
                             && signature(&self.g, self.dests[self.classes[c].members[0]]) == sig
@@ -532,12 +845,24 @@ impl<'t> Compiler<'t> {
                     let nc = match target {
                         Some(c) => c,
                         None => {
-                            self.classes.push(Class {
-                                members: Vec::new(),
-                                parents,
-                                state: Scratch::new(n),
-                            });
-                            self.classes.len() - 1
+                            // Reuse a class left empty by earlier changes: a link that flaps
+                            // must not leave a routing state behind each time.
+                            let empty = (0..self.classes.len())
+                                .find(|&c| self.classes[c].members.is_empty() && c != ci);
+                            match empty {
+                                Some(c) => {
+                                    self.classes[c].parents = parents;
+                                    c
+                                }
+                                None => {
+                                    self.classes.push(Class {
+                                        members: Vec::new(),
+                                        parents,
+                                        state: Scratch::new(n),
+                                    });
+                                    self.classes.len() - 1
+                                }
+                            }
                         }
                     };
                     self.classes[nc].members.push(d);
@@ -552,115 +877,143 @@ impl<'t> Compiler<'t> {
         full.sort_unstable();
         full.dedup();
 
-        let mut dirty = vec![false; t.switches.len()];
+        let eq = self.equal_weights;
         for ci in 0..self.classes.len() {
             if self.classes[ci].members.is_empty() {
                 continue;
             }
             if full.contains(&ci) {
-                let before: Vec<Vec<u32>> = self.classes[ci]
-                    .members
-                    .iter()
-                    .map(|&d| self.route_set.iter().map(|r| r[d]).collect())
-                    .collect();
+                let mut snap = std::mem::take(&mut self.snapshot);
+                snap.clear();
+                for &d in &self.classes[ci].members {
+                    snap.extend_from_slice(&self.cols[d]);
+                }
                 self.route_class(ci);
-                for (k, &d) in self.classes[ci].members.clone().iter().enumerate() {
-                    for s in 0..t.switches.len() {
-                        if before.get(k).is_none_or(|b| b[s] != self.route_set[s][d]) {
-                            dirty[s] = true;
+                for (k, &d) in self.classes[ci].members.iter().enumerate() {
+                    let old = &snap[k * n..(k + 1) * n];
+                    for (s, (&o, &c)) in old.iter().zip(&self.cols[d]).enumerate() {
+                        if o != c {
+                            record(&mut self.pending, &mut self.touched, s, d, o);
                         }
                     }
                 }
+                self.snapshot = snap;
                 continue;
             }
             let rep = self.classes[ci].members[0];
             let dest = self.dests[rep];
             let mut state = std::mem::replace(&mut self.classes[ci].state, Scratch::new(0));
             let mut touched_switches: Vec<usize> = Vec::new();
-            routing::update(&self.g, &mut state, dest, &[a, b], |s| {
+            routing::update(&self.g, &mut state, &mut self.marks, dest, &[a, b], |s| {
                 touched_switches.push(s)
             });
             let mut hops = Vec::new();
             let mut changes: Vec<(usize, u32)> = Vec::new();
             for s in touched_switches {
                 routing::hops_at(&self.g, &state, dest, s, &mut hops);
-                let id = self.intern(s, &hops);
-                if id != self.route_set[s][rep] {
+                let id = self.sets.intern(&self.g, eq, s, &hops);
+                if id != self.cols[rep][s] {
                     changes.push((s, id));
                 }
             }
             self.classes[ci].state = state;
-            let members = self.classes[ci].members.clone();
-            let parents = self.classes[ci].parents.clone();
+            let class = &self.classes[ci];
             for (s, id) in changes {
-                dirty[s] = true;
-                self.route_set[s][rep] = id;
-                let patched =
-                    parents.contains(&(s as u32)) || members.iter().any(|&m| self.dests[m] == s);
+                record(
+                    &mut self.pending,
+                    &mut self.touched,
+                    s,
+                    rep,
+                    self.cols[rep][s],
+                );
+                self.cols[rep][s] = id;
+                let patched = class.parents.contains(&(s as u32))
+                    || class.members.iter().any(|&m| self.dests[m] == s);
                 if !patched {
-                    for &d in &members[1..] {
-                        self.route_set[s][d] = id;
+                    for &d in &class.members[1..] {
+                        record(&mut self.pending, &mut self.touched, s, d, self.cols[d][s]);
+                        self.cols[d][s] = id;
                     }
                 }
             }
         }
-        let changed: Vec<SwitchIdx> = (0..t.switches.len()).filter(|&s| dirty[s]).collect();
-        self.recompile(&changed);
-        changed
-    }
 
-    /// Re-derives the tables of `switches`; each depends only on its own row of next-hop sets.
-    fn recompile(&mut self, switches: &[SwitchIdx]) {
-        let (t, infos, order, names, route_set, tables) = (
-            self.t,
-            &self.infos,
-            &self.order,
-            &self.names,
-            &self.route_set,
-            &self.tables,
-        );
-        let work = |chunk: &[SwitchIdx]| -> Vec<(SwitchIdx, SwitchDesired, Vec<String>)> {
-            chunk
-                .iter()
-                .map(|&s| {
-                    let mut notes = Vec::new();
-                    let d = compile_switch(
-                        t,
-                        s,
-                        infos,
-                        order,
-                        names,
-                        &route_set[s],
-                        &tables[s],
-                        &mut notes,
-                    );
-                    (s, d, notes)
-                })
-                .collect()
-        };
-        // Two threads did not pay on this 2-core machine: the other core is BMv2's.
-        let results = work(switches);
-        for (s, d, notes) in results {
-            self.switches[s] = d;
-            self.notes[s] = notes;
-        }
-    }
-
-    fn compile_switch(&mut self, s: SwitchIdx) -> SwitchDesired {
-        let mut notes = Vec::new();
-        let out = compile_switch(
-            self.t,
-            s,
-            &self.infos,
-            &self.order,
-            &self.names,
-            &self.route_set[s],
-            &self.tables[s],
-            &mut notes,
-        );
-        self.notes[s] = notes;
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        let out = touched.iter().map(|&s| self.retable(s)).collect();
+        touched.clear();
+        self.touched = touched;
         out
     }
+
+    /// Brings switch `s`'s table up to date with the sets recorded as changed.
+    fn retable(&mut self, s: SwitchIdx) -> SwitchDelta {
+        let mut changes = std::mem::take(&mut self.pending[s]);
+        // Stable: the first record of a destination holds its set before the change.
+        changes.sort_by_key(|e| e.0);
+        changes.dedup_by_key(|e| e.0);
+        let cols = &self.cols;
+        changes.retain(|&(d, old)| cols[d as usize][s] != old);
+        let cx = Ctx {
+            t: self.t,
+            links: &self.links,
+            dests: &self.infos,
+            order: &self.order,
+            modes: &self.modes,
+        };
+        let sw = &mut self.switches[s];
+        let patched = (changes.len() <= self.patch_limit)
+            .then(|| {
+                tables::patch(
+                    &cx,
+                    s,
+                    &changes,
+                    |d| cols[d][s],
+                    &self.sets.tables[s],
+                    &self.nexthops[s],
+                    &mut sw.routes,
+                    &mut sw.groups,
+                    &mut self.tables[s],
+                    &mut self.patch_buf,
+                )
+            })
+            .flatten();
+        let delta = patched.unwrap_or_else(|| {
+            let row: Vec<u32> = cols.iter().map(|c| c[s]).collect();
+            let (routes, groups, st) =
+                tables::build(&cx, s, &row, &self.sets.tables[s], &self.nexthops[s]);
+            let old_routes = std::mem::replace(&mut sw.routes, routes);
+            let old_groups = std::mem::replace(&mut sw.groups, groups);
+            self.tables[s] = st;
+            tables::compare(s, old_routes, old_groups, &sw.routes, &sw.groups)
+        });
+        changes.clear();
+        self.pending[s] = changes;
+        delta
+    }
+}
+
+/// The multipath mode of every traffic class in a group toward NICs that take reordering
+/// (`ok`) or not (per-packet modes fall back to flowlet).
+fn class_modes(t: &Topology, ok: bool) -> Vec<ClassMode> {
+    t.qos
+        .classes
+        .iter()
+        .map(|c| {
+            let (mode, fallback_from) = if c.routing.per_packet() && !ok {
+                (RoutingMode::Flowlet, Some(c.routing))
+            } else {
+                (c.routing, None)
+            };
+            ClassMode {
+                class: Name::from(c.name.as_str()),
+                traffic_class: c.traffic_class,
+                mode,
+                flowlet_gap_us: c.flowlet_gap.as_micros().min(u64::from(u32::MAX)) as u32,
+                fallback_from,
+            }
+        })
+        .collect()
 }
 
 fn per_packet_in_use(t: &Topology) -> bool {
@@ -708,177 +1061,6 @@ impl DestInfo {
     }
 }
 
-// The inputs are borrowed one by one from the compiler, whose other fields are written at the
-// same time; bundling them would only add a struct to unpack.
-#[allow(clippy::too_many_arguments)]
-fn compile_switch(
-    t: &Topology,
-    s: SwitchIdx,
-    dests: &[DestInfo],
-    order: &MergePlan,
-    names: &Names,
-    route_set: &[u32],
-    sets: &SetTable,
-    notes: &mut Vec<String>,
-) -> SwitchDesired {
-    let sw = &t.switches[s];
-    let mut ports = Vec::new();
-    let mut nexthops = BTreeMap::new();
-    for (pi, p) in sw.ports.iter().enumerate() {
-        let (neighbour, mac) = match p.peer {
-            Peer::None => continue,
-            Peer::Host { host } => (names.host[host].clone(), t.hosts[host].mac),
-            Peer::Switch { link } => {
-                let o = t.links[link].other(s).switch;
-                (names.switch[o].clone(), t.switches[o].router_mac)
-            }
-        };
-        let port = names.port[s][pi].clone();
-        ports.push(PortConfig {
-            port_id: p.id,
-            port: port.clone(),
-            router_mac: sw.router_mac,
-        });
-        nexthops.insert(
-            p.id as u16,
-            Nexthop {
-                id: p.id as u16,
-                port_id: p.id,
-                port,
-                dst_mac: mac,
-                src_mac: sw.router_mac,
-                neighbour,
-            },
-        );
-    }
-
-    // Routes toward every other destination leaf. A route's key is (next-hop set, whether
-    // per-packet modes are allowed toward it).
-    let mut leaf_routes: Vec<(IpNet, (u32, bool))> = Vec::with_capacity(64);
-    let mut host_routes: Vec<(IpNet, (u32, bool))> = Vec::new();
-    for (d, info) in dests.iter().enumerate() {
-        if info.switch != s && route_set[d] == NO_ROUTE {
-            notes.push(format!(
-                "{}: no path to leaf {}; its hosts are unreachable from here",
-                sw.name, t.switches[info.switch].name
-            ));
-        }
-        if info.switch != s {
-            let set = route_set[d];
-            host_routes.extend(info.host_routes.iter().map(|&(net, ok)| (net, (set, ok))));
-        }
-    }
-    // Leaf prefixes, merged bottom-up along the fabric-wide merge tree where siblings agree.
-    order.evaluate(
-        |d| {
-            let info = &dests[d as usize];
-            (info.switch != s).then_some((route_set[d as usize], info.all_ok))
-        },
-        t.routing.aggregate,
-        &mut leaf_routes,
-    );
-    leaf_routes.extend(host_routes);
-
-    // Groups: one per distinct (member set, per-packet allowed) with two or more members.
-    let group_keys: std::collections::BTreeSet<(u32, bool)> = leaf_routes
-        .iter()
-        .map(|(_, k)| *k)
-        .filter(|(set, _)| *set != NO_ROUTE && sets.sets[*set as usize].len() > 1)
-        .collect();
-    let ids = assign_group_ids(&group_keys, sets);
-    let mut routes: Vec<Route> = leaf_routes
-        .iter()
-        .map(|(prefix, (set, ok))| {
-            let target = if *set == NO_ROUTE {
-                Target::Drop
-            } else {
-                let m = &sets.sets[*set as usize];
-                if m.len() == 1 {
-                    Target::Nexthop(m[0].0)
-                } else {
-                    Target::Group(ids[&(*set, *ok)])
-                }
-            };
-            Route {
-                prefix: *prefix,
-                target,
-            }
-        })
-        .collect();
-    // Directly attached hosts.
-    for p in &sw.ports {
-        if let Peer::Host { host } = p.peer {
-            let h = &t.hosts[host];
-            routes.push(Route {
-                prefix: IpNet::V4(Ipv4Net::from(h.ipv4)),
-                target: Target::Nexthop(p.id as u16),
-            });
-            if let Some(a) = h.ipv6 {
-                routes.push(Route {
-                    prefix: IpNet::V6(Ipv6Net::from(a)),
-                    target: Target::Nexthop(p.id as u16),
-                });
-            }
-        }
-    }
-    routes.sort_by_key(|r| (r.prefix.network(), r.prefix.prefix_len()));
-
-    let mut groups = BTreeMap::new();
-    for (set, ok) in group_keys {
-        let id = ids[&(set, ok)];
-        let m = &sets.sets[set as usize];
-        let members: Vec<Member> = m
-            .iter()
-            .map(|&(nh, w)| {
-                let x = &nexthops[&nh];
-                Member {
-                    nexthop_id: nh,
-                    port_id: x.port_id,
-                    port: x.port.clone(),
-                    neighbour: x.neighbour.clone(),
-                    weight: w,
-                }
-            })
-            .collect();
-        let modes = t
-            .qos
-            .classes
-            .iter()
-            .map(|c| {
-                let (mode, fallback_from) = if c.routing.per_packet() && !ok {
-                    (RoutingMode::Flowlet, Some(c.routing))
-                } else {
-                    (c.routing, None)
-                };
-                ClassMode {
-                    class: c.name.clone(),
-                    traffic_class: c.traffic_class,
-                    mode,
-                    flowlet_gap_us: c.flowlet_gap.as_micros().min(u64::from(u32::MAX)) as u32,
-                    fallback_from,
-                }
-            })
-            .collect();
-        groups.insert(
-            id,
-            Group {
-                id,
-                epoch: epoch_of(m),
-                members,
-                modes,
-            },
-        );
-    }
-    SwitchDesired {
-        name: sw.name.clone(),
-        device_id: sw.device_id,
-        ports,
-        nexthops,
-        groups,
-        routes,
-    }
-}
-
 fn fnv32(members: &[(u16, u32)]) -> u32 {
     let mut h = 0x811c_9dc5u32;
     for (n, w) in members {
@@ -889,137 +1071,9 @@ fn fnv32(members: &[(u16, u32)]) -> u32 {
     h
 }
 
-/// A member-set fingerprint, never 0 (0 is the pipeline's "no memory" value).
-fn epoch_of(members: &[(u16, u32)]) -> u16 {
-    let h = fnv32(members);
-    ((h >> 16) as u16 ^ h as u16).max(1)
-}
-
-/// Deterministic group ids: a hash of the member set, probed in member-set order, so an id
-/// changes only when its members do (or, rarely, when a colliding neighbour does).
-fn assign_group_ids(
-    keys: &std::collections::BTreeSet<(u32, bool)>,
-    sets: &SetTable,
-) -> HashMap<(u32, bool), u16> {
-    type Keyed<'a> = (&'a Vec<(u16, u32)>, bool, u32);
-    let mut sorted: Vec<Keyed> = keys
-        .iter()
-        .map(|&(s, ok)| (&sets.sets[s as usize], ok, s))
-        .collect();
-    sorted.sort();
-    let mut used = vec![false; GROUP_ID_SPACE as usize];
-    used[0] = true;
-    let mut ids = HashMap::with_capacity(keys.len());
-    for (members, ok, set) in sorted {
-        let h = fnv32(members) ^ u32::from(ok).wrapping_mul(0x9e37_79b9);
-        let mut id = (h % u32::from(GROUP_ID_SPACE)) as u16;
-        let mut tries = 0;
-        while used[id as usize] && tries < GROUP_ID_SPACE {
-            id = (id + 1) % GROUP_ID_SPACE;
-            tries += 1;
-        }
-        used[id as usize] = true;
-        ids.insert((set, ok), id);
-    }
-    ids
-}
-
-/// Every destination leaf prefix, and the tree of supernets that sibling prefixes may merge
-/// into. Built once per fabric; per switch, merging is then one pass of integer compares
-/// instead of prefix arithmetic over thousands of routes.
-#[derive(Debug, Default)]
-struct MergePlan {
-    /// (prefix, destination index), sorted by address after `build`.
-    leaves: Vec<(IpNet, u32)>,
-    /// Every node: the leaves first, then the supernets.
-    nodes: Vec<IpNet>,
-    /// Bottom-up merges: (left child, right child, parent).
-    ops: Vec<(u32, u32, u32)>,
-    parent: Vec<u32>,
-}
-
-const NONE: u32 = u32::MAX;
-
-impl MergePlan {
-    fn build(&mut self) {
-        self.leaves
-            .sort_by_key(|(n, _)| (n.network(), n.prefix_len()));
-        self.nodes = self.leaves.iter().map(|l| l.0).collect();
-        // The same one-pass stack merge as a per-switch aggregation, ignoring next hops: every
-        // pair of sibling prefixes present gets a parent node.
-        let mut stack: Vec<u32> = Vec::with_capacity(self.nodes.len());
-        for i in 0..self.leaves.len() as u32 {
-            stack.push(i);
-            while stack.len() >= 2 {
-                let (r, l) = (stack[stack.len() - 1], stack[stack.len() - 2]);
-                let (a, b) = (self.nodes[l as usize], self.nodes[r as usize]);
-                match (a.supernet(), b.supernet()) {
-                    (Some(pa), Some(pb))
-                        if a != b && a.prefix_len() == b.prefix_len() && pa == pb =>
-                    {
-                        let p = self.nodes.len() as u32;
-                        self.nodes.push(pa);
-                        self.ops.push((l, r, p));
-                        stack.truncate(stack.len() - 2);
-                        stack.push(p);
-                    }
-                    _ => break,
-                }
-            }
-        }
-        self.parent = vec![NONE; self.nodes.len()];
-        for &(l, r, p) in &self.ops {
-            self.parent[l as usize] = p;
-            self.parent[r as usize] = p;
-        }
-    }
-
-    /// Pushes the routes of one switch: `key(dest)` is its (next-hop set, per-packet allowed)
-    /// toward a destination, None for its own leaf (never merged, never routed).
-    fn evaluate(
-        &self,
-        key: impl Fn(u32) -> Option<(u32, bool)>,
-        aggregate: bool,
-        out: &mut Vec<(IpNet, (u32, bool))>,
-    ) {
-        // Keys packed in a u64 (set << 1 | ok), u64::MAX for none: the merge is then plain
-        // integer compares over one reused buffer.
-        const ABSENT: u64 = u64::MAX;
-        let pack = |k: Option<(u32, bool)>| {
-            k.map_or(ABSENT, |(set, ok)| u64::from(set) << 1 | u64::from(ok))
-        };
-        let unpack = |v: u64| ((v >> 1) as u32, v & 1 == 1);
-        thread_local! {
-            static VALS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        VALS.with_borrow_mut(|vals| {
-            vals.clear();
-            vals.extend(self.leaves.iter().map(|&(_, d)| pack(key(d))));
-            if !aggregate {
-                out.extend(
-                    self.leaves
-                        .iter()
-                        .zip(vals.iter())
-                        .filter(|(_, v)| **v != ABSENT)
-                        .map(|(l, v)| (l.0, unpack(*v))),
-                );
-                return;
-            }
-            vals.resize(self.nodes.len(), ABSENT);
-            for &(l, r, p) in &self.ops {
-                let (a, b) = (vals[l as usize], vals[r as usize]);
-                vals[p as usize] = if a == b { a } else { ABSENT };
-            }
-            for (n, &v) in vals.iter().enumerate() {
-                if v != ABSENT {
-                    let p = self.parent[n];
-                    if p == NONE || vals[p as usize] == ABSENT {
-                        out.push((self.nodes[n], unpack(v)));
-                    }
-                }
-            }
-        });
-    }
+/// A member-set fingerprint from its `fnv32`, never 0 (0 is the pipeline's "no memory" value).
+fn epoch_of(fnv: u32) -> u16 {
+    ((fnv >> 16) as u16 ^ fnv as u16).max(1)
 }
 
 /// Longest-prefix match over a switch's compiled routes (for checkers and tests).

@@ -153,6 +153,15 @@ impl Scratch {
     }
 }
 
+/// Per-switch flags [`update`] uses, kept between calls so a link change does not allocate and
+/// clear them once per destination class; every flag is clear again after each call.
+#[derive(Debug, Default)]
+pub struct Marks {
+    queued: Vec<bool>,
+    moved: Vec<bool>,
+    set: Vec<u32>,
+}
+
 /// One next hop of a switch toward a destination: the link, and via[s,n], what its neighbour
 /// carries on through it and its parallel links together. Hops to one neighbour are adjacent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -294,6 +303,7 @@ pub fn hops_at(g: &Graph, sc: &Scratch, dest: SwitchIdx, s: SwitchIdx, out: &mut
 pub fn update(
     g: &Graph,
     sc: &mut Scratch,
+    marks: &mut Marks,
     dest: SwitchIdx,
     touched: &[SwitchIdx],
     mut changed: impl FnMut(usize),
@@ -301,10 +311,13 @@ pub fn update(
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     let n = g.tier.len();
-    let mut queued = vec![false; n];
-    // Switches whose (distance, reach, capacity) changed: only they and their neighbours can
-    // have new next hops.
-    let mut moved = vec![false; n];
+    marks.queued.resize(n, false);
+    marks.moved.resize(n, false);
+    let Marks {
+        queued,
+        moved,
+        set: moved_list,
+    } = marks;
     let mut phase_b: Vec<usize> = touched.to_vec();
 
     // Phase A: downward distances and capacities, lowest tier first.
@@ -343,7 +356,10 @@ pub fn update(
         // gained), so phase B revisits it either way.
         phase_b.push(s);
         if down != sc.down[s] || (down != UNREACHABLE && cap != sc.cap[s]) {
-            moved[s] = true;
+            if !moved[s] {
+                moved[s] = true;
+                moved_list.push(s as u32);
+            }
             let was_down = sc.down[s];
             sc.down[s] = down;
             if down != UNREACHABLE {
@@ -403,7 +419,10 @@ pub fn update(
         let now_moved = reach != sc.reach[s] || cap != sc.cap[s];
         sc.reach[s] = reach;
         sc.cap[s] = cap;
-        moved[s] |= now_moved;
+        if now_moved && !moved[s] {
+            moved[s] = true;
+            moved_list.push(s as u32);
+        }
         // Its next hops read its down-neighbours (going down) or up-neighbours (going up).
         let relevant = if sc.down[s] != UNREACHABLE {
             &g.down[s]
@@ -425,6 +444,11 @@ pub fn update(
             }
         }
     }
+    // Every queued switch was popped (so unqueued); clear what moved for the next call.
+    for &s in moved_list.iter() {
+        moved[s as usize] = false;
+    }
+    moved_list.clear();
 }
 
 /// Reduces raw capacities to small integer weights whose sum fits a group (`max_sum`), keeping

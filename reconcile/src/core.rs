@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
+use weft_compiler::p4delta::{EntryDelta, WireMemo};
 use weft_compiler::p4map::Stage;
 use weft_compiler::{Compiler, LinkState};
 use weft_p4rt::P4Info;
@@ -198,7 +199,9 @@ pub enum Output {
     Write {
         switch: SwitchIdx,
         ticket: Ticket,
-        batch: Batch,
+        /// Shared with the core, which applies the answers to it (a link change writes
+        /// thousands of entries: they are not copied for the shell).
+        batch: Arc<Batch>,
     },
     /// Every switch a link change affected has acknowledged its new state.
     Reconverged(Reconvergence),
@@ -294,7 +297,7 @@ enum Phase {
     Idle,
     Writing {
         ticket: Ticket,
-        batch: Batch,
+        batch: Arc<Batch>,
         rest: Vec<Batch>,
     },
     Wait {
@@ -311,8 +314,15 @@ struct Sw {
     phase: Phase,
     installed: Option<Installed>,
     desired: Option<Arc<DesiredSwitch>>,
+    /// `desired` is no longer the compiler's: built again when a whole plan needs it. (Kept
+    /// until then: freeing thousands of switches' entries would cost a link change more than
+    /// its diff.)
+    desired_stale: bool,
     /// Desired state changed since the last plan.
     dirty: bool,
+    /// `installed` is exactly the compiler's desired state (acknowledged whole, and neither
+    /// changed since): a link change's diff is then the change's entries alone.
+    synced: bool,
     backoff: Nanos,
     state: SwitchState,
     result: SwitchResult,
@@ -331,6 +341,9 @@ pub struct Core<'t> {
     link_of: BTreeMap<(SwitchIdx, String), LinkIdx>,
     end_up: BTreeMap<(SwitchIdx, String), bool>,
     dampers: Vec<LinkDamper>,
+    /// Per link: administratively up and not forced down (fixed for the core's life; looked up
+    /// for every link on every change, where the topology's ports are far apart in memory).
+    may_use: Vec<bool>,
     next_resync: Option<Nanos>,
     /// The open reconvergence: (first event time, changes, switches it waits for, compute).
     open: Option<OpenReconvergence>,
@@ -392,7 +405,9 @@ impl<'t> Core<'t> {
                 },
                 installed: None,
                 desired: None,
+                desired_stale: false,
                 dirty: targeted(i),
+                synced: false,
                 backoff: cfg.backoff_min,
                 state: if targeted(i) {
                     SwitchState::Reading
@@ -415,6 +430,9 @@ impl<'t> Core<'t> {
             link_of,
             end_up: BTreeMap::new(),
             dampers: (0..t.links.len()).map(|_| LinkDamper::new(true)).collect(),
+            may_use: (0..t.links.len())
+                .map(|l| t.link_admin_up(l) && !cfg.forced_down.contains(&l))
+                .collect(),
             next_resync: None,
             open: None,
             stats: CoreStats::default(),
@@ -613,12 +631,31 @@ impl<'t> Core<'t> {
         let t0 = self.measure.then(std::time::Instant::now);
         let mut changed: BTreeSet<SwitchIdx> = BTreeSet::new();
         let mut changes = Vec::new();
+        // Each changed switch's entry changes, mapped while the compiler holds the state they
+        // lead to (`None`: not mapped, plan it whole).
+        let info = self.info.clone();
+        let mut memo = WireMemo::new(t, &info);
+        let mut deltas: BTreeMap<SwitchIdx, Option<EntryDelta>> = BTreeMap::new();
         for l in 0..self.dampers.len() {
-            let usable = self.dampers[l].usable(cfg, hold, now)
-                && t.link_admin_up(l)
-                && !self.cfg.forced_down.contains(&l);
+            let usable = self.dampers[l].usable(cfg, hold, now) && self.may_use[l];
             if self.compiler.link_state().is_down(l) == usable {
-                changed.extend(self.compiler.set_link(l, !usable));
+                for d in self.compiler.set_link_delta(l, !usable) {
+                    changed.insert(d.switch);
+                    let s = &self.sw[d.switch];
+                    let fast = s.synced && matches!(s.phase, Phase::Idle);
+                    let ed = fast
+                        .then(|| {
+                            memo.entry_delta(&self.compiler.switches()[d.switch], &d)
+                                .ok()
+                        })
+                        .flatten();
+                    let merged = match (deltas.remove(&d.switch), ed) {
+                        (None, ed) => ed,
+                        (Some(Some(before)), Some(ed)) => Some(before.then(ed)),
+                        _ => None,
+                    };
+                    deltas.insert(d.switch, merged);
+                }
                 changes.push(format!(
                     "{} {}",
                     link_name(t, l),
@@ -657,17 +694,45 @@ impl<'t> Core<'t> {
             if matches!(s.phase, Phase::Skipped) {
                 continue;
             }
-            s.desired = None;
+            s.desired_stale = true;
             s.dirty = true;
-            if matches!(s.phase, Phase::Idle) {
-                self.plan(si, now, out);
+            match deltas.remove(&si).flatten() {
+                Some(ed) if s.synced && matches!(s.phase, Phase::Idle) => {
+                    self.plan_delta(si, &ed, now, out)
+                }
+                _ => {
+                    self.sw[si].synced = false;
+                    if matches!(self.sw[si].phase, Phase::Idle) {
+                        self.plan(si, now, out);
+                    }
+                }
             }
         }
+    }
+
+    /// Plans a switch that holds exactly its desired state from before a link change: only
+    /// the entries the change names are compared (its desired state is built again only when
+    /// a whole plan needs it).
+    fn plan_delta(&mut self, si: SwitchIdx, ed: &EntryDelta, now: Nanos, out: &mut Vec<Output>) {
+        self.sw[si].dirty = false;
+        let Some(installed) = &self.sw[si].installed else {
+            self.read(si, now, out);
+            return;
+        };
+        let p = plan::diff_delta(self.t, si, ed, installed);
+        let mut batches = batches(p);
+        if batches.is_empty() {
+            self.mark_converged(si, now, out);
+            return;
+        }
+        let first = batches.remove(0);
+        self.send(si, first, batches, out);
     }
 
     fn read(&mut self, si: SwitchIdx, now: Nanos, out: &mut Vec<Output>) {
         let ticket = self.ticket();
         let s = &mut self.sw[si];
+        s.synced = false;
         s.started.get_or_insert(now);
         s.phase = Phase::Reading(ticket);
         self.set_state(si, SwitchState::Reading, out);
@@ -765,9 +830,12 @@ impl<'t> Core<'t> {
 
     /// The switch's desired state, compiled to what is written.
     fn desired(&mut self, si: SwitchIdx) -> Result<Arc<DesiredSwitch>, plan::DesiredError> {
-        if let Some(d) = &self.sw[si].desired {
+        if let Some(d) = &self.sw[si].desired
+            && !self.sw[si].desired_stale
+        {
             return Ok(d.clone());
         }
+        self.sw[si].desired = None;
         let d = Arc::new(plan::desired_switch(
             self.t,
             &self.info,
@@ -775,6 +843,7 @@ impl<'t> Core<'t> {
             si,
         )?);
         self.sw[si].desired = Some(d.clone());
+        self.sw[si].desired_stale = false;
         Ok(d)
     }
 
@@ -796,17 +865,18 @@ impl<'t> Core<'t> {
             self.read(si, now, out);
             return;
         };
-        let down: BTreeSet<usize> = self.compiler.link_state().down_links().collect();
+        // Without views the plan does not look at links (collecting the down ones would cost a
+        // pass over every link of the fabric per switch).
         let p = plan::diff(
             self.t,
             si,
             &self.compiler.switches()[si],
             (*desired).clone(),
             installed,
-            &down,
+            &BTreeSet::new(),
             plan::Views::Without,
         );
-        let mut batches = batches(&p, installed);
+        let mut batches = batches(p);
         if batches.is_empty() {
             self.mark_converged(si, now, out);
             return;
@@ -818,6 +888,8 @@ impl<'t> Core<'t> {
     fn send(&mut self, si: SwitchIdx, batch: Batch, rest: Vec<Batch>, out: &mut Vec<Output>) {
         let ticket = self.ticket();
         let remaining = batch.len() + rest.iter().map(Batch::len).sum::<usize>();
+        self.sw[si].synced = false;
+        let batch = Arc::new(batch);
         self.sw[si].phase = Phase::Writing {
             ticket,
             batch: batch.clone(),
@@ -835,6 +907,8 @@ impl<'t> Core<'t> {
         let once = matches!(self.cfg.mode, Mode::Once { .. });
         let s = &mut self.sw[si];
         s.phase = if once { Phase::Done } else { Phase::Idle };
+        // Everything planned is acknowledged: the switch holds its desired state.
+        s.synced = true;
         s.backoff = self.cfg.backoff_min;
         s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
         if let Some(o) = &mut self.open {
@@ -886,7 +960,7 @@ impl<'t> Core<'t> {
             self.read(si, now, out);
             return;
         };
-        match &batch {
+        match &*batch {
             Batch::Config { set, del } => {
                 for c in set {
                     let k = c.redis_key();
@@ -1112,10 +1186,11 @@ pub const MERGE_UP_TO: usize = weft_sonic_db::DEFAULT_KEYS_PER_SCRIPT;
 /// first), P4RT sets by ascending stage, P4RT deletes by descending stage (each merged into one
 /// batch when it fits [`MERGE_UP_TO`]), CONFIG_DB deletes. Deletes are sent only once every set
 /// was acknowledged.
-pub fn batches(p: &SwitchPlan, installed: &Installed) -> Vec<Batch> {
+pub fn batches(p: SwitchPlan) -> Vec<Batch> {
+    // The plan is taken apart, not copied: after a link change it holds thousands of entries.
     let mut out = Vec::new();
     if !p.config_set.is_empty() {
-        let mut set = p.config_set.clone();
+        let mut set = p.config_set;
         set.sort_by_key(|c| c.rank());
         out.push(Batch::Config {
             set,
@@ -1124,30 +1199,31 @@ pub fn batches(p: &SwitchPlan, installed: &Installed) -> Vec<Batch> {
     }
     let mut sets: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
     let mut replace: BTreeMap<Stage, BTreeSet<String>> = BTreeMap::new();
-    for c in p.add.iter().chain(&p.modify) {
-        sets.entry(c.stage)
-            .or_default()
-            .push((c.key.clone(), c.fields.clone()));
-        if let Some(old) = installed.entries.get(&c.key)
+    let n = p.add.len() + p.modify.len();
+    // The stages holding an add (decides whether the sets may go as one batch).
+    let add_stages: BTreeSet<Stage> = p.add.iter().map(|c| c.stage).collect();
+    for c in p.add.into_iter().chain(p.modify) {
+        // A plan's change carries what the switch has under its key (nothing for an add): no
+        // lookup in the installed state, which after a link change is cold in memory.
+        if let Some(old) = &c.old
             && old
                 .iter()
                 .any(|(f, _)| !c.fields.iter().any(|(g, _)| g == f))
         {
             replace.entry(c.stage).or_default().insert(c.key.clone());
         }
+        sets.entry(c.stage)
+            .or_insert_with(|| Vec::with_capacity(n))
+            .push((c.key, c.fields));
     }
     let mut dels: BTreeMap<Stage, Vec<(String, FieldValues)>> = BTreeMap::new();
-    for c in &p.delete {
-        dels.entry(c.stage)
-            .or_default()
-            .push((c.key.clone(), Vec::new()));
+    for c in p.delete {
+        dels.entry(c.stage).or_default().push((c.key, Vec::new()));
     }
-    let added: BTreeSet<&str> = p.add.iter().map(|c| c.key.as_str()).collect();
     let sets: Vec<(Stage, Vec<(String, FieldValues)>)> = sets.into_iter().collect();
-    let adds_before_last = sets.len() > 1
-        && sets[..sets.len() - 1]
-            .iter()
-            .any(|(_, ops)| ops.iter().any(|(k, _)| added.contains(k.as_str())));
+    let adds_before_last = sets
+        .last()
+        .is_some_and(|(last, _)| add_stages.iter().any(|s| s < last));
     push_stages(&mut out, sets, &mut replace, false, !adds_before_last);
     push_stages(
         &mut out,
@@ -1159,7 +1235,7 @@ pub fn batches(p: &SwitchPlan, installed: &Installed) -> Vec<Batch> {
     if !p.config_delete.is_empty() {
         out.push(Batch::Config {
             set: Vec::new(),
-            del: p.config_delete.clone(),
+            del: p.config_delete,
         });
     }
     out

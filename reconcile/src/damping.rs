@@ -43,9 +43,12 @@ impl LinkDamper {
     }
 
     fn decay(&mut self, cfg: &Dampening, now: Nanos) {
-        let dt = now.saturating_sub(self.last) as f64;
-        let hl = cfg.half_life.as_nanos().max(1) as f64;
-        self.penalty *= 0.5f64.powf(dt / hl);
+        if self.penalty != 0.0 {
+            // Most links never flap: no power to take (0 decays to 0 exactly).
+            let dt = now.saturating_sub(self.last) as f64;
+            let hl = cfg.half_life.as_nanos().max(1) as f64;
+            self.penalty *= 0.5f64.powf(dt / hl);
+        }
         self.last = now;
         if let Some(since) = self.suppressed_since
             && (self.penalty < f64::from(cfg.reuse)

@@ -348,7 +348,7 @@ impl Executor {
         });
     }
 
-    fn write(&self, switch: SwitchIdx, ticket: u64, batch: Batch) {
+    fn write(&self, switch: SwitchIdx, ticket: u64, batch: Arc<Batch>) {
         let db = self.dbs[switch].clone();
         let sem = self.sem.clone();
         let tx = self.tx.clone();

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+use weft_compiler::p4delta::EntryDelta;
 use weft_compiler::p4map::{self, Entries, MapError, Stage, stage_of_table};
 use weft_compiler::qos::QosError;
 use weft_compiler::{SwitchDesired, Target};
@@ -263,7 +264,8 @@ pub struct SwitchPlan {
     /// switch holds, and the plan compares against it anyway.
     pub installed_trusted: bool,
     /// A digest of the installed state the plan was made against (entries and rows), so a
-    /// saved plan can be refused when the switch changed since.
+    /// saved plan can be refused when the switch changed since. Made for readers only
+    /// ([`Views::With`]; empty otherwise: hashing every entry costs more than the diff).
     pub installed_digest: String,
     pub counts: Counts,
     pub add: Vec<EntryChange>,
@@ -337,7 +339,7 @@ pub fn route_views(sw: &SwitchDesired) -> Vec<RouteView> {
                             g.modes
                                 .iter()
                                 .map(|m| ModeView {
-                                    class: m.class.clone(),
+                                    class: m.class.to_string(),
                                     mode: m.mode.to_string(),
                                     flowlet_gap_us: (m.mode == weft_topology::RoutingMode::Flowlet)
                                         .then_some(m.flowlet_gap_us),
@@ -399,8 +401,8 @@ fn field_map(f: &FieldValues) -> BTreeMap<String, String> {
     f.iter().cloned().collect()
 }
 
-/// Whether [`diff`] fills the plan's `routes` and `links` (the JSON and outside checkers want
-/// them; the text table and the writers do not).
+/// Whether [`diff`] fills the plan's `routes`, `links` and `installed_digest` (the JSON and
+/// outside checkers want them; the text table and the writers do not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Views {
     With,
@@ -421,6 +423,28 @@ pub fn diff(
     let (entries, config_rows) = (desired.entries.len(), desired.config.len());
     let (add, modify, delete) = diff_entries(desired.entries, &installed.entries);
     let (config_set, config_delete) = diff_config(desired.config, &installed.config);
+    let mut p = switch_plan(t, si, installed, views, (add, modify, delete));
+    p.counts.entries = entries;
+    p.counts.config_rows = config_rows;
+    p.counts.config_set = config_set.len();
+    p.counts.config_delete = config_delete.len();
+    p.config_set = config_set;
+    p.config_delete = config_delete;
+    if views == Views::With {
+        p.routes = route_views(sw);
+        p.links = link_views(t, si, down);
+    }
+    p
+}
+
+/// A plan of entry changes alone (no CONFIG_DB rows, no views yet).
+fn switch_plan(
+    t: &Topology,
+    si: SwitchIdx,
+    installed: &Installed,
+    views: Views,
+    (add, modify, delete): (Vec<EntryChange>, Vec<EntryChange>, Vec<EntryChange>),
+) -> SwitchPlan {
     let s = &t.switches[si];
     SwitchPlan {
         name: s.name.clone(),
@@ -429,32 +453,86 @@ pub fn diff(
         p4rt: s.p4rt_address.clone(),
         installed_from: installed.describe(),
         installed_trusted: installed.trusted(),
-        installed_digest: installed.digest(),
+        installed_digest: if views == Views::With {
+            installed.digest()
+        } else {
+            String::new()
+        },
         counts: Counts {
-            entries,
+            entries: (installed.entries.len() + add.len()).saturating_sub(delete.len()),
             add: add.len(),
             modify: modify.len(),
             delete: delete.len(),
-            config_rows,
-            config_set: config_set.len(),
-            config_delete: config_delete.len(),
+            config_rows: installed.config.len(),
+            config_set: 0,
+            config_delete: 0,
         },
         add,
         modify,
         delete,
-        config_set,
-        config_delete,
-        routes: if views == Views::With {
-            route_views(sw)
-        } else {
-            Vec::new()
-        },
-        links: if views == Views::With {
-            link_views(t, si, down)
-        } else {
-            Vec::new()
-        },
+        config_set: Vec::new(),
+        config_delete: Vec::new(),
+        routes: Vec::new(),
+        links: Vec::new(),
     }
+}
+
+/// The diff of a switch after a link change `delta`, when what it has installed is exactly
+/// what it should have held before (it acknowledged all of it, and neither changed since):
+/// then only the entries the delta names differ, as the delta says (what was under each key
+/// is what the switch holds), and the result is what [`diff`] of the whole new desired state
+/// would give. CONFIG_DB rows do not depend on links.
+pub fn diff_delta(
+    t: &Topology,
+    si: SwitchIdx,
+    delta: &EntryDelta,
+    installed: &Installed,
+) -> SwitchPlan {
+    let held = |key: &str, was: Option<&FieldValues>| {
+        let have = installed.entries.get(key);
+        have.is_none() && was.is_none() || have.zip(was).is_some_and(|(h, w)| same_fields(h, w))
+    };
+    let mut delete = Vec::with_capacity(delta.removed.len());
+    for m in &delta.removed {
+        debug_assert!(
+            held(&m.0, Some(&m.1.fields)),
+            "{}: not held as planned",
+            m.0
+        );
+        let table = m.0.split(':').next().unwrap_or_default();
+        delete.push(EntryChange {
+            key: m.0.clone(),
+            stage: stage_of_table(table),
+            fields: Vec::new(),
+            old: None,
+        });
+    }
+    let (mut add, mut modify) = (Vec::with_capacity(delta.set.len()), Vec::new());
+    for (m, was) in &delta.set {
+        let (key, want) = &**m;
+        debug_assert!(
+            held(key, was.as_ref().map(|w| &w.1.fields)),
+            "{key}: not held as planned"
+        );
+        match was {
+            None => add.push(EntryChange {
+                key: key.clone(),
+                stage: want.stage,
+                fields: want.fields.clone(),
+                old: None,
+            }),
+            Some(w) if !std::sync::Arc::ptr_eq(m, w) && !same_fields(&w.1.fields, &want.fields) => {
+                modify.push(EntryChange {
+                    key: key.clone(),
+                    stage: want.stage,
+                    fields: want.fields.clone(),
+                    old: Some(w.1.fields.clone()),
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    switch_plan(t, si, installed, Views::Without, (add, modify, delete))
 }
 
 /// Adds, modifications and deletes of P4RT entries.

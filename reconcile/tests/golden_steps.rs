@@ -130,7 +130,7 @@ impl<'t> Harness<'t> {
                 }
                 Output::Write { switch, batch, .. } => {
                     let name = &self.t.switches[*switch].name;
-                    match batch {
+                    match &**batch {
                         Batch::Config { set, del } => json!({
                             "t": t_ms, "write": name, "config_set": set.len(), "config_del": del,
                         }),
@@ -207,7 +207,7 @@ impl<'t> Harness<'t> {
                     Err("connection refused".to_string())
                 } else {
                     let mut answers = Vec::new();
-                    match batch {
+                    match &**batch {
                         Batch::Config { set, del } => {
                             for c in set {
                                 let k = c.redis_key();

@@ -82,7 +82,7 @@ pub fn fib(t: &Topology, d: &Desired, class: &str) -> Fib {
                     let mode = g
                         .modes
                         .iter()
-                        .find(|m| m.class == class)
+                        .find(|m| &*m.class == class)
                         .map_or(Mode::Hash, |m| mode_of(m.mode, m.flowlet_gap_us));
                     Group {
                         members: g
