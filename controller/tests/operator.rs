@@ -169,6 +169,15 @@ impl Fabric {
             let url = f.db(s).url();
             f.rt.spawn(stand_in(url, *kind));
         }
+        // Every stand-in says it runs before a test plans: a plan made earlier sees no live
+        // plugin and rightly refuses, which is not what the tests are about.
+        for (s, _) in plugins {
+            wait_for(
+                &format!("{s}'s stand-in status row"),
+                Duration::from_secs(30),
+                || f.cli(s, 6, &["EXISTS", "WEFT_PLUGIN|status"]).trim() == "1",
+            );
+        }
         f
     }
 
