@@ -42,6 +42,7 @@ pub use response::{
     EntryResult, Response, ResponsePublisher, ResponseWaiter, StatusCode, WaitOutcome,
     response_channel, response_message,
 };
+pub use scripts::TERM_KEY;
 pub use subscriber::{SubscriberOptions, SubscriberStateTable};
-pub use table::{P4rtSnapshot, Table, merge_hash};
+pub use table::{P4rtSnapshot, Table, claim_term, held_term, merge_hash};
 pub use types::{FieldValues, KeyOpFieldValues, Op};
