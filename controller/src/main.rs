@@ -133,6 +133,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             status_file,
             parallelism,
             steal,
+            ha,
+            id,
+            ha_ttl,
         } => block_on(cmd::run::run(
             &file,
             cmd::run::RunArgs {
@@ -142,13 +145,15 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 status_file,
                 parallelism,
                 steal,
+                ha: ha.map(|h| (h, id.unwrap_or_default(), ha_ttl)),
             },
         )),
         Command::Status {
             file,
             status_file,
+            ha,
             output,
-        } => block_on(cmd::run::status(&file, status_file, output)),
+        } => block_on(cmd::run::status(&file, status_file, ha, output)),
         Command::Doctor {
             file,
             targets,
