@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+# setup.sh installs etcd-server: the `weft run --ha` tests fail rather than skip without it.
+export WEFT_REQUIRE_ETCD=${WEFT_REQUIRE_ETCD:-1}
 
 scripts/setup.sh
 

@@ -541,6 +541,43 @@ pub enum TestbedCommand {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
+    /// Kill one process of a switch with SIGKILL, as a crash would.
+    ///
+    /// Examples:
+    ///   weft testbed kill fabric.yaml leaf1 plugin
+    ///   weft testbed kill fabric.yaml spine2 redis
+    #[command(verbatim_doc_comment)]
+    Kill {
+        /// The intent file or the fabric's name.
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        /// The switch.
+        #[arg(value_name = "SWITCH")]
+        switch: String,
+        /// plugin, bmv2 or redis.
+        #[arg(value_name = "PROCESS")]
+        part: weft_testbed::chaos::Part,
+    },
+    /// Start one process of a switch again (killed first if it runs), as `up` started it.
+    ///
+    /// Examples:
+    ///   weft testbed restart fabric.yaml leaf1 plugin
+    ///   weft testbed restart fabric.yaml leaf1 bmv2
+    ///
+    /// The new pid goes into the state file: `testbed down` stops it, `testbed status` sees it.
+    /// A redis-server is waited for until it answers PING.
+    #[command(verbatim_doc_comment)]
+    Restart {
+        /// The intent file or the fabric's name.
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        /// The switch.
+        #[arg(value_name = "SWITCH")]
+        switch: String,
+        /// plugin, bmv2 or redis.
+        #[arg(value_name = "PROCESS")]
+        part: weft_testbed::chaos::Part,
+    },
     /// Take a link down or up, or flap it.
     ///
     /// Examples:

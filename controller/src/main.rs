@@ -201,6 +201,16 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 count,
                 interval,
             } => cmd::testbed::link(&fabric, state_dir, &port, action, count, interval),
+            TestbedCommand::Kill {
+                fabric,
+                switch,
+                part,
+            } => cmd::testbed::kill(&fabric, state_dir, &switch, part),
+            TestbedCommand::Restart {
+                fabric,
+                switch,
+                part,
+            } => cmd::testbed::restart(&fabric, state_dir, &switch, part),
             TestbedCommand::Ping { fabric, output } => {
                 cmd::testbed::ping(&fabric, state_dir, output)
             }

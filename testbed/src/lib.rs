@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 
+pub mod chaos;
 pub mod workload;
 
 #[derive(Debug, thiserror::Error)]
@@ -1021,9 +1022,12 @@ pub fn status(state_dir: &Path) -> Result<String> {
             p.name,
             p.pid,
             if pid_alive(p.pid) {
-                "running"
+                "running".to_string()
             } else {
-                "NOT RUNNING"
+                match chaos::restart_hint(&st.fabric, &p.name) {
+                    Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
+                    None => "NOT RUNNING".to_string(),
+                }
             }
         );
     }

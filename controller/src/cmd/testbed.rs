@@ -129,7 +129,14 @@ pub fn status(
                     "  {:<24} pid {:<8} {}",
                     p.name,
                     p.pid,
-                    if p.running { "running" } else { "NOT RUNNING" }
+                    if p.running {
+                        "running".to_string()
+                    } else {
+                        match tb::chaos::restart_hint(&r.fabric, &p.name) {
+                            Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
+                            None => "NOT RUNNING".to_string(),
+                        }
+                    }
                 );
             }
             for h in &r.hosts {
@@ -270,4 +277,39 @@ pub fn spread(file: &str, dir: Option<PathBuf>, src: &str, dst: &str) -> anyhow:
     } else {
         Outcome::Failed
     })
+}
+
+/// `weft testbed kill FILE SWITCH plugin|bmv2|redis`: SIGKILL, as a crash.
+pub fn kill(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    switch: &str,
+    part: tb::chaos::Part,
+) -> anyhow::Result<Outcome> {
+    let st = load_state(file_or_name, dir)?;
+    let pid = tb::chaos::kill(&st.state_dir, switch, part)?;
+    outln!(
+        "killed {} (pid {pid}); bring it back: weft testbed restart {} {switch} {}",
+        part.process_name(switch),
+        st.fabric,
+        part.word()
+    );
+    Ok(Outcome::Ok)
+}
+
+/// `weft testbed restart FILE SWITCH plugin|bmv2|redis`: start it again as `up` did.
+pub fn restart(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    switch: &str,
+    part: tb::chaos::Part,
+) -> anyhow::Result<Outcome> {
+    let st = load_state(file_or_name, dir)?;
+    let pid = tb::chaos::restart(&st.state_dir, switch, part)?;
+    outln!(
+        "restarted {} (pid {pid}, recorded in {})",
+        part.process_name(switch),
+        tb::State::path(&st.state_dir).display()
+    );
+    Ok(Outcome::Ok)
 }
