@@ -272,8 +272,10 @@ async fn campaign(
             .or_else([TxnOp::get(key.clone(), None)]);
         let r = c.txn(txn).await.map_err(err)?;
         let rev = r.header().map_or(0, |h| h.revision());
-        let (leader, term, watch_from) = if r.succeeded() {
-            (me.clone(), rev.max(0) as u64, rev + 1)
+        // Leading only on our own lease: a key of an earlier life of this replica (same name,
+        // killed) is another's, and goes when its lease expires.
+        let (leader, term, watch_from, leading) = if r.succeeded() {
+            (me.clone(), rev.max(0) as u64, rev + 1, true)
         } else {
             let mut holder = None;
             for op in r.op_responses() {
@@ -289,13 +291,12 @@ async fn campaign(
             }
             match holder {
                 // Our own key from an earlier round on this lease: still ours.
-                Some((_, t, l)) if l == lease_id => (me.clone(), t, rev + 1),
-                Some((h, t, _)) => (h, t, rev + 1),
+                Some((_, t, l)) if l == lease_id => (me.clone(), t, rev + 1, true),
+                Some((h, t, _)) => (h, t, rev + 1, false),
                 // Gone between compare and get: campaign again.
                 None => continue,
             }
         };
-        let leading = leader == me;
         if leading {
             tracing::info!(id = %me, term, "elected leader");
             let _ = role_tx.send(Role::Leader { term });
