@@ -261,6 +261,7 @@ fn main() {
             state_dir: dir.join("state"),
             plugin_args: Vec::new(),
             db_only: false,
+            acl: false,
         },
     )
     .expect("testbed up");

@@ -511,6 +511,10 @@ pub enum TestbedCommand {
         /// machines without BMv2.
         #[arg(long)]
         db_only: bool,
+        /// Redis ACL users per role (controller, plugin; `default` off), passwords in 0600
+        /// files under the state directory, never on a command line.
+        #[arg(long)]
+        acl: bool,
         /// An extra argument for every plugin, repeated (e.g. --plugin-arg=--bmv2-queue-scale
         /// --plugin-arg=0.18).
         #[arg(long = "plugin-arg", allow_hyphen_values = true, value_name = "ARG")]

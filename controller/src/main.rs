@@ -188,8 +188,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             TestbedCommand::Up {
                 file,
                 db_only,
+                acl,
                 plugin_args,
-            } => cmd::testbed::up(&file, state_dir, db_only, plugin_args),
+            } => cmd::testbed::up(&file, state_dir, db_only, acl, plugin_args),
             TestbedCommand::Down { fabric } => cmd::testbed::down(&fabric, state_dir),
             TestbedCommand::Status { fabric, output } => {
                 cmd::testbed::status(&fabric, state_dir, output)

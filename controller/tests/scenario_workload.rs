@@ -98,6 +98,7 @@ fn ring_allreduce_and_alltoall_deliver_every_byte_and_spraying_beats_colliding_e
                 .map(String::from)
                 .to_vec(),
             db_only: false,
+            acl: false,
         },
     )
     .expect("testbed up");

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 
+pub mod acl;
 pub mod chaos;
 pub mod workload;
 
@@ -373,6 +374,9 @@ pub struct UpOptions {
     /// Only each switch's redis-server (its SONiC DB): for machines without BMv2, where the
     /// controller can still compile and write everything.
     pub db_only: bool,
+    /// Redis ACL users per role (see [`acl`]): `default` off; the plugins read their password
+    /// from a file, the controller from the file `WEFT_DB_CREDENTIALS` names.
+    pub acl: bool,
 }
 
 /// Builds the fabric. On any failure, whatever was started is torn down again.
@@ -612,6 +616,11 @@ fn start_switches(
 ) -> Result<()> {
     let ns = st.netns.clone();
     let dir = opts.state_dir.clone();
+    let acl = if opts.acl {
+        Some(acl::write_files(&dir)?)
+    } else {
+        None
+    };
     for (si, sw) in t.switches.iter().enumerate() {
         let sdir = dir.join(&sw.name);
         fs::create_dir_all(&sdir).map_err(io(format!("creating {}", sdir.display())))?;
@@ -662,6 +671,10 @@ fn start_switches(
             .map(|s| s.to_string()),
         );
         redis.push(sdir.to_string_lossy().into_owned());
+        if let Some(a) = &acl {
+            redis.push("--aclfile".into());
+            redis.push(a.acl.to_string_lossy().into_owned());
+        }
         st.processes.push(spawn(
             &format!("redis {}", sw.name),
             &redis,
@@ -737,12 +750,11 @@ fn start_switches(
             ns.clone(),
             programs.plugin.to_string_lossy().into_owned(),
         ];
-        pl.extend(plugin_args(
-            sw.device_id,
-            &sw.db,
-            &sw.p4rt_address,
-            &port_map,
-        ));
+        let db = match &acl {
+            Some(a) => acl::with_credentials(&sw.db, &a.plugin),
+            None => sw.db.clone(),
+        };
+        pl.extend(plugin_args(sw.device_id, &db, &sw.p4rt_address, &port_map));
         pl.extend(opts.plugin_args.iter().cloned());
         st.processes.push(spawn(
             &format!("plugin {}", sw.name),

@@ -18,6 +18,7 @@ pub fn up(
     file: &str,
     dir: Option<PathBuf>,
     db_only: bool,
+    acl: bool,
     plugin_args: Vec<String>,
 ) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid(file)? else {
@@ -33,6 +34,7 @@ pub fn up(
         state_dir: dir.clone(),
         plugin_args,
         db_only,
+        acl,
     };
     let st = tb::up(&t, &programs, &opts)?;
     if db_only {
@@ -51,6 +53,18 @@ pub fn up(
         );
     }
     outln!("state: {}", tb::State::path(&dir).display());
+    if let Some(a) = tb::acl::files(&dir).filter(|_| acl) {
+        outln!(
+            "redis ACLs: default user off; plugins read {}; the controller reads the file named by {}:",
+            a.plugin.display(),
+            weft_sonic_db::CREDENTIALS_ENV
+        );
+        outln!(
+            "  export {}={}",
+            weft_sonic_db::CREDENTIALS_ENV,
+            a.controller.display()
+        );
+    }
     if db_only {
         // Nothing answers entries without plugins: waiting for answers would only time out.
         outln!("next: weft apply {file} --no-wait");
