@@ -19,6 +19,8 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 # `weft graph --format svg` renders with Graphviz's dot.
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+# The operator bench measures peak RSS of whole commands with GNU time.
+[ -x /usr/bin/time ] || need_apt+=(time)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 /usr/bin/python3 -c 'import thrift' >/dev/null 2>&1 || need_apt+=(python3-thrift)
 if ((${#need_apt[@]})); then
