@@ -262,6 +262,7 @@ fn main() {
             plugin_args: Vec::new(),
             db_only: false,
             acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

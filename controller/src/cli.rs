@@ -515,6 +515,10 @@ pub enum TestbedCommand {
         /// files under the state directory, never on a command line.
         #[arg(long)]
         acl: bool,
+        /// P4Runtime over mutual TLS between each plugin and its BMv2 (a CA, BMv2's and the
+        /// plugins' certificates are made in the state directory with openssl).
+        #[arg(long)]
+        tls: bool,
         /// An extra argument for every plugin, repeated (e.g. --plugin-arg=--bmv2-queue-scale
         /// --plugin-arg=0.18).
         #[arg(long = "plugin-arg", allow_hyphen_values = true, value_name = "ARG")]

@@ -189,8 +189,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 file,
                 db_only,
                 acl,
+                tls,
                 plugin_args,
-            } => cmd::testbed::up(&file, state_dir, db_only, acl, plugin_args),
+            } => cmd::testbed::up(&file, state_dir, db_only, acl, tls, plugin_args),
             TestbedCommand::Down { fabric } => cmd::testbed::down(&fabric, state_dir),
             TestbedCommand::Status { fabric, output } => {
                 cmd::testbed::status(&fabric, state_dir, output)

@@ -158,6 +158,7 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
             plugin_args: Vec::new(),
             db_only: false,
             acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

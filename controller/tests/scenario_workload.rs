@@ -99,6 +99,7 @@ fn ring_allreduce_and_alltoall_deliver_every_byte_and_spraying_beats_colliding_e
                 .to_vec(),
             db_only: false,
             acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

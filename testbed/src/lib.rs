@@ -26,6 +26,7 @@ use weft_topology::Topology;
 
 pub mod acl;
 pub mod chaos;
+pub mod tls;
 pub mod workload;
 
 #[derive(Debug, thiserror::Error)]
@@ -377,6 +378,8 @@ pub struct UpOptions {
     /// Redis ACL users per role (see [`acl`]): `default` off; the plugins read their password
     /// from a file, the controller from the file `WEFT_DB_CREDENTIALS` names.
     pub acl: bool,
+    /// P4Runtime over mutual TLS between each plugin and its BMv2 (see [`tls`]).
+    pub tls: bool,
 }
 
 /// Builds the fabric. On any failure, whatever was started is torn down again.
@@ -616,6 +619,11 @@ fn start_switches(
 ) -> Result<()> {
     let ns = st.netns.clone();
     let dir = opts.state_dir.clone();
+    let tls = if opts.tls && !opts.db_only {
+        Some(tls::write_files(&dir)?)
+    } else {
+        None
+    };
     let acl = if opts.acl {
         Some(acl::write_files(&dir)?)
     } else {
@@ -732,6 +740,9 @@ fn start_switches(
             "--priority-queues".into(),
             "8".into(),
         ]);
+        if let Some(t) = &tls {
+            bm.extend(tls::bmv2_args(t));
+        }
         st.processes.push(spawn(
             &format!("bmv2 {}", sw.name),
             &bm,
@@ -755,6 +766,9 @@ fn start_switches(
             None => sw.db.clone(),
         };
         pl.extend(plugin_args(sw.device_id, &db, &sw.p4rt_address, &port_map));
+        if let Some(t) = &tls {
+            pl.extend(tls::plugin_args(t));
+        }
         pl.extend(opts.plugin_args.iter().cloned());
         st.processes.push(spawn(
             &format!("plugin {}", sw.name),

@@ -19,6 +19,7 @@ pub fn up(
     dir: Option<PathBuf>,
     db_only: bool,
     acl: bool,
+    tls: bool,
     plugin_args: Vec<String>,
 ) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid(file)? else {
@@ -35,6 +36,7 @@ pub fn up(
         plugin_args,
         db_only,
         acl,
+        tls,
     };
     let st = tb::up(&t, &programs, &opts)?;
     if db_only {
