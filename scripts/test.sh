@@ -22,3 +22,8 @@ if compgen -G "p4/tests/test_*.py" >/dev/null; then
   echo "== pytest p4/tests"
   PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python .venv/bin/python -m pytest -q p4/tests
 fi
+if [[ -n "${WEFT_FUZZ_SECONDS:-}" ]]; then
+  # Off by default: building the fuzz targets (nightly, sanitizers) takes ~15 min on 2 cores.
+  echo "== fuzz (scripts/fuzz.sh, ${WEFT_FUZZ_SECONDS}s per target)"
+  FUZZ_SECONDS=$WEFT_FUZZ_SECONDS scripts/fuzz.sh
+fi
