@@ -47,5 +47,5 @@ pub use response::{
 };
 pub use scripts::TERM_KEY;
 pub use subscriber::{SubscriberOptions, SubscriberStateTable};
-pub use table::{P4rtSnapshot, Table, claim_term, held_term, merge_hash};
+pub use table::{P4rtSnapshot, Table, claim_term, dump_tables, held_term, merge_hash};
 pub use types::{FieldValues, KeyOpFieldValues, Op};

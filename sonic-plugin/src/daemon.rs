@@ -108,7 +108,13 @@ pub struct Daemon {
     counters: Counters,
     state: PluginState,
     started: Instant,
+    /// The last drift audit, and the keys it reported (STATE_DB `WEFT_DRIFT`).
+    audited: Option<Instant>,
+    drifted: Vec<String>,
 }
+
+/// How often the plugin reads the switch back and compares it with what it installed.
+pub const AUDIT_INTERVAL: Duration = Duration::from_secs(2);
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -164,6 +170,8 @@ impl Daemon {
             counters: Counters::default(),
             state: PluginState::Starting,
             started: Instant::now(),
+            audited: None,
+            drifted: Vec::new(),
             cfg,
         })
     }
@@ -723,6 +731,45 @@ impl Daemon {
         self.write_status().await?;
         let records = self.features.tuning_records();
         self.publish(&records).await?;
+        if self.audited.is_none_or(|t| t.elapsed() >= AUDIT_INTERVAL) {
+            self.audited = Some(Instant::now());
+            self.audit().await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the switch back and records in STATE_DB `WEFT_DRIFT` the entries it no longer
+    /// holds as installed (the next full sync repairs them; `weft diagnose` names them).
+    async fn audit(&mut self) -> Result<(), End> {
+        let drift = self.engine.audit().await?;
+        let keys: Vec<String> = drift.iter().map(|(k, _)| k.clone()).collect();
+        if drift.is_empty() && self.drifted.is_empty() {
+            return Ok(());
+        }
+        use weft_sonic_schema::state::{DriftKind, DriftState};
+        let mut p = Publish::default();
+        for (k, state) in &drift {
+            let row = DriftState {
+                key: k.clone(),
+                state: if *state == "missing" {
+                    DriftKind::Missing
+                } else {
+                    DriftKind::Modified
+                },
+            };
+            p.state
+                .push((DriftState::TABLE, row.key(), row.to_fields()));
+        }
+        for k in &self.drifted {
+            if !keys.contains(k) {
+                p.state_delete.push((DriftState::TABLE, k.clone()));
+            }
+        }
+        if !drift.is_empty() {
+            tracing::warn!(entries = drift.len(), first = %drift[0].0, "the switch lost entries behind the plugin's back");
+        }
+        self.drifted = keys;
+        self.publish(&p).await?;
         Ok(())
     }
 

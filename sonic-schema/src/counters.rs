@@ -321,15 +321,20 @@ impl Row for QueueCounters {
 pub struct SwitchCounters {
     /// Reason label (lower case, as the pipeline names it) → (packets, bytes).
     pub drops: BTreeMap<String, (u64, u64)>,
+    /// RoCE PSN anomalies at the host-facing ports, summed over the pipeline's QP slots.
+    pub psn_out_of_order: Option<u64>,
+    pub psn_regressions: Option<u64>,
 }
+
+const PSN_OOO: &str = "WEFT_PSN_OUT_OF_ORDER_PKTS";
+const PSN_REGRESSION: &str = "WEFT_PSN_REGRESSION_PKTS";
 
 impl Row for SwitchCounters {
     const TABLE: &'static str = "COUNTERS";
     const DB: SonicDbId = SonicDbId::CountersDb;
     const OWNER: Owner = Owner::Plugin;
     const KEY_FORM: &'static str = "WEFT_SWITCH";
-    const DOC: &'static str =
-        "Switch-wide drops by reason (`<REASON>`: the pipeline's drop reasons upper-cased).";
+    const DOC: &'static str = "Switch-wide drops by reason (`<REASON>`: the pipeline's drop reasons upper-cased) and RoCE PSN anomalies.";
     const FIELDS: &'static [FieldDoc] = &[
         FieldDoc {
             name: "WEFT_DROP_<REASON>_PKTS",
@@ -343,6 +348,18 @@ impl Row for SwitchCounters {
             optional: true,
             doc: "",
         },
+        FieldDoc {
+            name: PSN_OOO,
+            expected: "packets",
+            optional: true,
+            doc: "RoCE packets toward a host whose PSN skipped ahead (psn_out_of_order_counter, all slots)",
+        },
+        FieldDoc {
+            name: PSN_REGRESSION,
+            expected: "packets",
+            optional: true,
+            doc: "RoCE packets toward a host with an older PSN: retransmissions or late packets",
+        },
     ];
     fn key(&self) -> String {
         SWITCH_KEY.to_string()
@@ -354,6 +371,8 @@ impl Row for SwitchCounters {
             o.push((format!("WEFT_DROP_{r}_PKTS"), p.to_string()));
             o.push((format!("WEFT_DROP_{r}_OCTETS"), b.to_string()));
         }
+        put(&mut o, PSN_OOO, self.psn_out_of_order);
+        put(&mut o, PSN_REGRESSION, self.psn_regressions);
         o
     }
     fn from_fields(_key: &str, f: &FieldValues) -> Result<Self, SchemaError> {
@@ -371,7 +390,11 @@ impl Row for SwitchCounters {
                 drops.entry(r.to_ascii_lowercase()).or_default().1 = n;
             }
         }
-        Ok(SwitchCounters { drops })
+        Ok(SwitchCounters {
+            drops,
+            psn_out_of_order: get(f, PSN_OOO),
+            psn_regressions: get(f, PSN_REGRESSION),
+        })
     }
 }
 
