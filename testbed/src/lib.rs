@@ -26,8 +26,8 @@ use weft_topology::Topology;
 
 pub mod acl;
 pub mod chaos;
-pub mod tls;
 pub mod fault;
+pub mod tls;
 pub mod workload;
 
 #[derive(Debug, thiserror::Error)]
