@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Weft needs on a fresh Debian machine, idempotently:
-#   - Debian packages: redis-server (each switch's SONiC DB), iproute2 (testbed namespaces and
+#   - Debian packages: redis-server (each switch's SONiC DB), etcd-server (`weft run --ha`), iproute2 (testbed namespaces and
 #     veths), graphviz (`weft graph --format svg`), and the Python venv module;
 #   - a Python virtualenv in .venv with the packages in requirements.txt (P4Runtime bindings for
 #     the schema script and the independent read-back, scapy for packet tests).
@@ -14,6 +14,8 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || need_apt+=(redis-tools)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
+# `weft run --ha` elects its leader on etcd; the HA tests start etcd on loopback.
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 # `weft graph --format svg` renders with Graphviz's dot.
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)

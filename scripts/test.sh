@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+# setup.sh installs etcd-server: the `weft run --ha` tests fail rather than skip without it.
+export WEFT_REQUIRE_ETCD=${WEFT_REQUIRE_ETCD:-1}
 
 scripts/setup.sh
 
@@ -19,4 +21,9 @@ cargo test --workspace -j2 --no-fail-fast -- --test-threads=2
 if compgen -G "p4/tests/test_*.py" >/dev/null; then
   echo "== pytest p4/tests"
   PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python .venv/bin/python -m pytest -q p4/tests
+fi
+if [[ -n "${WEFT_FUZZ_SECONDS:-}" ]]; then
+  # Off by default: building the fuzz targets (nightly, sanitizers) takes ~15 min on 2 cores.
+  echo "== fuzz (scripts/fuzz.sh, ${WEFT_FUZZ_SECONDS}s per target)"
+  FUZZ_SECONDS=$WEFT_FUZZ_SECONDS scripts/fuzz.sh
 fi

@@ -261,6 +261,8 @@ fn main() {
             state_dir: dir.join("state"),
             plugin_args: Vec::new(),
             db_only: false,
+            acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

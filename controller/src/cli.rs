@@ -226,12 +226,19 @@ pub enum Command {
     ///   weft run fabric.yaml
     ///   weft run fabric.yaml --events-log /tmp/reconvergence.jsonl
     ///   weft run fabric.yaml --log-format json 2>>/var/log/weft.jsonl
+    ///   weft run fabric.yaml --ha etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 --id ctl-a
     ///
     /// Follows every switch's STATE_DB port state, recomputes only what a change affects,
     /// dampens flapping links (parameters under `failover:` in the intent) and resyncs
     /// periodically. Logs at info by default ("converged", "reconverged", "switch unreachable").
     /// Holds the fabric's lock in every switch's STATE_DB while it runs; SIGTERM or ctrl-c
     /// stops it, releases the lock and removes the status file.
+    ///
+    /// With --ha, replicas elect one writer on etcd (a lease of --ha-ttl): followers follow
+    /// STATE_DB and keep their compiled routes but write nothing; the leader claims its term on
+    /// every switch (a deposed leader's writes are then refused there), takes the lock over
+    /// from a deposed replica and reads every switch; when nothing changed it writes nothing.
+    /// A leader that loses its lease or is fenced stops (exit 1): restart it to rejoin.
     #[command(verbatim_doc_comment)]
     Run {
         /// The intent file.
@@ -255,6 +262,15 @@ pub enum Command {
         /// Take the fabric's lock even if another weft holds it.
         #[arg(long)]
         steal: bool,
+        /// Elect the writer among replicas on etcd: etcd://HOST:PORT[,HOST:PORT…].
+        #[arg(long, value_name = "ETCD", requires = "id")]
+        ha: Option<String>,
+        /// This replica's name in the election (with --ha).
+        #[arg(long, value_name = "NAME", requires = "ha")]
+        id: Option<String>,
+        /// The election lease's time to live (etcd rounds it up to its minimum).
+        #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+        ha_ttl: Duration,
     },
     /// The fabric's state: every link's ends, plugins, pending keys, the lock, `weft run`.
     ///
@@ -274,6 +290,9 @@ pub enum Command {
         /// The status file of `weft run` [default: /run/weft/<fabric>.controller.json].
         #[arg(long, value_name = "FILE")]
         status_file: Option<PathBuf>,
+        /// Read the election from etcd too: leader, term and replicas (etcd://HOST:PORT[,…]).
+        #[arg(long, value_name = "ETCD")]
+        ha: Option<String>,
         /// text or json.
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
@@ -530,6 +549,14 @@ pub enum TestbedCommand {
         /// machines without BMv2.
         #[arg(long)]
         db_only: bool,
+        /// Redis ACL users per role (controller, plugin; `default` off), passwords in 0600
+        /// files under the state directory, never on a command line.
+        #[arg(long)]
+        acl: bool,
+        /// P4Runtime over mutual TLS between each plugin and its BMv2 (a CA, BMv2's and the
+        /// plugins' certificates are made in the state directory with openssl).
+        #[arg(long)]
+        tls: bool,
         /// An extra argument for every plugin, repeated (e.g. --plugin-arg=--bmv2-queue-scale
         /// --plugin-arg=0.18).
         #[arg(long = "plugin-arg", allow_hyphen_values = true, value_name = "ARG")]
@@ -559,6 +586,43 @@ pub enum TestbedCommand {
         /// text or json.
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
+    },
+    /// Kill one process of a switch with SIGKILL, as a crash would.
+    ///
+    /// Examples:
+    ///   weft testbed kill fabric.yaml leaf1 plugin
+    ///   weft testbed kill fabric.yaml spine2 redis
+    #[command(verbatim_doc_comment)]
+    Kill {
+        /// The intent file or the fabric's name.
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        /// The switch.
+        #[arg(value_name = "SWITCH")]
+        switch: String,
+        /// plugin, bmv2 or redis.
+        #[arg(value_name = "PROCESS")]
+        part: weft_testbed::chaos::Part,
+    },
+    /// Start one process of a switch again (killed first if it runs), as `up` started it.
+    ///
+    /// Examples:
+    ///   weft testbed restart fabric.yaml leaf1 plugin
+    ///   weft testbed restart fabric.yaml leaf1 bmv2
+    ///
+    /// The new pid goes into the state file: `testbed down` stops it, `testbed status` sees it.
+    /// A redis-server is waited for until it answers PING.
+    #[command(verbatim_doc_comment)]
+    Restart {
+        /// The intent file or the fabric's name.
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        /// The switch.
+        #[arg(value_name = "SWITCH")]
+        switch: String,
+        /// plugin, bmv2 or redis.
+        #[arg(value_name = "PROCESS")]
+        part: weft_testbed::chaos::Part,
     },
     /// Take a link down or up, or flap it.
     ///

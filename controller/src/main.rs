@@ -133,6 +133,9 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             status_file,
             parallelism,
             steal,
+            ha,
+            id,
+            ha_ttl,
         } => block_on(cmd::run::run(
             &file,
             cmd::run::RunArgs {
@@ -142,13 +145,15 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 status_file,
                 parallelism,
                 steal,
+                ha: ha.map(|h| (h, id.unwrap_or_default(), ha_ttl)),
             },
         )),
         Command::Status {
             file,
             status_file,
+            ha,
             output,
-        } => block_on(cmd::run::status(&file, status_file, output)),
+        } => block_on(cmd::run::status(&file, status_file, ha, output)),
         Command::Doctor {
             file,
             targets,
@@ -202,8 +207,10 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             TestbedCommand::Up {
                 file,
                 db_only,
+                acl,
+                tls,
                 plugin_args,
-            } => cmd::testbed::up(&file, state_dir, db_only, plugin_args),
+            } => cmd::testbed::up(&file, state_dir, db_only, acl, tls, plugin_args),
             TestbedCommand::Down { fabric } => cmd::testbed::down(&fabric, state_dir),
             TestbedCommand::Fault {
                 fabric,
@@ -243,6 +250,16 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 count,
                 interval,
             } => cmd::testbed::link(&fabric, state_dir, &port, action, count, interval),
+            TestbedCommand::Kill {
+                fabric,
+                switch,
+                part,
+            } => cmd::testbed::kill(&fabric, state_dir, &switch, part),
+            TestbedCommand::Restart {
+                fabric,
+                switch,
+                part,
+            } => cmd::testbed::restart(&fabric, state_dir, &switch, part),
             TestbedCommand::Ping { fabric, output } => {
                 cmd::testbed::ping(&fabric, state_dir, output)
             }

@@ -209,6 +209,8 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
             state_dir: state.clone(),
             plugin_args: ["--counter-interval", "300ms"].map(String::from).to_vec(),
             db_only: false,
+            acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

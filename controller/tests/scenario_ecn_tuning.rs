@@ -613,6 +613,8 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
             .map(String::from)
             .to_vec(),
             db_only: false,
+            acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

@@ -283,6 +283,8 @@ fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_a
             // Counters every 300 ms so COUNTERS_DB follows the short phases.
             plugin_args: vec!["--counter-interval-ms".into(), "300".into()],
             db_only: false,
+            acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

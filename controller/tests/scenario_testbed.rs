@@ -157,6 +157,8 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
             state_dir: dir.join("state"),
             plugin_args: Vec::new(),
             db_only: false,
+            acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

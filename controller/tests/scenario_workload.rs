@@ -100,6 +100,8 @@ fn ring_allreduce_and_alltoall_deliver_every_byte_and_spraying_beats_colliding_e
                 .map(String::from)
                 .to_vec(),
             db_only: false,
+            acl: false,
+            tls: false,
         },
     )
     .expect("testbed up");

@@ -44,6 +44,7 @@ pub async fn apply(
             answer_timeout: opts.answer_timeout,
             parallel: opts.parallel,
             keep_connections: false,
+            fence: None,
         },
         clock,
         tx,

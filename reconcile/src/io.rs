@@ -142,6 +142,24 @@ pub async fn read_all(t: &Topology, parallel: usize) -> Vec<Installed> {
     out
 }
 
+/// The fencing of an elected writer (`weft run --ha`): the term every write batch carries, and
+/// a signal raised when a switch refused one (a newer leader took over).
+#[derive(Debug, Default)]
+pub struct Fence {
+    term: std::sync::atomic::AtomicU64,
+    pub refused: tokio::sync::Notify,
+}
+
+impl Fence {
+    /// Writes carry `term` from now on (0: none may be written).
+    pub fn set(&self, term: u64) {
+        self.term.store(term, std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn term(&self) -> u64 {
+        self.term.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// A switch's connections for writes, kept between batches so a reconvergence pays no connects.
 struct Writer {
     producer: ProducerStateTable,
@@ -167,7 +185,11 @@ impl Writer {
         &mut self,
         batch: &Batch,
         answer_timeout: Option<Duration>,
+        term: Option<u64>,
     ) -> Result<Vec<Answer>, SonicDbError> {
+        if self.producer.fence() != term {
+            self.producer.set_fence(term).await?;
+        }
         match batch {
             Batch::Config { set, del } => {
                 // One table handle per table; rows of a table in one atomic round trip.
@@ -202,9 +224,11 @@ impl Writer {
                     let Some((rows, dels)) = by_table.get(table) else {
                         continue;
                     };
-                    Table::new(self.config.clone(), table)?
-                        .replace_many(rows, dels)
-                        .await?;
+                    let t = Table::new(self.config.clone(), table)?;
+                    match term {
+                        Some(term) => t.replace_many_fenced(term, rows, dels).await?,
+                        None => t.replace_many(rows, dels).await?,
+                    }
                     answers.extend(rows.iter().map(|(k, _)| Answer::ok(format!("{table}|{k}"))));
                     answers.extend(dels.iter().map(|k| Answer::ok(format!("{table}|{k}"))));
                 }
@@ -274,6 +298,8 @@ pub struct ExecOptions {
     pub parallel: usize,
     /// Keep each switch's write connections between batches (`weft run`).
     pub keep_connections: bool,
+    /// Fence every write with the leader's term (`weft run --ha`); `None`: unfenced.
+    pub fence: Option<Arc<Fence>>,
 }
 
 /// Carries out the core's requests; results arrive on the channel given to [`Executor::new`].
@@ -365,8 +391,19 @@ impl Executor {
                 let Some(w) = guard.as_mut() else {
                     return Err("no connection".to_string());
                 };
-                match w.write(&batch, opts.answer_timeout).await {
+                let term = opts.fence.as_ref().map(|f| f.term());
+                if term == Some(0) {
+                    return Err("not the leader: nothing is written".to_string());
+                }
+                match w.write(&batch, opts.answer_timeout, term).await {
                     Ok(a) => Ok(a),
+                    Err(e @ SonicDbError::Fenced { .. }) => {
+                        tracing::error!(switch_db = %db, error = %e, "write fenced");
+                        if let Some(f) = &opts.fence {
+                            f.refused.notify_one();
+                        }
+                        Err(describe_db_error(&db, &e))
+                    }
                     Err(e) => Err(describe_db_error(&db, &e)),
                 }
             }

@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod core;
 pub mod damping;
+pub mod ha;
 pub mod io;
 pub mod lock;
 pub mod plan;

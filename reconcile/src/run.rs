@@ -30,7 +30,8 @@ use weft_topology::{SwitchIdx, Topology};
 use crate::apply::sleep_until;
 use crate::core::{Core, CoreConfig, Input, LinkStatus, Output, Reconvergence, SwitchState};
 use crate::damping::Nanos;
-use crate::io::{Clock, ExecOptions, Executor};
+use crate::ha::{Election, HaOptions, HaView, Role};
+use crate::io::{Clock, ExecOptions, Executor, Fence};
 use crate::lock::{FabricLock, LockError, LockOptions};
 
 #[derive(Debug, Clone)]
@@ -44,6 +45,9 @@ pub struct RunOptions {
     pub parallel: usize,
     /// The fabric's lock, held while running (`None`: run unlocked, as the golden tests do).
     pub lock: Option<LockOptions>,
+    /// Elect the writer among replicas on etcd (`--ha`): until elected, this replica follows
+    /// STATE_DB and keeps its compiled state, but neither locks nor reads nor writes a switch.
+    pub ha: Option<HaOptions>,
 }
 
 /// What `weft status` reads while `weft run` runs.
@@ -73,6 +77,9 @@ pub struct DaemonStatus {
     pub reconvergences: u64,
     pub writes: u64,
     pub last: Option<Reconvergence>,
+    /// The election (`--ha`): this replica's role, the leader, its term, the replicas.
+    #[serde(default)]
+    pub ha: Option<HaView>,
 }
 
 /// Why `weft run` stopped.
@@ -82,6 +89,10 @@ pub enum RunError {
     WatchersGone,
     #[error(transparent)]
     Lock(#[from] LockError),
+    #[error("leadership of term {term} lost ({why}); stopped writing")]
+    LostLeadership { term: u64, why: String },
+    #[error("a switch refused a write of term {term}: a newer leader took over; stopped writing")]
+    Fenced { term: u64 },
 }
 
 async fn watch_switch(
@@ -159,6 +170,74 @@ fn send(
     ));
 }
 
+/// Takes the fabric's lock. A leader elected on etcd takes it over from a deposed replica of
+/// its election (`weft run --ha …`): the election decided, and fencing keeps the deposed one's
+/// writes out. Anyone else's lock (`weft apply`) is waited for, as without `--ha`.
+async fn take_lock(t: &Topology, l: &LockOptions, ha: bool) -> Result<Arc<FabricLock>, LockError> {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match FabricLock::acquire(t, None, l.clone()).await {
+            Ok(lock) => return Ok(lock),
+            Err(LockError::Held { holder, .. })
+                if ha && holder.command.starts_with("weft run --ha") =>
+            {
+                tracing::info!(holder = %holder.holder(), "taking the lock over from a deposed leader");
+                let mut l = l.clone();
+                l.steal = true;
+                return FabricLock::acquire(t, None, l).await;
+            }
+            Err(e @ LockError::Held { .. }) if ha => {
+                tracing::warn!(error = %e, "elected, waiting for the fabric's lock");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Claims `term` on every switch's APPL_DB and CONFIG_DB (a new leader's first act): from then
+/// on a deposed leader's batches are refused there even before this one writes anything.
+/// Switches that do not answer are claimed by the first write that reaches them.
+async fn claim_everywhere(t: &Topology, term: u64) -> Result<(), u64> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in &t.switches {
+        let db = s.db.clone();
+        let name = s.name.clone();
+        tasks.spawn(async move {
+            let run = async {
+                let sonic = SonicDb::from_endpoint(&db)?;
+                let mut held = 0;
+                for id in [SonicDbId::ApplDb, SonicDbId::ConfigDb] {
+                    let conn = sonic.connect(id).await?;
+                    held = held.max(weft_sonic_db::claim_term(&conn, term).await?);
+                }
+                Ok::<u64, weft_sonic_db::SonicDbError>(held)
+            };
+            (
+                name,
+                tokio::time::timeout(crate::io::CONNECT_TIMEOUT, run).await,
+            )
+        });
+    }
+    let mut newer = None;
+    while let Some(j) = tasks.join_next().await {
+        let Ok((name, r)) = j else { continue };
+        match r {
+            Ok(Ok(prev)) => tracing::debug!(switch = %name, term, prev, "term claimed"),
+            Ok(Err(weft_sonic_db::SonicDbError::Fenced { held, .. })) => {
+                tracing::error!(switch = %name, term, held, "a newer term holds this switch");
+                newer = Some(held);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(switch = %name, error = %e, "term not claimed: switch unreachable")
+            }
+            Err(_) => tracing::warn!(switch = %name, "term not claimed: switch did not answer"),
+        }
+    }
+    newer.map_or(Ok(()), Err)
+}
+
 /// Runs until interrupted.
 pub async fn run(
     t: &Topology,
@@ -166,21 +245,19 @@ pub async fn run(
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
-    let lock = match &opts.lock {
-        Some(l) => {
-            let lock = FabricLock::acquire(t, None, l.clone()).await?;
-            let (held, all) = lock.counts();
-            tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
-            Some(lock)
-        }
-        None => None,
-    };
-    let mut lost = std::pin::pin!(async {
-        match &lock {
-            Some(l) => l.clone().keep().await,
-            None => std::future::pending().await,
-        }
-    });
+    let election = opts.ha.clone().map(|h| Election::start(&t.name, h));
+    let fence = election.as_ref().map(|_| Arc::new(Fence::default()));
+    let mut lock: Option<Arc<FabricLock>> = None;
+    let mut keeper: Option<tokio::task::JoinHandle<LockError>> = None;
+    if election.is_none()
+        && let Some(l) = &opts.lock
+    {
+        let l = take_lock(t, l, false).await?;
+        let (held, all) = l.counts();
+        tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
+        keeper = Some(tokio::spawn(l.clone().keep()));
+        lock = Some(l);
+    }
     let clock = Clock::start();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let exec = Executor::new(
@@ -189,6 +266,7 @@ pub async fn run(
             answer_timeout: Some(opts.timeout),
             parallel: opts.parallel,
             keep_connections: true,
+            fence: fence.clone(),
         },
         clock,
         tx.clone(),
@@ -214,10 +292,36 @@ pub async fn run(
         ..Default::default()
     };
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut outs = core.step(clock.now(), Input::Start);
+    // A follower feeds the core port events and ticks only: without Start it neither reads nor
+    // writes a switch, but its dampers and compiled routes follow the fabric.
+    let mut outs = if election.is_none() {
+        core.step(clock.now(), Input::Start)
+    } else {
+        Vec::new()
+    };
+    let (mut role_rx, mut view_rx) = match &election {
+        Some(e) => (Some(e.role.clone()), Some(e.view.clone())),
+        None => (None, None),
+    };
+    let mut term = 0u64;
+    let mut first = true;
     let mut announced = false;
     let mut troubled = std::collections::BTreeSet::new();
-    tracing::info!(fabric = %t.name, switches = t.switches.len(), resync = ?opts.resync, "weft run: reading every switch");
+    if election.is_none() {
+        tracing::info!(fabric = %t.name, switches = t.switches.len(), resync = ?opts.resync, "weft run: reading every switch");
+    } else {
+        tracing::info!(fabric = %t.name, switches = t.switches.len(), "weft run --ha: campaigning; following STATE_DB until elected");
+    }
+    let stop = |lock: &Option<Arc<FabricLock>>| {
+        let _ = std::fs::remove_file(&opts.status_file);
+        let lock = lock.clone();
+        async move {
+            if let Some(l) = lock {
+                // Only rows still carrying our token go.
+                l.release().await;
+            }
+        }
+    };
     loop {
         let mut dirty = false;
         for o in &outs {
@@ -244,17 +348,55 @@ pub async fn run(
                 _ => {}
             }
         }
-        if !announced && core.converged() {
+        if !announced && (election.is_none() || term > 0) && core.converged() {
             announced = true;
-            tracing::info!(fabric = %t.name, switches = t.switches.len(), "converged; following port state");
+            tracing::info!(fabric = %t.name, switches = t.switches.len(), term, "converged; following port state");
         }
-        if dirty || !outs.is_empty() {
+        if dirty || !outs.is_empty() || first {
+            first = false;
             status.locked = lock.as_ref().map(|l| l.counts());
             write_status(&opts, &mut core, &mut status, clock.now());
         }
         // Take everything that is already there: a burst of events is one step each, but one
         // recomputation writes them all (the core batches by switch).
         let wake = core.next_wake().map(|w| clock.instant(w));
+        let role_changed = async {
+            match &mut role_rx {
+                Some(r) => {
+                    if r.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                    r.borrow_and_update().clone()
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let lock_lost = async {
+            match &mut keeper {
+                Some(k) => match k.await {
+                    Ok(e) => e,
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        let view_changed = async {
+            match &mut view_rx {
+                Some(v) => {
+                    if v.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                    v.borrow_and_update().clone()
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let refused = async {
+            match &fence {
+                Some(f) => f.refused.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         outs = tokio::select! {
             r = rx.recv() => match r {
                 Some((_, input)) => {
@@ -267,21 +409,65 @@ pub async fn run(
                 None => return Err(RunError::WatchersGone),
             },
             _ = sleep_until(wake) => core.step(clock.now(), Input::Tick),
-            e = &mut lost => {
-                tracing::error!(error = %e, "stopping: the lock was taken");
-                let _ = std::fs::remove_file(&opts.status_file);
-                if let Some(l) = &lock {
-                    // Only rows still carrying our token go.
-                    l.release().await;
+            role = role_changed => match role {
+                Role::Leader { term: t2 } if term == 0 => {
+                    term = t2;
+                    let elected = std::time::Instant::now();
+                    tracing::info!(term, "leader: claiming the term on every switch");
+                    if let Err(held) = claim_everywhere(t, term).await {
+                        if let Some(f) = &fence {
+                            f.set(0);
+                        }
+                        stop(&lock).await;
+                        return Err(RunError::Fenced { term: held.min(term) });
+                    }
+                    if let Some(f) = &fence {
+                        f.set(term);
+                    }
+                    if let Some(l) = &opts.lock {
+                        let l = take_lock(t, l, true).await?;
+                        let (held, all) = l.counts();
+                        tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
+                        keeper = Some(tokio::spawn(l.clone().keep()));
+                        lock = Some(l);
+                    }
+                    tracing::info!(term, claimed_ms = elected.elapsed().as_millis() as u64, "leader: reading every switch");
+                    core.step(clock.now(), Input::Start)
                 }
+                Role::Lost { term: t2, why } => {
+                    if let Some(f) = &fence {
+                        f.set(0);
+                    }
+                    tracing::error!(term = t2, %why, "stopping: leadership lost");
+                    stop(&lock).await;
+                    return Err(RunError::LostLeadership { term: t2, why });
+                }
+                _ => Vec::new(),
+            },
+            v = view_changed => {
+                status.ha = Some(v);
+                first = true;
+                Vec::new()
+            }
+            () = refused => {
+                if let Some(f) = &fence {
+                    f.set(0);
+                }
+                tracing::error!(term, "stopping: a switch holds a newer leader's term");
+                stop(&lock).await;
+                return Err(RunError::Fenced { term });
+            }
+            e = lock_lost => {
+                tracing::error!(error = %e, "stopping: the lock was taken");
+                stop(&lock).await;
                 return Err(e.into());
             }
             _ = &mut shutdown => {
                 tracing::info!("stopping");
-                let _ = std::fs::remove_file(&opts.status_file);
-                if let Some(l) = &lock {
-                    l.release().await;
+                if let Some(f) = &fence {
+                    f.set(0);
                 }
+                stop(&lock).await;
                 return Ok(());
             }
         };

@@ -171,6 +171,51 @@ impl fmt::Display for RedisEndpoint {
     }
 }
 
+/// The environment variable naming a credentials file for every DB endpoint that carries none.
+pub const CREDENTIALS_ENV: &str = "WEFT_DB_CREDENTIALS";
+
+/// Reads a credentials file: one line `USER PASSWORD` (an ACL user), or `PASSWORD` alone (the
+/// default user); `#` lines and blank lines are ignored.
+pub fn read_credentials(path: &std::path::Path) -> Result<(Option<String>, String), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("credentials file {}: {e}", path.display()))?;
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .ok_or_else(|| format!("credentials file {} is empty", path.display()))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [p] => Ok((None, (*p).to_string())),
+        [u, p] => Ok((Some((*u).to_string()), (*p).to_string())),
+        _ => Err(format!(
+            "credentials file {}: expected `USER PASSWORD` or `PASSWORD` on one line",
+            path.display()
+        )),
+    }
+}
+
+/// Takes `credentials=FILE` out of an endpoint's query.
+fn split_credentials(endpoint: &str) -> (String, Option<PathBuf>) {
+    let Some((head, query)) = endpoint.split_once('?') else {
+        return (endpoint.to_string(), None);
+    };
+    let mut file = None;
+    let mut rest = Vec::new();
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        match kv.strip_prefix("credentials=") {
+            Some(v) => file = Some(PathBuf::from(v)),
+            None => rest.push(kv),
+        }
+    }
+    let endpoint = if rest.is_empty() {
+        head.to_string()
+    } else {
+        format!("{head}?{}", rest.join("&"))
+    };
+    (endpoint, file)
+}
+
 /// How to reach one switch's SONiC Redis.
 #[derive(Clone)]
 pub struct SonicDbConfig {
@@ -253,14 +298,28 @@ impl SonicDbConfig {
     }
 
     /// Parses an endpoint string (see [`RedisEndpoint::parse_with_credentials`]); credentials in the
-    /// URL are kept.
+    /// URL are kept. Credentials can come from a file instead, so that they are not on a command
+    /// line (`ps` shows it): `?credentials=/path` in the endpoint, or else the file named by the
+    /// environment variable [`CREDENTIALS_ENV`]; see [`read_credentials`] for its format.
     pub fn parse(endpoint: &str) -> Result<Self, SonicDbError> {
-        let (rest, db_base) =
-            split_db_base(endpoint).map_err(|reason| SonicDbError::InvalidEndpoint {
-                endpoint: endpoint.to_string(),
-                reason,
-            })?;
-        let (endpoint, username, password) = RedisEndpoint::parse_with_credentials(&rest)?;
+        let invalid = |reason: String| SonicDbError::InvalidEndpoint {
+            endpoint: endpoint.to_string(),
+            reason,
+        };
+        let (rest, db_base) = split_db_base(endpoint).map_err(invalid)?;
+        let (rest, file) = split_credentials(&rest);
+        let (endpoint, mut username, mut password) = RedisEndpoint::parse_with_credentials(&rest)?;
+        let file = file.or_else(|| {
+            std::env::var_os(CREDENTIALS_ENV)
+                .filter(|_| password.is_none())
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
+        if let Some(file) = file {
+            let (u, p) = read_credentials(&file).map_err(invalid)?;
+            username = u;
+            password = Some(p);
+        }
         Ok(SonicDbConfig {
             username,
             password,

@@ -54,6 +54,33 @@ pub enum SonicDbError {
 
     #[error(transparent)]
     P4rt(#[from] P4rtError),
+
+    /// A fenced write refused: the DB's term key holds a newer leader's term.
+    #[error(
+        "write refused: this writer's term {term} is older than the DB's term {held} (a newer \
+         leader took over)"
+    )]
+    Fenced { term: u64, held: u64 },
+}
+
+/// The (term, held) of a `WEFT_FENCED` error reply of the fencing scripts (alone, or among a
+/// pipeline's failures).
+pub(crate) fn fenced(e: &redis::RedisError) -> Option<(u64, u64)> {
+    let text = e.to_string();
+    let at = text.find("WEFT_FENCED")?;
+    // "… term <t> is older than <held>"
+    let words: Vec<&str> = text[at..]
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ')')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let after = |w: &str| {
+        words
+            .iter()
+            .position(|x| *x == w)
+            .and_then(|i| words.get(i + 1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some((after("term").unwrap_or(0), after("than").unwrap_or(0)))
 }
 
 impl SonicDbError {

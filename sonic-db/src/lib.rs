@@ -27,7 +27,10 @@ mod table;
 mod types;
 
 pub use consumer::{ConsumerStateTable, DEFAULT_POLL_INTERVAL, MAX_POP_PER_SCRIPT};
-pub use db::{DbConnection, RedisEndpoint, SonicDb, SonicDbConfig, SonicDbId};
+pub use db::{
+    CREDENTIALS_ENV, DbConnection, RedisEndpoint, SonicDb, SonicDbConfig, SonicDbId,
+    read_credentials,
+};
 pub use error::{P4rtError, SonicDbError};
 pub use p4rt::{
     FIELD_ACTION, FIELD_ACTIONS, FIELD_CONTROLLER_METADATA, FIELD_METER_CBURST, FIELD_METER_CIR,
@@ -42,6 +45,7 @@ pub use response::{
     EntryResult, Response, ResponsePublisher, ResponseWaiter, StatusCode, WaitOutcome,
     response_channel, response_message,
 };
+pub use scripts::TERM_KEY;
 pub use subscriber::{SubscriberOptions, SubscriberStateTable};
-pub use table::{P4rtSnapshot, Table, dump_tables, merge_hash};
+pub use table::{P4rtSnapshot, Table, claim_term, dump_tables, held_term, merge_hash};
 pub use types::{FieldValues, KeyOpFieldValues, Op};

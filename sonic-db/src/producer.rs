@@ -7,7 +7,7 @@
 
 use crate::db::{DbConnection, SonicDb, SonicDbId};
 use crate::error::SonicDbError;
-use crate::scripts::{LoadedScript, PRODUCER_BATCH, is_noscript};
+use crate::scripts::{LoadedScript, PRODUCER_BATCH, PRODUCER_BATCH_FENCED, TERM_KEY, is_noscript};
 use crate::types::{KeyOpFieldValues, Op, check_table_name};
 
 /// swss-common's `SWSS_TABLE_UPDATE_NOTIFICATION`: the wake-up message; the data is in the key set.
@@ -55,6 +55,8 @@ pub struct ProducerStateTable {
     names: StateTableNames,
     script: LoadedScript,
     keys_per_script: usize,
+    /// The writer's term when writes are fenced ([`Self::set_fence`]), with the fenced script.
+    fence: Option<(u64, LoadedScript)>,
 }
 
 impl ProducerStateTable {
@@ -76,7 +78,28 @@ impl ProducerStateTable {
             names,
             script,
             keys_per_script: DEFAULT_KEYS_PER_SCRIPT,
+            fence: None,
         })
+    }
+
+    /// Fences every later batch with `term` (`None`: unfenced, swss-common's script): a batch is
+    /// written only while the DB's [`TERM_KEY`] holds no newer term, and raises it to `term`;
+    /// otherwise it is refused whole with [`SonicDbError::Fenced`].
+    pub async fn set_fence(&mut self, term: Option<u64>) -> Result<(), SonicDbError> {
+        self.fence = match (term, self.fence.take()) {
+            (None, _) => None,
+            (Some(t), Some((_, script))) => Some((t, script)),
+            (Some(t), None) => Some((
+                t,
+                LoadedScript::load(&mut self.conn, PRODUCER_BATCH_FENCED).await?,
+            )),
+        };
+        Ok(())
+    }
+
+    /// The term batches are fenced with.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence.as_ref().map(|(t, _)| *t)
     }
 
     /// Changes how many operations share one Lua script (at least 1).
@@ -169,8 +192,15 @@ impl ProducerStateTable {
                 // Replaying after a reload is safe: the script only SADDs, HSETs and DELs.
                 Err(e) if is_noscript(&e) && !reloaded => {
                     tracing::info!(table = %self.table, "producer script missing in Redis, reloading");
-                    self.script.reload(&mut self.conn).await?;
+                    match &mut self.fence {
+                        Some((_, script)) => script.reload(&mut self.conn).await?,
+                        None => self.script.reload(&mut self.conn).await?,
+                    }
                     reloaded = true;
+                }
+                Err(e) if crate::error::fenced(&e).is_some() => {
+                    let (term, held) = crate::error::fenced(&e).unwrap_or_default();
+                    return Err(SonicDbError::Fenced { term, held });
                 }
                 Err(e) => {
                     return Err(SonicDbError::redis(
@@ -189,16 +219,27 @@ impl ProducerStateTable {
     ) -> redis::Cmd {
         let n = &self.names;
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.sha())
-            .arg(4 + ops.len())
+        let sha = match &self.fence {
+            Some((_, script)) => script.sha(),
+            None => self.script.sha(),
+        };
+        let fenced = usize::from(self.fence.is_some());
+        cmd.arg(sha)
+            .arg(4 + fenced + ops.len())
             .arg(&n.channel)
             .arg(&n.key_set)
             .arg(&n.del_set)
             .arg(&n.staging_prefix);
+        if fenced == 1 {
+            cmd.arg(TERM_KEY);
+        }
         for op in ops {
             cmd.arg(&op.key);
         }
         cmd.arg(TABLE_UPDATE_NOTIFICATION);
+        if let Some((term, _)) = &self.fence {
+            cmd.arg(*term);
+        }
         for op in ops {
             match op.op {
                 Op::Del => {

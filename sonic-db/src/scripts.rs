@@ -14,23 +14,23 @@
 use crate::db::DbConnection;
 use crate::error::SonicDbError;
 
-/// Producer batch. KEYS: channel, key set, del set, staging prefix (`_T:`), then one key per operation.
-/// ARGV[1] is the wake-up message; then per key a field count followed by that many field/value pairs,
-/// the count -1 for a delete, or -2 - n for a delete followed by a set of n pairs (a replace: the
-/// consumer then drops the live row before moving the new fields in, so the row holds exactly
-/// them). One script per batch keeps the batch atomic for the consumer.
-pub(crate) const PRODUCER_BATCH: &str = r#"
+/// The body of the producer batch, with its first key (`K0`) and first per-key argument (`A0`)
+/// set by what runs before it: [`PRODUCER_BATCH`] (swss-common's layout) or
+/// [`PRODUCER_BATCH_FENCED`] (the same after a term check).
+macro_rules! producer_body {
+    () => {
+        r#"
 -- One SADD for the whole batch: set membership does not depend on order, and half the redis.call()s
 -- is most of the script's cost.
 local added = 0
-local i = 5
+local i = K0
 while i <= #KEYS do
     local stop = math.min(i + 199, #KEYS)
     added = added + redis.call('SADD', KEYS[2], unpack(KEYS, i, stop))
     i = stop + 1
 end
-local a = 2
-for i = 5, #KEYS do
+local a = A0
+for i = K0, #KEYS do
     local k = KEYS[i]
     local n = tonumber(ARGV[a])
     a = a + 1
@@ -55,7 +55,80 @@ end
 if added > 0 then
     redis.call('PUBLISH', KEYS[1], ARGV[1])
 end
-"#;
+"#
+    };
+}
+
+/// Fencing of a writer elected by term (`weft run --ha`): the batch carries the writer's term and
+/// is refused with `WEFT_FENCED` when the DB's term key holds a newer one; an equal or older
+/// key is raised to it, so once a new leader has written (or claimed) a switch, a paused old
+/// leader that wakes up writes nothing there. The term key is KEYS[TK], the term ARGV[TA].
+macro_rules! fence_check {
+    () => {
+        r#"
+local term = tonumber(ARGV[TA])
+local held = tonumber(redis.call('GET', KEYS[TK]) or '0')
+if term == nil or term < held then
+    return redis.error_reply('WEFT_FENCED term ' .. tostring(ARGV[TA]) .. ' is older than ' .. held)
+end
+if term > held then
+    redis.call('SET', KEYS[TK], ARGV[TA])
+end
+"#
+    };
+}
+
+/// Producer batch. KEYS: channel, key set, del set, staging prefix (`_T:`), then one key per operation.
+/// ARGV[1] is the wake-up message; then per key a field count followed by that many field/value pairs,
+/// the count -1 for a delete, or -2 - n for a delete followed by a set of n pairs (a replace: the
+/// consumer then drops the live row before moving the new fields in, so the row holds exactly
+/// them). One script per batch keeps the batch atomic for the consumer.
+pub(crate) const PRODUCER_BATCH: &str = concat!("local K0 = 5\nlocal A0 = 2\n", producer_body!());
+
+/// [`PRODUCER_BATCH`] with a term check first: KEYS[5] the term key, ARGV[2] the term, the
+/// operations' keys from KEYS[6] and their arguments from ARGV[3].
+pub(crate) const PRODUCER_BATCH_FENCED: &str = concat!(
+    "local K0 = 6\nlocal A0 = 3\nlocal TK = 5\nlocal TA = 2\n",
+    fence_check!(),
+    producer_body!()
+);
+
+/// A fenced replace of plain-table rows (CONFIG_DB): after the term check (KEYS[1], ARGV[1]),
+/// per row key from KEYS[2] an argument count from ARGV[2] on: -1 deletes the row, n >= 0
+/// replaces it with n field/value pairs.
+pub(crate) const TABLE_REPLACE_FENCED: &str = concat!(
+    "local TK = 1\nlocal TA = 1\n",
+    fence_check!(),
+    r#"
+local a = 2
+for i = 2, #KEYS do
+    local k = KEYS[i]
+    local n = tonumber(ARGV[a])
+    a = a + 1
+    redis.call('DEL', k)
+    if n > 0 then
+        local last = a + 2 * n - 1
+        while a <= last do
+            local stop = math.min(a + 199, last)
+            redis.call('HSET', k, unpack(ARGV, a, stop))
+            a = stop + 1
+        end
+    end
+end
+"#
+);
+
+/// A claim of the term alone (a new leader's first act on each switch): the term check, then
+/// the term held before. KEYS[1] the term key, ARGV[1] the term.
+pub(crate) const CLAIM_TERM: &str = concat!(
+    "local TK = 1\nlocal TA = 1\n",
+    "local held0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n",
+    fence_check!(),
+    "return held0\n"
+);
+
+/// The key of a DB's fencing term (in APPL_DB and in CONFIG_DB: each DB a leader writes).
+pub const TERM_KEY: &str = "WEFT_LEADER_TERM";
 
 /// Consumer pop. KEYS: key set, table prefix (`T:`), del set. ARGV: how many keys to pop, staging
 /// prefix (`_`). Returns `{{key, {f, v, ...}}, ...}`; an empty field list means the key was deleted.

@@ -185,6 +185,45 @@ impl Table {
             })
     }
 
+    /// [`Self::replace_many`] fenced by a leader's `term` (see [`crate::scripts`]'s fence):
+    /// one Lua script that refuses the whole batch with [`SonicDbError::Fenced`] when the DB's
+    /// term key is newer, and raises it otherwise.
+    pub async fn replace_many_fenced(
+        &self,
+        term: u64,
+        rows: &[(String, FieldValues)],
+        deletes: &[String],
+    ) -> Result<(), SonicDbError> {
+        if rows.is_empty() && deletes.is_empty() {
+            return Ok(());
+        }
+        let script = redis::Script::new(crate::scripts::TABLE_REPLACE_FENCED);
+        let mut inv = script.prepare_invoke();
+        inv.key(crate::scripts::TERM_KEY).arg(term);
+        for (key, fields) in rows {
+            inv.key(self.redis_key(key)).arg(fields.len());
+            for (f, v) in fields {
+                inv.arg(f).arg(v);
+            }
+        }
+        for key in deletes {
+            inv.key(self.redis_key(key)).arg(-1);
+        }
+        inv.invoke_async::<()>(self.conn.clone().raw())
+            .await
+            .map_err(|e| match crate::error::fenced(&e) {
+                Some((term, held)) => SonicDbError::Fenced { term, held },
+                None => SonicDbError::redis(
+                    format!(
+                        "fenced {} rows of {}",
+                        rows.len() + deletes.len(),
+                        self.name
+                    ),
+                    e,
+                ),
+            })
+    }
+
     /// Merges fields into many hashes (`HSET`) in one round trip: for rows several writers
     /// share, such as COUNTERS_DB's.
     pub async fn merge_many(&self, rows: &[(String, FieldValues)]) -> Result<(), SonicDbError> {
@@ -423,4 +462,29 @@ pub async fn merge_hash(
     hset.query_async::<()>(conn.clone().raw())
         .await
         .map_err(|e| SonicDbError::redis(format!("HSET {key}"), e))
+}
+
+/// Claims `term` on the DB of `conn` (a new leader's first act on a switch): raises the DB's term
+/// key to `term` and returns the term it held before, or [`SonicDbError::Fenced`] when it holds a
+/// newer one.
+pub async fn claim_term(conn: &DbConnection, term: u64) -> Result<u64, SonicDbError> {
+    redis::Script::new(crate::scripts::CLAIM_TERM)
+        .key(crate::scripts::TERM_KEY)
+        .arg(term)
+        .invoke_async::<u64>(conn.clone().raw())
+        .await
+        .map_err(|e| match crate::error::fenced(&e) {
+            Some((term, held)) => SonicDbError::Fenced { term, held },
+            None => SonicDbError::redis(format!("claiming term {term}"), e),
+        })
+}
+
+/// The term a DB's term key holds (0: none).
+pub async fn held_term(conn: &DbConnection) -> Result<u64, SonicDbError> {
+    let v: Option<u64> = redis::cmd("GET")
+        .arg(crate::scripts::TERM_KEY)
+        .query_async(conn.clone().raw())
+        .await
+        .map_err(|e| SonicDbError::redis("GET term", e))?;
+    Ok(v.unwrap_or(0))
 }

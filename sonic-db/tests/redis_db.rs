@@ -1073,3 +1073,79 @@ async fn an_action_with_fewer_fields_written_as_replace_leaves_exactly_its_field
     let row = hgetall(&mut c, &format!("P4RT_TABLE:{key}")).await;
     assert_eq!(row.len(), 1, "{row:?}");
 }
+
+/// Fencing: a batch from an older term is refused whole and stages nothing; a newer term's
+/// batch raises the DB's term; the layout of a fenced batch is swss-common's.
+#[tokio::test]
+async fn fenced_batches_from_an_older_term_are_refused_whole() {
+    let srv = server();
+    let db = sonic(&srv);
+    let appl = db.connect(SonicDbId::ApplDb).await.expect("appl");
+    let mut c = raw(&db, SonicDbId::ApplDb).await;
+    let mut old = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    old.set_fence(Some(7)).await.expect("fence");
+    let k1 = route_key(1).to_table_key();
+    old.apply(&[KeyOpFieldValues::set(k1.clone(), [("action", "drop")])])
+        .await
+        .expect("first write of term 7");
+    assert_eq!(weft_sonic_db::held_term(&appl).await.expect("term"), 7);
+    assert_eq!(
+        hgetall(&mut c, &format!("_P4RT_TABLE:{k1}")).await["action"],
+        "drop"
+    );
+
+    // A new leader (term 9) claims the DB; the old one's next batch is refused, nothing of it
+    // is staged, and the term stays 9.
+    assert_eq!(weft_sonic_db::claim_term(&appl, 9).await.expect("claim"), 7);
+    let ops: Vec<KeyOpFieldValues> = (2..700)
+        .map(|i| KeyOpFieldValues::set(route_key(i).to_table_key(), [("action", "drop")]))
+        .collect();
+    let e = old.apply(&ops).await.expect_err("fenced");
+    assert!(
+        matches!(e, SonicDbError::Fenced { term: 7, held: 9 }),
+        "{e:?}"
+    );
+    assert_eq!(
+        smembers(&mut c, "P4RT_TABLE_KEY_SET").await,
+        BTreeSet::from([k1.clone()]),
+        "a fenced batch staged keys"
+    );
+    let e = weft_sonic_db::claim_term(&appl, 8)
+        .await
+        .expect_err("older claim");
+    assert!(
+        matches!(e, SonicDbError::Fenced { term: 8, held: 9 }),
+        "{e:?}"
+    );
+
+    // CONFIG_DB rows are fenced the same way, against CONFIG_DB's own term key.
+    let config = db.connect(SonicDbId::ConfigDb).await.expect("config");
+    weft_sonic_db::claim_term(&config, 9)
+        .await
+        .expect("claim config");
+    let t = Table::new(config.clone(), "WEFT_TEST").expect("table");
+    let rows = vec![("a".to_string(), vec![("f".to_string(), "1".to_string())])];
+    let e = t
+        .replace_many_fenced(7, &rows, &[])
+        .await
+        .expect_err("fenced rows");
+    assert!(matches!(e, SonicDbError::Fenced { .. }), "{e:?}");
+    assert_eq!(t.get("a").await.expect("get"), None);
+    t.replace_many_fenced(9, &rows, &[]).await.expect("rows");
+    assert_eq!(t.get("a").await.expect("get"), Some(rows[0].1.clone()));
+    t.replace_many_fenced(10, &[], &["a".to_string()])
+        .await
+        .expect("delete");
+    assert_eq!(t.get("a").await.expect("get"), None);
+    assert_eq!(weft_sonic_db::held_term(&config).await.expect("term"), 10);
+
+    // The new leader writes; unfenced writers (swss-common's protocol) are untouched by it.
+    let mut new = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    new.set_fence(Some(9)).await.expect("fence");
+    new.apply(&ops[..3]).await.expect("term 9 writes");
+    assert_eq!(smembers(&mut c, "P4RT_TABLE_KEY_SET").await.len(), 4);
+}

@@ -77,6 +77,18 @@ pub struct Cli {
     /// P4Runtime server of the switch, host:port.
     #[arg(long, env = "WEFT_P4RT", value_name = "ADDR")]
     pub p4rt: Option<String>,
+    /// PEM of the CA that signed the switch's P4Runtime certificate: talk TLS [default: plaintext].
+    #[arg(long, value_name = "FILE")]
+    pub p4rt_ca_cert: Option<PathBuf>,
+    /// PEM certificate of this plugin, for a switch that asks for one (mutual TLS).
+    #[arg(long, value_name = "FILE", requires_all = ["p4rt_key", "p4rt_ca_cert"])]
+    pub p4rt_cert: Option<PathBuf>,
+    /// PEM key of --p4rt-cert.
+    #[arg(long, value_name = "FILE", requires = "p4rt_cert")]
+    pub p4rt_key: Option<PathBuf>,
+    /// Name to verify in the switch's certificate [default: the --p4rt host].
+    #[arg(long, value_name = "NAME", requires = "p4rt_ca_cert")]
+    pub p4rt_tls_domain: Option<String>,
     /// P4Runtime device id (also the pipeline's switch_id) [default: 1].
     #[arg(long, value_name = "N")]
     pub device_id: Option<u64>,
@@ -215,6 +227,10 @@ pub struct FileConfig {
     pub redis_password: Option<String>,
     pub redis_user: Option<String>,
     pub p4rt: Option<String>,
+    pub p4rt_ca_cert: Option<PathBuf>,
+    pub p4rt_cert: Option<PathBuf>,
+    pub p4rt_key: Option<PathBuf>,
+    pub p4rt_tls_domain: Option<String>,
     pub device_id: Option<u64>,
     pub election_id: Option<u128>,
     pub p4info: Option<PathBuf>,
@@ -278,12 +294,23 @@ pub enum PipelineSource {
     },
 }
 
+/// TLS to the switch: the CA to trust, this plugin's certificate and key (mutual TLS), the name
+/// to verify.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct P4rtTls {
+    pub ca_cert: PathBuf,
+    pub client: Option<(PathBuf, PathBuf)>,
+    pub domain: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct PluginConfig {
     pub redis: String,
     pub redis_user: Option<String>,
     pub redis_password: Option<String>,
     pub p4rt: String,
+    /// TLS to the switch's P4Runtime server (`None`: plaintext).
+    pub p4rt_tls: Option<P4rtTls>,
     pub device_id: u64,
     pub election_id: u128,
     pub pipeline: PipelineSource,
@@ -312,6 +339,7 @@ impl PluginConfig {
             redis_user: None,
             redis_password: None,
             p4rt: p4rt.into(),
+            p4rt_tls: None,
             device_id: 1,
             election_id: 1,
             pipeline: PipelineSource::Embedded,
@@ -353,6 +381,26 @@ impl PluginConfig {
             .ok_or_else(|| missing("p4rt", "--p4rt"))?;
         let mut c = PluginConfig::new(redis, p4rt);
         c.redis_user = cli.redis_user.or(file.redis_user);
+        if let Some(ca) = cli.p4rt_ca_cert.or(file.p4rt_ca_cert) {
+            let client = match (
+                cli.p4rt_cert.or(file.p4rt_cert),
+                cli.p4rt_key.or(file.p4rt_key),
+            ) {
+                (Some(c), Some(k)) => Some((c, k)),
+                (None, None) => None,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        setting: "p4rt_cert",
+                        reason: "p4rt_cert and p4rt_key go together".into(),
+                    });
+                }
+            };
+            c.p4rt_tls = Some(P4rtTls {
+                ca_cert: ca,
+                client,
+                domain: cli.p4rt_tls_domain.or(file.p4rt_tls_domain),
+            });
+        }
         c.redis_password = cli.redis_password.or(file.redis_password);
         if let Some(d) = cli.device_id.or(file.device_id) {
             c.device_id = d;

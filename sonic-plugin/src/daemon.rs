@@ -156,7 +156,14 @@ fn now_ms() -> u64 {
 impl Daemon {
     pub fn new(cfg: PluginConfig) -> Result<Daemon, DaemonError> {
         let pipeline = pipeline::load(&cfg.pipeline)?;
-        let p4rt = ClientConfig::new(cfg.p4rt.clone(), cfg.device_id, cfg.election_id);
+        let mut p4rt = ClientConfig::new(cfg.p4rt.clone(), cfg.device_id, cfg.election_id);
+        if let Some(t) = &cfg.p4rt_tls {
+            p4rt = p4rt.with_tls(weft_p4rt::TlsConfig::from_files(
+                &t.ca_cert,
+                t.client.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+                t.domain.clone(),
+            )?);
+        }
         let client = Client::connect(p4rt.clone())?;
         client.set_p4info(pipeline.p4info.clone());
         let translator = Translator::new(pipeline.p4info.clone(), owned_tables(), cfg.watch_ports);

@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 
+pub mod acl;
+pub mod chaos;
 pub mod fault;
+pub mod tls;
 pub mod workload;
 
 #[derive(Debug, thiserror::Error)]
@@ -373,6 +376,11 @@ pub struct UpOptions {
     /// Only each switch's redis-server (its SONiC DB): for machines without BMv2, where the
     /// controller can still compile and write everything.
     pub db_only: bool,
+    /// Redis ACL users per role (see [`acl`]): `default` off; the plugins read their password
+    /// from a file, the controller from the file `WEFT_DB_CREDENTIALS` names.
+    pub acl: bool,
+    /// P4Runtime over mutual TLS between each plugin and its BMv2 (see [`tls`]).
+    pub tls: bool,
 }
 
 /// Builds the fabric. On any failure, whatever was started is torn down again.
@@ -612,6 +620,16 @@ fn start_switches(
 ) -> Result<()> {
     let ns = st.netns.clone();
     let dir = opts.state_dir.clone();
+    let tls = if opts.tls && !opts.db_only {
+        Some(tls::write_files(&dir)?)
+    } else {
+        None
+    };
+    let acl = if opts.acl {
+        Some(acl::write_files(&dir)?)
+    } else {
+        None
+    };
     for (si, sw) in t.switches.iter().enumerate() {
         let sdir = dir.join(&sw.name);
         fs::create_dir_all(&sdir).map_err(io(format!("creating {}", sdir.display())))?;
@@ -662,6 +680,10 @@ fn start_switches(
             .map(|s| s.to_string()),
         );
         redis.push(sdir.to_string_lossy().into_owned());
+        if let Some(a) = &acl {
+            redis.push("--aclfile".into());
+            redis.push(a.acl.to_string_lossy().into_owned());
+        }
         st.processes.push(spawn(
             &format!("redis {}", sw.name),
             &redis,
@@ -719,6 +741,9 @@ fn start_switches(
             "--priority-queues".into(),
             "8".into(),
         ]);
+        if let Some(t) = &tls {
+            bm.extend(tls::bmv2_args(t));
+        }
         st.processes.push(spawn(
             &format!("bmv2 {}", sw.name),
             &bm,
@@ -737,12 +762,14 @@ fn start_switches(
             ns.clone(),
             programs.plugin.to_string_lossy().into_owned(),
         ];
-        pl.extend(plugin_args(
-            sw.device_id,
-            &sw.db,
-            &sw.p4rt_address,
-            &port_map,
-        ));
+        let db = match &acl {
+            Some(a) => acl::with_credentials(&sw.db, &a.plugin),
+            None => sw.db.clone(),
+        };
+        pl.extend(plugin_args(sw.device_id, &db, &sw.p4rt_address, &port_map));
+        if let Some(t) = &tls {
+            pl.extend(tls::plugin_args(t));
+        }
         pl.extend(opts.plugin_args.iter().cloned());
         st.processes.push(spawn(
             &format!("plugin {}", sw.name),
@@ -1039,9 +1066,12 @@ pub fn status(state_dir: &Path) -> Result<String> {
             p.name,
             p.pid,
             if pid_alive(p.pid) {
-                "running"
+                "running".to_string()
             } else {
-                "NOT RUNNING"
+                match chaos::restart_hint(&st.fabric, &p.name) {
+                    Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
+                    None => "NOT RUNNING".to_string(),
+                }
             }
         );
     }

@@ -1,3 +1,4 @@
 //! placeholder
 pub mod bmv2;
+pub mod etcd;
 pub mod redis;

@@ -17,6 +17,7 @@ use super::fabric::{self, SwitchView, Want};
 use super::{Outcome, OutputFormat, load_valid_as};
 use crate::{out, outln};
 use weft_reconcile::core::LinkStatus;
+use weft_reconcile::ha::{HaOptions, HaView, parse_endpoints, read_view};
 use weft_reconcile::lock::{LockError, LockOptions, ago};
 use weft_reconcile::run::{self, DaemonStatus, RunError, RunOptions};
 
@@ -28,15 +29,32 @@ pub struct RunArgs {
     pub status_file: Option<PathBuf>,
     pub parallelism: usize,
     pub steal: bool,
+    /// `--ha` endpoints, `--id`, `--ha-ttl`.
+    pub ha: Option<(String, String, Duration)>,
 }
 
 pub async fn run(file: &str, a: RunArgs) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid_as(file, OutputFormat::Text)? else {
         return Ok(Outcome::Invalid);
     };
-    let status_file = a
-        .status_file
-        .unwrap_or_else(|| run::default_status_file(&t.name));
+    let ha = match &a.ha {
+        Some((eps, id, ttl)) => {
+            if id.is_empty() || id.contains('/') {
+                anyhow::bail!("--id {id:?}: a replica needs a name without '/'");
+            }
+            Some(HaOptions {
+                endpoints: parse_endpoints(eps)?,
+                id: id.clone(),
+                ttl: *ttl,
+            })
+        }
+        None => None,
+    };
+    // Replicas on one host each have their own status file.
+    let status_file = a.status_file.unwrap_or_else(|| match &ha {
+        Some(h) => run::default_status_file(&format!("{}.{}", t.name, h.id)),
+        None => run::default_status_file(&t.name),
+    });
     if let Some(prev) = read_daemon_status(&status_file)
         && prev.running
         && prev.status.pid != std::process::id()
@@ -61,7 +79,14 @@ pub async fn run(file: &str, a: RunArgs) -> anyhow::Result<Outcome> {
             status_file,
             events_log: a.events_log,
             parallel: a.parallelism.max(1),
-            lock: Some(LockOptions::new("weft run", a.steal)),
+            lock: Some(LockOptions::new(
+                &match &ha {
+                    Some(h) => format!("weft run --ha --id {}", h.id),
+                    None => "weft run".to_string(),
+                },
+                a.steal,
+            )),
+            ha,
         },
         shutdown(),
     )
@@ -69,6 +94,10 @@ pub async fn run(file: &str, a: RunArgs) -> anyhow::Result<Outcome> {
     match r {
         Ok(()) => Ok(Outcome::Ok),
         Err(RunError::Lock(e @ LockError::Held { .. })) => {
+            crate::errln!("weft: {e}");
+            Ok(Outcome::Failed)
+        }
+        Err(e @ (RunError::LostLeadership { .. } | RunError::Fenced { .. })) => {
             crate::errln!("weft: {e}");
             Ok(Outcome::Failed)
         }
@@ -162,10 +191,25 @@ struct SwitchRow {
 pub async fn status(
     file: &str,
     status_file: Option<PathBuf>,
+    ha: Option<String>,
     output: OutputFormat,
 ) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid_as(file, output)? else {
         return Ok(Outcome::Invalid);
+    };
+    let election: Option<Result<HaView, String>> = match &ha {
+        Some(eps) => Some(
+            match tokio::time::timeout(
+                Duration::from_secs(5),
+                read_view(&parse_endpoints(eps)?, &t.name),
+            )
+            .await
+            {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("{eps} did not answer within 5s")),
+            },
+        ),
+        None => None,
     };
     let path = status_file.unwrap_or_else(|| run::default_status_file(&t.name));
     let daemon = read_daemon_status(&path);
@@ -282,13 +326,31 @@ pub async fn status(
             "links": links,
             "switches": switches,
             "ecn_tuning": per_switch,
+            "ha": election.as_ref().map(|r| match r {
+                Ok(v) => serde_json::to_value(v).unwrap_or_default(),
+                Err(e) => serde_json::json!({ "error": e }),
+            }),
         });
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        match &election {
+            Some(Ok(v)) => outln!(
+                "election: leader {} (term {}); replicas: {}",
+                v.leader.as_deref().unwrap_or("none"),
+                v.term,
+                if v.members.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.members.join(", ")
+                }
+            ),
+            Some(Err(e)) => outln!("election: unknown: {e}"),
+            None => {}
+        }
         match (&live, &run_error) {
             (Some(s), _) => print_run_status(s),
-            (None, Some(e)) => outln!("fabric {}: {e}", t.name),
-            (None, None) => {}
+            (None, Some(e)) if election.is_none() => outln!("fabric {}: {e}", t.name),
+            (None, _) => {}
         }
         print_links(&links);
         print_switches(&switches);
@@ -332,6 +394,16 @@ fn print_run_status(s: &DaemonStatus) {
         s.locked
             .map_or(String::new(), |(h, n)| format!(", lock held on {h}/{n}"))
     );
+    if let Some(h) = &s.ha {
+        outln!(
+            "  replica {}: {}; leader {} (term {}); replicas: {}",
+            h.id,
+            h.role,
+            h.leader.as_deref().unwrap_or("none"),
+            h.term,
+            h.members.join(", ")
+        );
+    }
     for (name, st) in &s.switches {
         let state = st["state"].as_str().unwrap_or("?");
         match st["reason"].as_str() {

@@ -18,6 +18,8 @@ pub fn up(
     file: &str,
     dir: Option<PathBuf>,
     db_only: bool,
+    acl: bool,
+    tls: bool,
     plugin_args: Vec<String>,
 ) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid(file)? else {
@@ -33,6 +35,8 @@ pub fn up(
         state_dir: dir.clone(),
         plugin_args,
         db_only,
+        acl,
+        tls,
     };
     let st = tb::up(&t, &programs, &opts)?;
     if db_only {
@@ -51,6 +55,18 @@ pub fn up(
         );
     }
     outln!("state: {}", tb::State::path(&dir).display());
+    if let Some(a) = tb::acl::files(&dir).filter(|_| acl) {
+        outln!(
+            "redis ACLs: default user off; plugins read {}; the controller reads the file named by {}:",
+            a.plugin.display(),
+            weft_sonic_db::CREDENTIALS_ENV
+        );
+        outln!(
+            "  export {}={}",
+            weft_sonic_db::CREDENTIALS_ENV,
+            a.controller.display()
+        );
+    }
     if db_only {
         // Nothing answers entries without plugins: waiting for answers would only time out.
         outln!("next: weft apply {file} --no-wait");
@@ -129,7 +145,14 @@ pub fn status(
                     "  {:<24} pid {:<8} {}",
                     p.name,
                     p.pid,
-                    if p.running { "running" } else { "NOT RUNNING" }
+                    if p.running {
+                        "running".to_string()
+                    } else {
+                        match tb::chaos::restart_hint(&r.fabric, &p.name) {
+                            Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
+                            None => "NOT RUNNING".to_string(),
+                        }
+                    }
                 );
             }
             for h in &r.hosts {
@@ -270,6 +293,41 @@ pub fn spread(file: &str, dir: Option<PathBuf>, src: &str, dst: &str) -> anyhow:
     } else {
         Outcome::Failed
     })
+}
+
+/// `weft testbed kill FILE SWITCH plugin|bmv2|redis`: SIGKILL, as a crash.
+pub fn kill(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    switch: &str,
+    part: tb::chaos::Part,
+) -> anyhow::Result<Outcome> {
+    let st = load_state(file_or_name, dir)?;
+    let pid = tb::chaos::kill(&st.state_dir, switch, part)?;
+    outln!(
+        "killed {} (pid {pid}); bring it back: weft testbed restart {} {switch} {}",
+        part.process_name(switch),
+        st.fabric,
+        part.word()
+    );
+    Ok(Outcome::Ok)
+}
+
+/// `weft testbed restart FILE SWITCH plugin|bmv2|redis`: start it again as `up` did.
+pub fn restart(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    switch: &str,
+    part: tb::chaos::Part,
+) -> anyhow::Result<Outcome> {
+    let st = load_state(file_or_name, dir)?;
+    let pid = tb::chaos::restart(&st.state_dir, switch, part)?;
+    outln!(
+        "restarted {} (pid {pid}, recorded in {})",
+        part.process_name(switch),
+        tb::State::path(&st.state_dir).display()
+    );
+    Ok(Outcome::Ok)
 }
 
 /// `weft testbed fault FILE KIND TARGET…`, `… list`, `… clear`.
