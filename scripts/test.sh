@@ -12,6 +12,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
+echo "== man pages (target/man)"
+cargo run -q -p weft-controller --bin weft -- manpages "${CARGO_TARGET_DIR:-target}/man"
 echo "== cargo test"
 cargo test --workspace -j2 --no-fail-fast -- --test-threads=2
 if compgen -G "p4/tests/test_*.py" >/dev/null; then

@@ -330,6 +330,28 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         out.contains("total: 0 to add, 0 to modify, 0 to delete"),
         "not converged:\n{out}"
     );
+    // The real plugins and BMv2 pass every check of `weft doctor`, and `weft status` sees the
+    // running `weft run` holding the lock with every link in use.
+    let (code, out) = f.weft(&["doctor", &file.to_string_lossy()]);
+    assert_eq!(
+        code, 0,
+        "doctor found problems on a converged testbed:\n{out}"
+    );
+    assert!(out.contains("held by weft run"), "{out}");
+    let status = f.dir.join("status.json");
+    let (code, out) = f.weft(&[
+        "status",
+        &file.to_string_lossy(),
+        "--status-file",
+        &status.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("lock held on 6/6"), "{out}");
+    assert_eq!(
+        out.matches("up/up      up/up      in use").count(),
+        8,
+        "{out}"
+    );
 }
 
 fn weft_tests_bmv2() -> Option<PathBuf> {

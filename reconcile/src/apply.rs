@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use weft_p4rt::P4Info;
-use weft_topology::{LinkIdx, Topology};
+use weft_topology::{LinkIdx, SwitchIdx, Topology};
 
 use crate::core::{Core, CoreConfig, Input, Output, SwitchResult, SwitchState};
 use crate::io::{Clock, ExecOptions, Executor};
+use crate::lock::{FabricLock, LockError};
 
 #[derive(Debug, Clone)]
 pub struct ApplyOptions {
@@ -21,6 +22,8 @@ pub struct ApplyOptions {
     pub parallel: usize,
     /// Links taken as down (`--down`).
     pub down: BTreeSet<LinkIdx>,
+    /// Only these switches are read and written (`--switch`, `--role`, canaries); `None`: all.
+    pub targets: Option<BTreeSet<SwitchIdx>>,
 }
 
 /// Reports a switch's state changes while the pass runs.
@@ -48,6 +51,7 @@ pub async fn apply(
     let mut cfg = CoreConfig::once(opts.retry_for.as_nanos() as u64);
     cfg.require_plugin = opts.answer_timeout.is_some();
     cfg.forced_down = opts.down.clone();
+    cfg.targets = opts.targets.clone();
     let mut core = Core::new(t, info, cfg);
     let mut outs = core.step(clock.now(), Input::Start);
     loop {
@@ -69,7 +73,32 @@ pub async fn apply(
             _ = sleep_until(wake) => core.step(clock.now(), Input::Tick),
         };
     }
-    core.results()
+    match &opts.targets {
+        None => core.results(),
+        Some(only) => core
+            .results()
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| only.contains(i))
+            .map(|(_, r)| r)
+            .collect(),
+    }
+}
+
+/// One pass while `lock` is held: the lock is refreshed meanwhile, and a pass whose lock is
+/// taken away (another weft with `--steal`) stops at once, with what was written unknown to
+/// this pass (the next plan reads it back).
+pub async fn apply_locked(
+    t: &Topology,
+    info: Arc<P4Info>,
+    opts: ApplyOptions,
+    progress: Progress,
+    lock: &Arc<FabricLock>,
+) -> Result<Vec<SwitchResult>, LockError> {
+    tokio::select! {
+        r = apply(t, info, opts, progress) => Ok(r),
+        e = lock.clone().keep() => Err(e),
+    }
 }
 
 /// Sleeps until `at`, or for ever.

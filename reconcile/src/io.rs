@@ -41,14 +41,27 @@ impl Clock {
     }
 }
 
-/// An operator-facing reason for a DB error (`not a Redis server at …` rather than parser bytes).
+/// An operator-facing reason for a DB error, on one line: `not a Redis server at …` when the
+/// peer answered in something other than the Redis protocol (an HTTP server, a wrong port),
+/// rather than the parser's bytes.
 pub fn describe_db_error(db: &str, e: &SonicDbError) -> String {
-    let s = e.to_string();
-    if s.contains("Unexpected") || s.contains("parse") || s.contains("Parse") {
-        format!("{db} answered, but not as a Redis server: {s}")
-    } else {
-        s
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<redis::RedisError>()
+            && r.kind() == redis::ErrorKind::Parse
+        {
+            return format!(
+                "not a Redis server at {db}: it answered, but not in the Redis protocol (is `db` the switch's SONiC Redis?)"
+            );
+        }
+        cause = c.source();
     }
+    one_line(&e.to_string())
+}
+
+/// Newlines and runs of blanks as single spaces: a log line or a table cell stays one line.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 async fn with_timeout<T>(

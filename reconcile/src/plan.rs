@@ -597,24 +597,7 @@ pub fn render_switch(s: &SwitchPlan, verbose: bool) -> String {
         }
         for c in &s.modify {
             let _ = writeln!(o, "    ~ {}", c.key);
-            let old = c.old.as_ref().map(field_map).unwrap_or_default();
-            let new = field_map(&c.fields);
-            for (f, v) in &new {
-                match old.get(f) {
-                    Some(o2) if o2 == v => {}
-                    Some(o2) => {
-                        let _ = writeln!(o, "        {f}: {o2} → {v}");
-                    }
-                    None => {
-                        let _ = writeln!(o, "        {f}: (none) → {v}");
-                    }
-                }
-            }
-            for (f, v) in &old {
-                if !new.contains_key(f) {
-                    let _ = writeln!(o, "        {f}: {v} → (none)");
-                }
-            }
+            field_diff(&mut o, c.old.as_ref(), &c.fields);
         }
         for c in &s.delete {
             let _ = writeln!(o, "    - {}", c.key);
@@ -626,12 +609,38 @@ pub fn render_switch(s: &SwitchPlan, verbose: bool) -> String {
                 if c.old.is_some() { "~" } else { "+" },
                 c.redis_key()
             );
+            if c.old.is_some() {
+                field_diff(&mut o, c.old.as_ref(), &c.fields());
+            }
         }
         for k in &s.config_delete {
             let _ = writeln!(o, "    - {k}");
         }
     }
     o
+}
+
+/// `        field: old → new` for every field that differs.
+fn field_diff(o: &mut String, old: Option<&FieldValues>, new: &FieldValues) {
+    use std::fmt::Write as _;
+    let old = old.map(field_map).unwrap_or_default();
+    let new = field_map(new);
+    for (f, v) in &new {
+        match old.get(f) {
+            Some(o2) if o2 == v => {}
+            Some(o2) => {
+                let _ = writeln!(o, "        {f}: {o2} → {v}");
+            }
+            None => {
+                let _ = writeln!(o, "        {f}: (none) → {v}");
+            }
+        }
+    }
+    for (f, v) in &old {
+        if !new.contains_key(f) {
+            let _ = writeln!(o, "        {f}: {v} → (none)");
+        }
+    }
 }
 
 /// Summary lines after the switches: per-class fallbacks, notes (summarised), totals.

@@ -31,6 +31,7 @@ use crate::apply::sleep_until;
 use crate::core::{Core, CoreConfig, Input, LinkStatus, Output, Reconvergence, SwitchState};
 use crate::damping::Nanos;
 use crate::io::{Clock, ExecOptions, Executor};
+use crate::lock::{FabricLock, LockError, LockOptions};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -41,6 +42,8 @@ pub struct RunOptions {
     /// One JSON line per reconvergence.
     pub events_log: Option<PathBuf>,
     pub parallel: usize,
+    /// The fabric's lock, held while running (`None`: run unlocked, as the golden tests do).
+    pub lock: Option<LockOptions>,
 }
 
 /// What `weft status` reads while `weft run` runs.
@@ -48,6 +51,15 @@ pub struct RunOptions {
 pub struct DaemonStatus {
     pub fabric: String,
     pub pid: u32,
+    /// The host `weft run` runs on (its pid means something there only).
+    #[serde(default)]
+    pub host: String,
+    /// Unix time `weft run` started, milliseconds.
+    #[serde(default)]
+    pub started_ms: u64,
+    /// Switches whose lock `weft run` holds, of those it writes.
+    #[serde(default)]
+    pub locked: Option<(usize, usize)>,
     /// Links in the fabric.
     #[serde(default)]
     pub links_total: usize,
@@ -68,10 +80,13 @@ pub struct DaemonStatus {
 pub enum RunError {
     #[error("every STATE_DB watcher stopped")]
     WatchersGone,
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 async fn watch_switch(
     si: SwitchIdx,
+    name: String,
     db: String,
     clock: Clock,
     tx: mpsc::UnboundedSender<(Nanos, Input)>,
@@ -104,11 +119,15 @@ async fn watch_switch(
             return;
         }
         if let Err(e) = r {
-            tracing::warn!(switch_db = %db, error = %e, "STATE_DB watch lost; reconnecting");
+            tracing::warn!(switch = %name, error = %weft_reconcile_db_error(&db, &e), "STATE_DB watch lost; reconnecting");
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+fn weft_reconcile_db_error(db: &str, e: &weft_sonic_db::SonicDbError) -> String {
+    crate::io::describe_db_error(db, e)
 }
 
 fn send(
@@ -147,6 +166,21 @@ pub async fn run(
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
+    let lock = match &opts.lock {
+        Some(l) => {
+            let lock = FabricLock::acquire(t, None, l.clone()).await?;
+            let (held, all) = lock.counts();
+            tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
+            Some(lock)
+        }
+        None => None,
+    };
+    let mut lost = std::pin::pin!(async {
+        match &lock {
+            Some(l) => l.clone().keep().await,
+            None => std::future::pending().await,
+        }
+    });
     let clock = Clock::start();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let exec = Executor::new(
@@ -160,18 +194,30 @@ pub async fn run(
         tx.clone(),
     );
     for (si, s) in t.switches.iter().enumerate() {
-        tokio::spawn(watch_switch(si, s.db.clone(), clock, tx.clone()));
+        tokio::spawn(watch_switch(
+            si,
+            s.name.clone(),
+            s.db.clone(),
+            clock,
+            tx.clone(),
+        ));
     }
     drop(tx);
     let mut core = Core::new(t, info, CoreConfig::run(opts.resync.as_nanos() as u64));
     let mut status = DaemonStatus {
         fabric: t.name.clone(),
         pid: std::process::id(),
+        host: crate::lock::hostname(),
+        started_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
         ..Default::default()
     };
     let mut shutdown = std::pin::pin!(shutdown);
     let mut outs = core.step(clock.now(), Input::Start);
     let mut announced = false;
+    let mut troubled = std::collections::BTreeSet::new();
+    tracing::info!(fabric = %t.name, switches = t.switches.len(), resync = ?opts.resync, "weft run: reading every switch");
     loop {
         let mut dirty = false;
         for o in &outs {
@@ -179,7 +225,7 @@ pub async fn run(
             match o {
                 Output::Switch { switch, state } => {
                     dirty = true;
-                    log_state(&t.switches[*switch].name, state);
+                    log_state(&t.switches[*switch].name, state, &mut troubled);
                 }
                 Output::Reconverged(rec) => {
                     dirty = true;
@@ -203,6 +249,7 @@ pub async fn run(
             tracing::info!(fabric = %t.name, switches = t.switches.len(), "converged; following port state");
         }
         if dirty || !outs.is_empty() {
+            status.locked = lock.as_ref().map(|l| l.counts());
             write_status(&opts, &mut core, &mut status, clock.now());
         }
         // Take everything that is already there: a burst of events is one step each, but one
@@ -220,16 +267,40 @@ pub async fn run(
                 None => return Err(RunError::WatchersGone),
             },
             _ = sleep_until(wake) => core.step(clock.now(), Input::Tick),
+            e = &mut lost => {
+                tracing::error!(error = %e, "stopping: the lock was taken");
+                let _ = std::fs::remove_file(&opts.status_file);
+                if let Some(l) = &lock {
+                    // Only rows still carrying our token go.
+                    l.release().await;
+                }
+                return Err(e.into());
+            }
             _ = &mut shutdown => {
                 tracing::info!("stopping");
                 let _ = std::fs::remove_file(&opts.status_file);
+                if let Some(l) = &lock {
+                    l.release().await;
+                }
                 return Ok(());
             }
         };
     }
 }
 
-fn log_state(switch: &str, state: &SwitchState) {
+fn log_state(switch: &str, state: &SwitchState, troubled: &mut std::collections::BTreeSet<String>) {
+    match state {
+        SwitchState::Unreachable { .. }
+        | SwitchState::NotReady { .. }
+        | SwitchState::Refused { .. }
+        | SwitchState::Failed { .. } => {
+            troubled.insert(switch.to_string());
+        }
+        SwitchState::Converged if troubled.remove(switch) => {
+            tracing::info!(%switch, "switch converged again");
+        }
+        _ => {}
+    }
     match state {
         SwitchState::Unreachable { reason, .. } => {
             tracing::warn!(%switch, %reason, "switch unreachable; retrying")

@@ -33,7 +33,7 @@ pub struct ConsumerStateTable {
 impl ConsumerStateTable {
     /// Subscribes to the table's channel, then loads the pop script.
     pub async fn new(sonic: &SonicDb, db: SonicDbId, table: &str) -> Result<Self, SonicDbError> {
-        let names = StateTableNames::new(table, db)?;
+        let names = StateTableNames::new(table, db, sonic.db_number(db))?;
         let mut pubsub = sonic.pubsub().await?;
         pubsub
             .subscribe(&names.channel)

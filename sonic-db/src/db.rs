@@ -181,6 +181,47 @@ pub struct SonicDbConfig {
     pub connect_timeout: Duration,
     /// Per-command timeout. Generous because a big Lua batch on a loaded machine can take a while.
     pub response_timeout: Duration,
+    /// Where this switch's block of databases starts (`?db_base=N` in the endpoint): SONiC's
+    /// database N is Redis database `db_base + N`, so several switches' DBs can share one
+    /// redis-server (each takes [`DB_BLOCK`] databases). 0 on a real switch.
+    pub db_base: u32,
+}
+
+/// Redis databases one switch takes: SONiC numbers its databases 0–15.
+pub const DB_BLOCK: u32 = 16;
+/// The largest `db_base` accepted (Redis needs `databases` above base + 15).
+pub const MAX_DB_BASE: u32 = 1 << 20;
+
+/// Takes `db_base=N` out of an endpoint's query string: (endpoint without it, N). N must be a
+/// multiple of [`DB_BLOCK`] up to [`MAX_DB_BASE`], so two switches' blocks never overlap.
+pub fn split_db_base(endpoint: &str) -> Result<(String, u32), String> {
+    let Some((head, query)) = endpoint.split_once('?') else {
+        return Ok((endpoint.to_string(), 0));
+    };
+    let mut base = 0;
+    let mut rest = Vec::new();
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        match kv.strip_prefix("db_base=") {
+            Some(v) => {
+                base = v
+                    .parse::<u32>()
+                    .map_err(|_| format!("db_base {v:?} is not a number"))?;
+                if base % DB_BLOCK != 0 || base > MAX_DB_BASE {
+                    return Err(format!(
+                        "db_base {base} must be a multiple of {DB_BLOCK} up to {MAX_DB_BASE} \
+                         (each switch takes {DB_BLOCK} databases)"
+                    ));
+                }
+            }
+            None => rest.push(kv),
+        }
+    }
+    let endpoint = if rest.is_empty() {
+        head.to_string()
+    } else {
+        format!("{head}?{}", rest.join("&"))
+    };
+    Ok((endpoint, base))
 }
 
 impl fmt::Debug for SonicDbConfig {
@@ -191,6 +232,7 @@ impl fmt::Debug for SonicDbConfig {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("db_base", &self.db_base)
             .finish()
     }
 }
@@ -206,16 +248,23 @@ impl SonicDbConfig {
             password: None,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
+            db_base: 0,
         }
     }
 
     /// Parses an endpoint string (see [`RedisEndpoint::parse_with_credentials`]); credentials in the
     /// URL are kept.
     pub fn parse(endpoint: &str) -> Result<Self, SonicDbError> {
-        let (endpoint, username, password) = RedisEndpoint::parse_with_credentials(endpoint)?;
+        let (rest, db_base) =
+            split_db_base(endpoint).map_err(|reason| SonicDbError::InvalidEndpoint {
+                endpoint: endpoint.to_string(),
+                reason,
+            })?;
+        let (endpoint, username, password) = RedisEndpoint::parse_with_credentials(&rest)?;
         Ok(SonicDbConfig {
             username,
             password,
+            db_base,
             ..SonicDbConfig::new(endpoint)
         })
     }
@@ -256,7 +305,12 @@ impl SonicDb {
         &self.config.endpoint
     }
 
-    fn client(&self, db: u8) -> Result<redis::Client, SonicDbError> {
+    /// The Redis database that holds SONiC database `db` of this switch.
+    pub fn db_number(&self, db: SonicDbId) -> u32 {
+        self.config.db_base + u32::from(db.number())
+    }
+
+    fn client(&self, db: u32) -> Result<redis::Client, SonicDbError> {
         let mut settings = RedisConnectionInfo::default()
             .set_db(i64::from(db))
             // CLIENT SETINFO only exists from Redis 7.2; older SONiC images answer it with an error.
@@ -287,7 +341,8 @@ impl SonicDb {
 
     /// Opens a multiplexed connection on `db` (cheap to clone; commands from clones are pipelined).
     pub async fn connect(&self, db: SonicDbId) -> Result<DbConnection, SonicDbError> {
-        let client = self.client(db.number())?;
+        let number = self.db_number(db);
+        let client = self.client(number)?;
         let cfg = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.config.connect_timeout))
             .set_response_timeout(Some(self.config.response_timeout));
@@ -301,13 +356,13 @@ impl SonicDb {
                 timeout: self.config.connect_timeout * 2,
             })?
             .map_err(|source| self.connect_error(db.name(), source))?;
-        Ok(DbConnection { conn, db })
+        Ok(DbConnection { conn, db, number })
     }
 
     /// Opens a pub/sub connection. Channels are global to the Redis instance; keyspace channels name
     /// their database (`__keyspace@<n>__:`).
     pub async fn pubsub(&self) -> Result<redis::aio::PubSub, SonicDbError> {
-        let client = self.client(0)?;
+        let client = self.client(self.config.db_base)?;
         tokio::time::timeout(self.config.connect_timeout * 2, client.get_async_pubsub())
             .await
             .map_err(|_| SonicDbError::ConnectTimeout {
@@ -417,6 +472,8 @@ pub(crate) fn keyspace_flags_to_set(current: &str) -> Option<String> {
 pub struct DbConnection {
     conn: MultiplexedConnection,
     db: SonicDbId,
+    /// The Redis database number (the switch's `db_base` + the SONiC number).
+    number: u32,
 }
 
 impl fmt::Debug for DbConnection {
@@ -430,6 +487,11 @@ impl fmt::Debug for DbConnection {
 impl DbConnection {
     pub fn db(&self) -> SonicDbId {
         self.db
+    }
+
+    /// The Redis database this connection selected.
+    pub fn number(&self) -> u32 {
+        self.number
     }
 
     /// The underlying redis connection, for commands this crate does not wrap.

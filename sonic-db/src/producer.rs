@@ -34,13 +34,15 @@ pub struct StateTableNames {
 }
 
 impl StateTableNames {
-    pub fn new(table: &str, db: SonicDbId) -> Result<Self, SonicDbError> {
+    /// Names of `table` in SONiC database `db`, which Redis holds as database `number`
+    /// ([`crate::SonicDb::db_number`]).
+    pub fn new(table: &str, db: SonicDbId, number: u32) -> Result<Self, SonicDbError> {
         let sep = db.separator();
         check_table_name(table, sep)?;
         Ok(StateTableNames {
             key_set: format!("{table}_KEY_SET"),
             del_set: format!("{table}_DEL_SET"),
-            channel: format!("{table}_CHANNEL@{}", db.number()),
+            channel: format!("{table}_CHANNEL@{number}"),
             table_prefix: format!("{table}{sep}"),
             staging_prefix: format!("_{table}{sep}"),
         })
@@ -66,7 +68,7 @@ impl ProducerStateTable {
         mut conn: DbConnection,
         table: &str,
     ) -> Result<Self, SonicDbError> {
-        let names = StateTableNames::new(table, conn.db())?;
+        let names = StateTableNames::new(table, conn.db(), conn.number())?;
         let script = LoadedScript::load(&mut conn, PRODUCER_BATCH).await?;
         Ok(ProducerStateTable {
             conn,

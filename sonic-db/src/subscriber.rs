@@ -53,7 +53,7 @@ impl SubscriberStateTable {
             .await?;
         let channel_prefix = format!(
             "__keyspace@{}__:{}{}",
-            db.number(),
+            sonic.db_number(db),
             table.name(),
             db.separator()
         );

@@ -316,6 +316,79 @@ async fn consumer_wakes_on_publish_without_waiting_for_its_poll() {
     );
 }
 
+/// Two switches' DBs in one redis-server, told apart by `?db_base=`: each consumer sees only its
+/// own switch's entries and wakes only on its own switch's channel.
+#[tokio::test]
+async fn switches_sharing_a_server_by_db_base_never_see_each_others_tables() {
+    let srv = match RedisServer::start_with(RedisServerOptions {
+        databases: 48,
+        ..Default::default()
+    }) {
+        Ok(s) => s,
+        Err(e) => panic!("cannot start redis-server for this test: {e}"),
+    };
+    let a = SonicDb::from_endpoint(&srv.url()).expect("endpoint a");
+    let b = SonicDb::from_endpoint(&format!("{}?db_base=32", srv.url())).expect("endpoint b");
+    assert_eq!(b.db_number(SonicDbId::ApplDb), 32);
+    assert_eq!(
+        b.connect(SonicDbId::StateDb).await.expect("state").number(),
+        38
+    );
+    let mut ca = ConsumerStateTable::new(&a, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer a");
+    let mut cb = ConsumerStateTable::new(&b, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer b");
+    // Only b's publish may wake b in time.
+    cb.set_poll_interval(Duration::from_secs(3600));
+    let mut pb = ProducerStateTable::new(&b, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer b");
+    let waiter = tokio::spawn(async move {
+        let r = cb.next_batch(100).await;
+        (cb, r)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    pb.set("FIXED_T:{}", &[("action", "drop")])
+        .await
+        .expect("set b");
+    let (_, got) = tokio::time::timeout(DEADLINE, waiter)
+        .await
+        .expect("b's consumer did not wake on b's PUBLISH")
+        .expect("task");
+    assert_eq!(
+        got.expect("batch"),
+        vec![KeyOpFieldValues::set("FIXED_T:{}", [("action", "drop")])]
+    );
+    let mut pa = ProducerStateTable::new(&a, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer a");
+    assert_eq!(
+        pa.pending().await.expect("pending a"),
+        0,
+        "b's write reached a"
+    );
+    pa.set("FIXED_T:{}", &[("action", "forward")])
+        .await
+        .expect("set a");
+    let got = tokio::time::timeout(DEADLINE, ca.next_batch(100))
+        .await
+        .expect("a's consumer")
+        .expect("batch a");
+    assert_eq!(
+        got,
+        vec![KeyOpFieldValues::set("FIXED_T:{}", [("action", "forward")])]
+    );
+    let mut rb = raw(&b, SonicDbId::ApplDb).await;
+    assert_eq!(
+        hgetall(&mut rb, "P4RT_TABLE:FIXED_T:{}").await["action"],
+        "drop",
+        "a's write reached b"
+    );
+    assert!(SonicDb::from_endpoint(&format!("{}?db_base=17", srv.url())).is_err());
+}
+
 #[tokio::test]
 async fn consumer_poll_finds_keys_staged_without_a_publish() {
     let srv = server();

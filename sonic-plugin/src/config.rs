@@ -26,30 +26,36 @@ pub enum ConfigError {
 }
 
 const AFTER_HELP: &str = "\
-Examples:
-  # BMv2 on 127.0.0.1:9559 (device 1), the switch's SONiC Redis on a unix socket:
-  weft-plugin --redis unix:///var/run/redis/redis.sock --p4rt 127.0.0.1:9559 --device-id 1
-
-  # Redis over TCP with a password, ports mapped to Linux interfaces (netlink port state):
-  weft-plugin --redis redis://127.0.0.1:6379 --redis-password s3cret \\
-      --p4rt 127.0.0.1:9559 --port Ethernet0=veth0 --port Ethernet4=veth2
-
-  # Everything from a file (YAML or JSON; flags given as well override it):
-  weft-plugin --config /etc/weft/plugin.yaml
-
-  A config file uses the long flag names with '_' for '-', and `ports` as a map:
+A config file uses the long flag names with '_' for '-', and `ports` as a map:
     redis: unix:///tmp/sw1/redis.sock
     p4rt: 127.0.0.1:9559
     device_id: 1
     ports: { Ethernet0: veth0, Ethernet4: veth2 }
+    counter_interval: 300ms
     bmv2_queue_scale: 0.05
 
+Durations are written with their unit: 50ms, 1s, 2m (0 turns an interval off).
+Logs: --log-level, else RUST_LOG or WEFT_LOG (a tracing filter), else info; colours only on a
+terminal.
 Signals: SIGUSR1 logs a health line; SIGTERM/SIGINT stop. Status: STATE_DB WEFT_PLUGIN|status.";
 
-/// Per-switch Weft daemon (SONiC p4orch role): APPL_DB P4RT_TABLE and CONFIG_DB QoS to the
-/// switch over P4Runtime, port state, PFC watchdog and counters back into SONiC's databases.
+/// Per-switch Weft daemon (SONiC p4orch role): SONiC's DBs to the switch over P4Runtime.
+///
+/// Examples:
+///   # BMv2 on 127.0.0.1:9559 (device 1), the switch's SONiC Redis on a unix socket:
+///   weft-plugin --redis unix:///var/run/redis/redis.sock --p4rt 127.0.0.1:9559 --device-id 1
+///
+///   # Redis over TCP with a password, ports mapped to Linux interfaces (netlink port state):
+///   weft-plugin --redis redis://127.0.0.1:6379 --redis-password s3cret \
+///       --p4rt 127.0.0.1:9559 --port Ethernet0=veth0 --port Ethernet4=veth2
+///
+///   # Everything from a file (YAML or JSON; flags given as well override it):
+///   weft-plugin --config /etc/weft/plugin.yaml --log-format json
+///
+/// APPL_DB P4RT_TABLE and CONFIG_DB QoS go to the switch; port state, PFC watchdog and
+/// counters come back into SONiC's databases.
 #[derive(Debug, Parser, Default)]
-#[command(name = "weft-plugin", version, after_help = AFTER_HELP)]
+#[command(name = "weft-plugin", version, after_help = AFTER_HELP, verbatim_doc_comment)]
 pub struct Cli {
     /// YAML or JSON config file (flags override its settings).
     #[arg(long, value_name = "FILE")]
@@ -65,19 +71,19 @@ pub struct Cli {
         hide_env_values = true
     )]
     pub redis_password: Option<String>,
-    /// Redis ACL user.
+    /// Redis ACL user [default: none, the default user].
     #[arg(long, value_name = "USER")]
     pub redis_user: Option<String>,
     /// P4Runtime server of the switch, host:port.
     #[arg(long, env = "WEFT_P4RT", value_name = "ADDR")]
     pub p4rt: Option<String>,
-    /// P4Runtime device id (also the pipeline's switch_id).
+    /// P4Runtime device id (also the pipeline's switch_id) [default: 1].
     #[arg(long, value_name = "N")]
     pub device_id: Option<u64>,
-    /// P4Runtime election id (higher wins arbitration).
+    /// P4Runtime election id (higher wins arbitration) [default: 1].
     #[arg(long, value_name = "N")]
     pub election_id: Option<u128>,
-    /// P4Info (binary protobuf) to push; default: Weft's pipeline built into this binary.
+    /// P4Info (binary protobuf) to push [default: Weft's pipeline built into this binary].
     #[arg(long, value_name = "FILE", requires = "bmv2_json")]
     pub p4info: Option<PathBuf>,
     /// BMv2 JSON to push with --p4info.
@@ -86,45 +92,119 @@ pub struct Cli {
     /// Port to Linux interface, for netlink link state (repeatable): Ethernet0=veth0.
     #[arg(long = "port", value_name = "PORT=IF")]
     pub ports: Vec<String>,
-    /// Keys taken from APPL_DB per batch.
+    /// Keys taken from APPL_DB per batch [default: 4096].
     #[arg(long, value_name = "N")]
     pub batch_size: Option<usize>,
-    /// How often the consumer pops even without a wake-up, in ms.
-    #[arg(long, value_name = "MS")]
+    /// How often the consumer pops even without a wake-up [default: 100ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub consumer_poll: Option<Duration>,
+    /// Counter polling into COUNTERS_DB (0: off) [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub counter_interval: Option<Duration>,
+    /// STATE_DB WEFT_PLUGIN|status refresh [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub status_interval: Option<Duration>,
+    /// Run-time ECN tuning: sampling interval (0: off) [default: 50ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub tuning_interval: Option<Duration>,
+    /// --consumer-poll in milliseconds (older spelling).
+    #[arg(long, value_name = "MS", hide = true, conflicts_with = "consumer_poll")]
     pub consumer_poll_ms: Option<u64>,
-    /// Counter polling into COUNTERS_DB, in ms (0: off).
-    #[arg(long, value_name = "MS")]
+    /// --counter-interval in milliseconds (older spelling).
+    #[arg(
+        long,
+        value_name = "MS",
+        hide = true,
+        conflicts_with = "counter_interval"
+    )]
     pub counter_interval_ms: Option<u64>,
-    /// STATE_DB WEFT_PLUGIN|status refresh, in ms.
-    #[arg(long, value_name = "MS")]
+    /// --status-interval in milliseconds (older spelling).
+    #[arg(
+        long,
+        value_name = "MS",
+        hide = true,
+        conflicts_with = "status_interval"
+    )]
     pub status_interval_ms: Option<u64>,
+    /// --tuning-interval in milliseconds (older spelling).
+    #[arg(
+        long,
+        value_name = "MS",
+        hide = true,
+        conflicts_with = "tuning_interval"
+    )]
+    pub tuning_interval_ms: Option<u64>,
     /// Multiplies queue thresholds (bytes → packets) before clamping to --queue-depth: BMv2's
-    /// queues hold 64 packets, far less than a hardware buffer.
+    /// queues hold 64 packets, far less than a hardware buffer [default: 1].
     #[arg(long, value_name = "F")]
     pub bmv2_queue_scale: Option<f64>,
-    /// Packets a BMv2 egress queue holds (thresholds are clamped below it).
+    /// Packets a BMv2 egress queue holds (thresholds are clamped below it) [default: 64].
     #[arg(long, value_name = "N")]
     pub queue_depth: Option<u32>,
-    /// Bytes per queued packet for threshold conversion (default: the port's MTU).
+    /// Bytes per queued packet for threshold conversion [default: the port's MTU].
     #[arg(long, value_name = "BYTES")]
     pub cell_bytes: Option<u32>,
-    /// PFC pause quanta written to pfc_threshold_table.
+    /// PFC pause quanta written to pfc_threshold_table [default: 65535].
     #[arg(long, value_name = "N")]
     pub pfc_quanta: Option<u16>,
     /// Give BMv2 each member's watch_port. Off by default: PI crashes BMv2 when every watch
     /// port of a group is down (see p4/README.md); the down mask already fails over.
     #[arg(long)]
     pub watch_ports: bool,
-    /// Run-time ECN tuning: sampling interval in ms (0: off; default 50).
-    #[arg(long, value_name = "MS")]
-    pub tuning_interval_ms: Option<u64>,
     /// A port's service rate in packets/s for the tuner's utilization (repeatable; `*` for
-    /// every port): on BMv2, the rate Thrift `set_queue_rate` gave it. Default: PORT speed.
+    /// every port): on BMv2, the rate Thrift `set_queue_rate` gave it [default: PORT speed].
     #[arg(long = "tuning-line-rate", value_name = "PORT=PPS")]
     pub tuning_line_rate: Vec<String>,
-    /// Log format: text or json.
-    #[arg(long, value_name = "FMT")]
+    /// Log format on standard error: text or json [default: text].
+    #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
+    /// Log level: error, warn, info, debug or trace [default: RUST_LOG or WEFT_LOG, else info].
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// `50ms`, `1s`, `2m`, `100us`; `0` alone is zero (an interval turned off).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("{s:?} has no unit: write it as 50ms, 1s or 2m"))?;
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (50ms, 1s, 2m)"))?;
+    let scale = match unit.trim() {
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        u => return Err(format!("{s:?}: unknown unit {u:?} (us, ms, s, m)")),
+    };
+    Duration::try_from_secs_f64(n * scale).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// A duration setting of the config file: `300ms`, or a number of milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for FileDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Ms(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Ms(ms) => Ok(FileDuration(Duration::from_millis(ms))),
+            Raw::Text(t) => parse_duration(&t)
+                .map(FileDuration)
+                .map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 /// The file form: the long flag names with `_`.
@@ -142,6 +222,10 @@ pub struct FileConfig {
     #[serde(default)]
     pub ports: BTreeMap<String, String>,
     pub batch_size: Option<usize>,
+    pub consumer_poll: Option<FileDuration>,
+    pub counter_interval: Option<FileDuration>,
+    pub status_interval: Option<FileDuration>,
+    pub tuning_interval: Option<FileDuration>,
     pub consumer_poll_ms: Option<u64>,
     pub counter_interval_ms: Option<u64>,
     pub status_interval_ms: Option<u64>,
@@ -154,6 +238,7 @@ pub struct FileConfig {
     #[serde(default)]
     pub tuning_line_rate: BTreeMap<String, f64>,
     pub log_format: Option<String>,
+    pub log_level: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,6 +300,8 @@ pub struct PluginConfig {
     /// Port (or `*`) → service rate in packets/s, overriding PORT speed.
     pub tuning_line_rate: BTreeMap<String, f64>,
     pub log_format: LogFormat,
+    /// `--log-level` (`None`: RUST_LOG, WEFT_LOG, else info).
+    pub log_level: Option<String>,
 }
 
 impl PluginConfig {
@@ -238,6 +325,7 @@ impl PluginConfig {
             tuning_interval: Some(Duration::from_millis(50)),
             tuning_line_rate: BTreeMap::new(),
             log_format: LogFormat::Text,
+            log_level: None,
         }
     }
 
@@ -316,14 +404,31 @@ impl PluginConfig {
             }
             c.batch_size = b;
         }
-        if let Some(ms) = cli.consumer_poll_ms.or(file.consumer_poll_ms) {
-            c.consumer_poll = Duration::from_millis(ms.max(1));
+        let ms = |v: Option<u64>| v.map(Duration::from_millis);
+        let fd = |v: Option<FileDuration>| v.map(|d| d.0);
+        if let Some(d) = cli
+            .consumer_poll
+            .or(ms(cli.consumer_poll_ms))
+            .or(fd(file.consumer_poll))
+            .or(ms(file.consumer_poll_ms))
+        {
+            c.consumer_poll = d.max(Duration::from_millis(1));
         }
-        if let Some(ms) = cli.counter_interval_ms.or(file.counter_interval_ms) {
-            c.counter_interval = (ms > 0).then(|| Duration::from_millis(ms));
+        if let Some(d) = cli
+            .counter_interval
+            .or(ms(cli.counter_interval_ms))
+            .or(fd(file.counter_interval))
+            .or(ms(file.counter_interval_ms))
+        {
+            c.counter_interval = (!d.is_zero()).then_some(d);
         }
-        if let Some(ms) = cli.status_interval_ms.or(file.status_interval_ms) {
-            c.status_interval = Duration::from_millis(ms.max(10));
+        if let Some(d) = cli
+            .status_interval
+            .or(ms(cli.status_interval_ms))
+            .or(fd(file.status_interval))
+            .or(ms(file.status_interval_ms))
+        {
+            c.status_interval = d.max(Duration::from_millis(10));
         }
         if let Some(s) = cli.bmv2_queue_scale.or(file.bmv2_queue_scale) {
             if !(s.is_finite() && s > 0.0) {
@@ -356,8 +461,13 @@ impl PluginConfig {
             c.queue.pfc_quanta = q;
         }
         c.watch_ports = cli.watch_ports || file.watch_ports.unwrap_or(false);
-        if let Some(ms) = cli.tuning_interval_ms.or(file.tuning_interval_ms) {
-            c.tuning_interval = (ms > 0).then(|| Duration::from_millis(ms.max(5)));
+        if let Some(d) = cli
+            .tuning_interval
+            .or(ms(cli.tuning_interval_ms))
+            .or(fd(file.tuning_interval))
+            .or(ms(file.tuning_interval_ms))
+        {
+            c.tuning_interval = (!d.is_zero()).then(|| d.max(Duration::from_millis(5)));
         }
         c.tuning_line_rate = file.tuning_line_rate;
         for r in &cli.tuning_line_rate {
@@ -387,6 +497,16 @@ impl PluginConfig {
                 return Err(ConfigError::Invalid {
                     setting: "log_format",
                     reason: format!("{other:?}: expected text or json"),
+                });
+            }
+        };
+        c.log_level = match cli.log_level.or(file.log_level) {
+            None => None,
+            Some(l) if ["error", "warn", "info", "debug", "trace"].contains(&l.as_str()) => Some(l),
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    setting: "log_level",
+                    reason: format!("{other:?}: expected error, warn, info, debug or trace"),
                 });
             }
         };
@@ -463,5 +583,97 @@ mod tests {
         )
         .expect_err("bad scale");
         assert!(e.to_string().contains("bmv2_queue_scale"), "{e}");
+    }
+
+    #[test]
+    fn durations_are_written_with_units_and_the_older_ms_flags_still_work() {
+        let base = ["--redis", "/r", "--p4rt", "h:1"];
+        let with = |extra: &[&str]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            PluginConfig::resolve(cli(&v), FileConfig::default()).expect("resolves")
+        };
+        let c = with(&["--counter-interval", "300ms", "--tuning-interval", "0"]);
+        assert_eq!(c.counter_interval, Some(Duration::from_millis(300)));
+        assert_eq!(c.tuning_interval, None, "0 turns it off");
+        let c = with(&["--counter-interval-ms", "300", "--status-interval", "2s"]);
+        assert_eq!(c.counter_interval, Some(Duration::from_millis(300)));
+        assert_eq!(c.status_interval, Duration::from_secs(2));
+        assert!(parse_duration("300").is_err(), "a bare number has no unit");
+        let file: FileConfig =
+            serde_yaml_ng::from_str("counter_interval: 250ms\nconsumer_poll_ms: 20\n")
+                .expect("yaml");
+        let c = PluginConfig::resolve(cli(&base), file).expect("resolves");
+        assert_eq!(c.counter_interval, Some(Duration::from_millis(250)));
+        assert_eq!(c.consumer_poll, Duration::from_millis(20));
+    }
+
+    fn fmt_duration(d: Duration) -> String {
+        if d.as_millis().is_multiple_of(1000) {
+            format!("{}s", d.as_secs())
+        } else {
+            format!("{}ms", d.as_millis())
+        }
+    }
+
+    #[test]
+    fn help_shows_every_default_the_configuration_really_has() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        let d = PluginConfig::new("r", "p");
+        let expect = [
+            ("--device-id", d.device_id.to_string()),
+            ("--election-id", d.election_id.to_string()),
+            ("--batch-size", d.batch_size.to_string()),
+            ("--consumer-poll", fmt_duration(d.consumer_poll)),
+            (
+                "--counter-interval",
+                fmt_duration(d.counter_interval.unwrap_or_default()),
+            ),
+            ("--status-interval", fmt_duration(d.status_interval)),
+            (
+                "--tuning-interval",
+                fmt_duration(d.tuning_interval.unwrap_or_default()),
+            ),
+            ("--bmv2-queue-scale", format!("{}", d.queue.scale)),
+            ("--queue-depth", d.queue.queue_depth.to_string()),
+            ("--pfc-quanta", d.queue.pfc_quanta.to_string()),
+        ];
+        let lines: Vec<&str> = help.lines().collect();
+        for (flag, want) in expect {
+            let at = lines
+                .iter()
+                .position(|l| l.trim_start().starts_with(&format!("{flag} <")))
+                .unwrap_or_else(|| panic!("{flag} not in help:\n{help}"));
+            let text: Vec<&str> = lines[at + 1..]
+                .iter()
+                .take_while(|l| !l.trim_start().starts_with('-'))
+                .copied()
+                .collect();
+            let text = text
+                .join(" ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                text.contains(&format!("[default: {want}]")),
+                "{flag}: help should say [default: {want}]: {text}"
+            );
+        }
+        // Examples come first, right after the one-line summary.
+        assert_eq!(lines.get(2).map(|l| l.trim()), Some("Examples:"), "{help}");
+    }
+
+    #[test]
+    fn every_flag_has_a_help_line() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let bad: Vec<&str> = cmd
+            .get_arguments()
+            .filter(|a| a.get_help().is_none_or(|h| h.to_string().trim().is_empty()))
+            .map(|a| a.get_id().as_str())
+            .filter(|id| *id != "help" && *id != "version")
+            .collect();
+        assert!(bad.is_empty(), "flags without help: {bad:?}");
     }
 }

@@ -988,7 +988,11 @@ async fn redis_run_id(sonic: &SonicDb) -> Result<String, SonicDbError> {
 
 /// Keys in APPL_DB waiting to be popped (the backlog).
 async fn pending_keys(sonic: &SonicDb) -> Result<u64, SonicDbError> {
-    let names = StateTableNames::new(P4RT_TABLE, SonicDbId::ApplDb)?;
+    let names = StateTableNames::new(
+        P4RT_TABLE,
+        SonicDbId::ApplDb,
+        sonic.db_number(SonicDbId::ApplDb),
+    )?;
     let mut conn = sonic.connect(SonicDbId::ApplDb).await?;
     redis::cmd("SCARD")
         .arg(&names.key_set)
@@ -1034,7 +1038,7 @@ async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
     let run = async {
         sonic.ensure_keyspace_notifications(true).await?;
         let mut pubsub = sonic.pubsub().await?;
-        let prefix = format!("__keyspace@{}__:", SonicDbId::ConfigDb.number());
+        let prefix = format!("__keyspace@{}__:", sonic.db_number(SonicDbId::ConfigDb));
         pubsub
             .psubscribe(format!("{prefix}*"))
             .await

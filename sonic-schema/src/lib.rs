@@ -6,6 +6,7 @@
 //!   controller ── writes ─► CONFIG_DB  PORT, *_MAP, PORT_QOS_MAP, WRED_PROFILE, QUEUE,
 //!        │                             CABLE_LENGTH, BUFFER_PROFILE, BUFFER_PG, PFC_WD,
 //!        │                             WEFT_ECN_ENVELOPE                    ─► plugin reads
+//!        ├── writes ─► STATE_DB     WEFT_LOCK (one apply/run at a time) ─► other controllers
 //!        └── reads ◄── STATE_DB     PORT_TABLE, PFC_WD_STATE, WEFT_ECN_TUNING,
 //!                                   WEFT_PLUGIN                             ◄─ plugin writes
 //!                      COUNTERS_DB  COUNTERS:*, COUNTERS_PORT_NAME_MAP      ◄─ plugin writes

@@ -203,12 +203,44 @@ impl PluginStatus {
     }
 }
 
+/// The STATE_DB table of the controller's lock ([`LockRow`]).
+pub const LOCK_TABLE: &str = "WEFT_LOCK";
+
+row! {
+    /// Who writes this switch for a fabric: `weft apply` for its pass, `weft run` while it
+    /// runs. Taken atomically only when no other holder's `token` is there, refreshed every
+    /// third of its expiry (a Redis PEXPIRE), deleted on release; a holder that dies leaves it
+    /// to expire, and one on the same host whose pid is gone is taken over at once.
+    pub struct LockRow in StateDb "WEFT_LOCK" by Controller, key "fabric" {
+        pub fabric: String;
+        /// The holder's host name.
+        pub host: String = "host",
+        pub pid: u32 = "pid",
+        /// `weft apply`, `weft run`.
+        pub command: String = "command",
+        /// Unique per holder: only the holder refreshes or releases it.
+        pub token: String = "token",
+        /// Unix time it was taken, milliseconds.
+        pub acquired_ms: u64 = "acquired_ms",
+        /// Unix time it expires unless refreshed, milliseconds.
+        pub expires_ms: u64 = "expires_ms",
+    }
+}
+
+impl LockRow {
+    /// `weft run (pid 12, host a)`.
+    pub fn holder(&self) -> String {
+        format!("{} (pid {}, host {})", self.command, self.pid, self.host)
+    }
+}
+
 pub(crate) fn catalogue() -> Vec<TableDoc> {
     vec![
         doc_of::<PortState>(),
         doc_of::<PfcWdState>(),
         doc_of::<EcnTuningState>(),
         doc_of::<PluginStatus>(),
+        doc_of::<LockRow>(),
         doc_of::<PostcardHop>(),
     ]
 }

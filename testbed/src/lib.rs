@@ -868,8 +868,9 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
     let mut done = Vec::new();
     let st = State::load(state_dir).ok();
     if let Some(st) = &st {
-        for p in &st.processes {
-            if pid_alive(p.pid) {
+        let alive: Vec<bool> = st.processes.iter().map(|p| pid_alive(p.pid)).collect();
+        for (p, was) in st.processes.iter().zip(&alive) {
+            if *was {
                 kill(p.pid, "-TERM");
             }
         }
@@ -878,15 +879,29 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
         {
             std::thread::sleep(Duration::from_millis(50));
         }
-        for p in &st.processes {
+        for (p, was) in st.processes.iter().zip(&alive) {
             if pid_alive(p.pid) {
                 kill(p.pid, "-KILL");
             }
-            done.push(format!("stopped {} (pid {})", p.name, p.pid));
+            done.push(if *was {
+                format!("stopped {} (pid {})", p.name, p.pid)
+            } else {
+                format!("{} (pid {}) was not running", p.name, p.pid)
+            });
         }
         for sw in &st.switches {
             if let Some(sock) = unix_path(&sw.db) {
-                let _ = fs::remove_file(sock);
+                let _ = fs::remove_file(&sock);
+                // The directory `up` made for the socket, and its parents up to the fabric's
+                // (`/run/weft/<fabric>/<switch>`, then `/run/weft/<fabric>`), when empty.
+                let mut dir = sock.parent().map(Path::to_path_buf);
+                for _ in 0..2 {
+                    let Some(d) = dir else { break };
+                    if fs::remove_dir(&d).is_ok() {
+                        done.push(format!("removed {}", d.display()));
+                    }
+                    dir = d.parent().map(Path::to_path_buf);
+                }
             }
         }
     }
@@ -911,7 +926,84 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
         }
     }
     let _ = fs::remove_file(State::path(state_dir));
+    // The per-switch directories (logs, redis dirs) and the state directory itself.
+    if let Some(st) = &st {
+        for sw in &st.switches {
+            let _ = fs::remove_dir_all(state_dir.join(&sw.name));
+        }
+        let _ = fs::remove_file(state_dir.join("udp_probe.py"));
+        let _ = fs::remove_file(state_dir.join("spread-recv.json"));
+        if fs::remove_dir(state_dir).is_ok() {
+            done.push(format!("removed {}", state_dir.display()));
+        }
+    }
     Ok(done)
+}
+
+/// A testbed's processes and hosts, for `weft testbed status --output json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    pub fabric: String,
+    pub netns: String,
+    pub state_dir: PathBuf,
+    /// Only redis-servers (`up --db-only`).
+    pub db_only: bool,
+    pub processes: Vec<ProcessStatus>,
+    pub hosts: Vec<HostStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessStatus {
+    pub name: String,
+    pub pid: u32,
+    pub running: bool,
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStatus {
+    pub name: String,
+    pub ipv4: String,
+    pub netns: String,
+    pub netns_exists: bool,
+}
+
+impl State {
+    /// Started with `--db-only`: redis-servers and nothing else.
+    pub fn db_only(&self) -> bool {
+        self.hosts.is_empty() && self.processes.iter().all(|p| p.name.starts_with("redis "))
+    }
+}
+
+/// What runs, as data.
+pub fn status_report(state_dir: &Path) -> Result<StatusReport> {
+    let st = State::load(state_dir)?;
+    Ok(StatusReport {
+        db_only: st.db_only(),
+        processes: st
+            .processes
+            .iter()
+            .map(|p| ProcessStatus {
+                name: p.name.clone(),
+                pid: p.pid,
+                running: pid_alive(p.pid),
+                log: p.log.clone(),
+            })
+            .collect(),
+        hosts: st
+            .hosts
+            .iter()
+            .map(|h| HostStatus {
+                name: h.name.clone(),
+                ipv4: h.ipv4.clone(),
+                netns: h.netns.clone(),
+                netns_exists: netns_exists(&h.netns),
+            })
+            .collect(),
+        fabric: st.fabric,
+        netns: st.netns,
+        state_dir: st.state_dir,
+    })
 }
 
 /// One line per process and host: alive or not.

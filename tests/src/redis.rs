@@ -28,6 +28,8 @@ pub struct RedisServerOptions {
     pub notify_keyspace_events: Option<String>,
     /// Also listen on this loopback TCP port (0: no TCP).
     pub tcp_port: u16,
+    /// `databases` (0: Redis' default of 16), for several switches' DBs in one server.
+    pub databases: u32,
 }
 
 /// A running private redis-server.
@@ -116,6 +118,10 @@ impl RedisServer {
                 .arg("on")
                 .arg(format!(">{pass}"))
                 .args(["~*", "&*", "+@all"]);
+        }
+        if self.options.databases > 0 {
+            cmd.arg("--databases")
+                .arg(self.options.databases.to_string());
         }
         if let Some(ev) = &self.options.notify_keyspace_events {
             cmd.arg("--notify-keyspace-events").arg(ev);

@@ -11,7 +11,7 @@ use weft_simulate::{Fabric, Fib, Group, Member, Mode, Next, SwitchFib};
 use weft_topology::{RoutingMode, Topology};
 use weft_traffic::collective::{Collective, Kind};
 
-use super::{Outcome, OutputFormat, load_valid};
+use super::{Outcome, OutputFormat, load_valid_as};
 use weft_compiler::{Desired, LinkState, Target, compile};
 
 /// The class whose traffic is simulated: the one asked for, else the first lossless class.
@@ -244,7 +244,7 @@ fn human_s(s: f64) -> String {
 }
 
 pub fn run(file: &str, a: &SimulateArgs, output: OutputFormat) -> anyhow::Result<Outcome> {
-    let Some(t) = load_valid(file)? else {
+    let Some(t) = load_valid_as(file, output)? else {
         return Ok(Outcome::Invalid);
     };
     let class = class_of(&t, a.class.as_deref())?;
@@ -323,10 +323,10 @@ pub fn run(file: &str, a: &SimulateArgs, output: OutputFormat) -> anyhow::Result
                     })
                     .collect(),
             };
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            crate::outln!("{}", serde_json::to_string_pretty(&r)?);
         }
         OutputFormat::Text => {
-            println!(
+            crate::outln!(
                 "{}: {} of {} bytes over {} ranks{} (class {class}), {} link(s) down, {:.1} s",
                 t.name,
                 a.collective,
@@ -340,12 +340,19 @@ pub fn run(file: &str, a: &SimulateArgs, output: OutputFormat) -> anyhow::Result
                 down_names.len(),
                 t0.elapsed().as_secs_f64()
             );
-            println!(
+            crate::outln!(
                 "{:<9} {:>11} {:>11} {:>7} {:>11} {:>11} {:>10} {:>10}  bottleneck",
-                "mode", "completion", "ideal", "×ideal", "algbw", "busbw", "max link", "mean link"
+                "mode",
+                "completion",
+                "ideal",
+                "×ideal",
+                "algbw",
+                "busbw",
+                "max link",
+                "mean link"
             );
             for (m, o) in &outcomes {
-                println!(
+                crate::outln!(
                     "{:<9} {:>11} {:>11} {:>7.2} {:>11} {:>11} {:>10} {:>10}  {}",
                     m.as_str(),
                     human_s(o.completion_s),
@@ -358,7 +365,7 @@ pub fn run(file: &str, a: &SimulateArgs, output: OutputFormat) -> anyhow::Result
                     o.bottleneck
                 );
                 if o.bytes_dropped > 0.0 || o.bytes_unroutable > 0.0 {
-                    println!(
+                    crate::outln!(
                         "          {:.3}% of the bytes dropped, {:.3}% unroutable",
                         100.0 * o.bytes_dropped / o.bytes_offered.max(1.0),
                         100.0 * o.bytes_unroutable

@@ -3,10 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use weft_testbed as tb;
 
-use super::{Outcome, load_valid};
+use super::{Outcome, OutputFormat, load_valid};
+use crate::cli::LinkAction;
+use crate::outln;
 
 fn state_dir(dir: Option<PathBuf>, fabric: &str) -> PathBuf {
     dir.unwrap_or_else(|| tb::default_state_dir(fabric))
@@ -34,13 +36,13 @@ pub fn up(
     };
     let st = tb::up(&t, &programs, &opts)?;
     if db_only {
-        println!(
-            "testbed {} is up without switches: {} redis-servers (one SONiC DB per switch)",
+        outln!(
+            "testbed {} is up without switches: {} redis-servers (one SONiC DB per switch), no plugins, no hosts",
             st.fabric,
             st.switches.len()
         );
     } else {
-        println!(
+        outln!(
             "testbed {} is up: {} switches (BMv2 + redis-server + plugin each), {} hosts, namespace {}",
             st.fabric,
             st.switches.len(),
@@ -48,8 +50,13 @@ pub fn up(
             st.netns
         );
     }
-    println!("state: {}", tb::State::path(&dir).display());
-    println!("next: weft apply {file}");
+    outln!("state: {}", tb::State::path(&dir).display());
+    if db_only {
+        // Nothing answers entries without plugins: waiting for answers would only time out.
+        outln!("next: weft apply {file} --no-wait");
+    } else {
+        outln!("next: weft apply {file}");
+    }
     Ok(Outcome::Ok)
 }
 
@@ -61,65 +68,169 @@ fn fabric_of(file_or_name: &str) -> String {
     }
 }
 
+fn load_state(file_or_name: &str, dir: Option<PathBuf>) -> anyhow::Result<tb::State> {
+    let fabric = fabric_of(file_or_name);
+    let dir = state_dir(dir, &fabric);
+    tb::State::load(&dir).with_context(|| {
+        format!(
+            "no testbed {fabric} (looked in {}; `weft testbed up` makes one)",
+            dir.display()
+        )
+    })
+}
+
+/// Commands that need switches and hosts refuse a `--db-only` testbed with the reason.
+fn need_switches(st: &tb::State, what: &str) -> anyhow::Result<()> {
+    if st.db_only() {
+        bail!(
+            "testbed {} was started with --db-only: it has redis-servers only (no BMv2, no links, no hosts), so there is nothing to {what}",
+            st.fabric
+        );
+    }
+    Ok(())
+}
+
 pub fn down(file_or_name: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let fabric = fabric_of(file_or_name);
     let dir = state_dir(dir, &fabric);
     for line in tb::down(&dir, &fabric)? {
-        println!("{line}");
+        outln!("{line}");
     }
-    println!("testbed {fabric} is down");
+    outln!("testbed {fabric} is down");
     Ok(Outcome::Ok)
 }
 
-pub fn status(file_or_name: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
+pub fn status(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    output: OutputFormat,
+) -> anyhow::Result<Outcome> {
     let fabric = fabric_of(file_or_name);
     let dir = state_dir(dir, &fabric);
-    print!(
-        "{}",
-        tb::status(&dir)
-            .with_context(|| format!("no testbed {fabric} (looked in {})", dir.display()))?
-    );
-    Ok(Outcome::Ok)
+    let r = tb::status_report(&dir).with_context(|| {
+        format!(
+            "no testbed {fabric} (looked in {}; `weft testbed up` makes one)",
+            dir.display()
+        )
+    })?;
+    let all_running = r.processes.iter().all(|p| p.running);
+    match output {
+        OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
+        OutputFormat::Text => {
+            outln!(
+                "testbed {} (namespace {}, state {}){}",
+                r.fabric,
+                r.netns,
+                r.state_dir.display(),
+                if r.db_only { ", --db-only" } else { "" }
+            );
+            for p in &r.processes {
+                outln!(
+                    "  {:<24} pid {:<8} {}",
+                    p.name,
+                    p.pid,
+                    if p.running { "running" } else { "NOT RUNNING" }
+                );
+            }
+            for h in &r.hosts {
+                outln!(
+                    "  host {:<19} {} {}",
+                    h.name,
+                    h.ipv4,
+                    if h.netns_exists {
+                        ""
+                    } else {
+                        "(namespace missing)"
+                    }
+                );
+            }
+        }
+    }
+    Ok(if all_running {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    })
 }
 
 pub fn link(
     file_or_name: &str,
     dir: Option<PathBuf>,
     port: &str,
-    action: &str,
+    action: LinkAction,
     count: u32,
-    interval_ms: u64,
+    interval: Duration,
 ) -> anyhow::Result<Outcome> {
-    let fabric = fabric_of(file_or_name);
-    let st = tb::State::load(&state_dir(dir, &fabric))?;
+    let st = load_state(file_or_name, dir)?;
+    need_switches(&st, "take down or up")?;
     let r: weft_topology::PortRef = port.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-    match action {
-        "down" => tb::set_link(&st, &r.switch, &r.port, false)?,
-        "up" => tb::set_link(&st, &r.switch, &r.port, true)?,
-        "flap" => tb::flap(
-            &st,
-            &r.switch,
-            &r.port,
-            count,
-            Duration::from_millis(interval_ms),
-        )?,
-        other => anyhow::bail!("unknown link action {other:?}: use down, up or flap"),
+    let Some(sw) = st.switch(&r.switch) else {
+        bail!("testbed {} has no switch {}", st.fabric, r.switch);
+    };
+    if !sw.interfaces.contains_key(&r.port) {
+        bail!(
+            "{} has no cabled port {} (cabled: {})",
+            r.switch,
+            r.port,
+            sw.interfaces.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
     }
-    println!("{port}: {action} done");
+    let done = match action {
+        LinkAction::Down => {
+            tb::set_link(&st, &r.switch, &r.port, false)?;
+            "down"
+        }
+        LinkAction::Up => {
+            tb::set_link(&st, &r.switch, &r.port, true)?;
+            "up"
+        }
+        LinkAction::Flap => {
+            tb::flap(&st, &r.switch, &r.port, count, interval)?;
+            "flapped"
+        }
+    };
+    outln!("{port}: {done}");
     Ok(Outcome::Ok)
 }
 
-pub fn ping(file_or_name: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
-    let fabric = fabric_of(file_or_name);
-    let st = tb::State::load(&state_dir(dir, &fabric))?;
+pub fn ping(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    output: OutputFormat,
+) -> anyhow::Result<Outcome> {
+    let st = load_state(file_or_name, dir)?;
+    need_switches(&st, "ping")?;
+    if st.hosts.len() < 2 {
+        bail!(
+            "testbed {} has {} host(s): no pair to ping",
+            st.fabric,
+            st.hosts.len()
+        );
+    }
     let res = tb::ping_all(&st, 2);
     let ok = res.iter().filter(|r| r.2).count();
-    for (a, b, good) in &res {
-        if !good {
-            println!("UNREACHABLE {a} -> {b}");
+    match output {
+        OutputFormat::Json => {
+            let pairs: Vec<serde_json::Value> = res
+                .iter()
+                .map(|(a, b, good)| serde_json::json!({"from": a, "to": b, "ok": good}))
+                .collect();
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "fabric": st.fabric, "pairs": res.len(), "answered": ok, "results": pairs
+                }))?
+            );
+        }
+        OutputFormat::Text => {
+            for (a, b, good) in &res {
+                if !good {
+                    outln!("UNREACHABLE {a} -> {b}");
+                }
+            }
+            outln!("reachability: {ok}/{} host pairs answer ping", res.len());
         }
     }
-    println!("reachability: {ok}/{} host pairs answer ping", res.len());
     Ok(if ok == res.len() {
         Outcome::Ok
     } else {
@@ -131,7 +242,13 @@ pub fn spread(file: &str, dir: Option<PathBuf>, src: &str, dst: &str) -> anyhow:
     let Some(t) = load_valid(file)? else {
         return Ok(Outcome::Invalid);
     };
-    let st = tb::State::load(&state_dir(dir, &t.name))?;
+    let st = load_state(file, dir)?;
+    need_switches(&st, "send traffic through")?;
+    for h in [src, dst] {
+        if st.host(h).is_none() {
+            bail!("testbed {} has no host {h}", st.fabric);
+        }
+    }
     let top = t.switches.iter().map(|s| s.role).max();
     let spines: Vec<String> = t
         .switches
@@ -142,12 +259,12 @@ pub fn spread(file: &str, dir: Option<PathBuf>, src: &str, dst: &str) -> anyhow:
     let (per, received) = tb::spread(&st, src, dst, 2000, 64, &spines)?;
     let total: u64 = per.iter().map(|p| p.1).sum();
     for (s, n) in &per {
-        println!(
+        outln!(
             "  {s:<12} {n:>6} packets ({:.0}%)",
             *n as f64 * 100.0 / total.max(1) as f64
         );
     }
-    println!("  {received} of 2000 packets arrived at {dst}");
+    outln!("  {received} of 2000 packets arrived at {dst}");
     Ok(if received >= 1900 && per.iter().all(|p| p.1 > 0) {
         Outcome::Ok
     } else {

@@ -145,26 +145,28 @@ pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
                     switches,
                     hosts,
                     links,
-                } => println!("{file}: valid ({switches} switches, {hosts} hosts, {links} links)"),
+                } => crate::outln!(
+                    "{file}: valid ({switches} switches, {hosts} hosts, {links} links)"
+                ),
                 Checked::Invalid(d) => {
                     print_diagnostics(d);
                     if r.error_count > d.len() {
-                        eprintln!(
+                        crate::errln!(
                             "{file}: {} error(s), the first {} shown",
                             r.error_count,
                             d.len() - 1
                         );
                     } else {
-                        eprintln!("{file}: {} error(s)", r.error_count);
+                        crate::errln!("{file}: {} error(s)", r.error_count);
                     }
                 }
-                Checked::Unreadable(msg) => eprintln!("{file}: error: {msg}"),
+                Checked::Unreadable(msg) => crate::errln!("{file}: error: {msg}"),
             }
         }
         reports.push(r);
     }
     if output == OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&reports)?);
     }
     Ok(if unreadable {
         Outcome::Failed
@@ -173,4 +175,29 @@ pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
+}
+
+/// One invalid file's report, as `weft validate --output json` prints it (for commands whose
+/// `--output json` meets an invalid intent).
+pub fn invalid_report(file: &str, d: &[Diagnostic]) -> serde_json::Value {
+    let r = Report {
+        file,
+        valid: false,
+        switches: None,
+        hosts: None,
+        links: None,
+        error_count: total_count(d),
+        errors: d
+            .iter()
+            .map(|d| ErrorJson {
+                file: &d.file,
+                line: Some(d.line),
+                column: Some(d.column),
+                item: &d.item,
+                message: &d.message,
+                help: d.help.as_deref(),
+            })
+            .collect(),
+    };
+    serde_json::to_value(&r).unwrap_or_default()
 }

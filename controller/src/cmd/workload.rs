@@ -17,7 +17,7 @@ use weft_topology::{RoutingMode, Topology};
 use weft_traffic::collective::Kind;
 
 use super::simulate::{class_of, model, parse_modes};
-use super::{Outcome, OutputFormat, load_valid};
+use super::{Outcome, OutputFormat, load_valid_as};
 
 #[derive(Debug, Clone)]
 pub struct WorkloadArgs {
@@ -266,7 +266,7 @@ pub fn run(
     a: &WorkloadArgs,
     output: OutputFormat,
 ) -> anyhow::Result<Outcome> {
-    let Some(t) = load_valid(file)? else {
+    let Some(t) = load_valid_as(file, output)? else {
         return Ok(Outcome::Invalid);
     };
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?;
@@ -413,8 +413,8 @@ pub fn run(
         report.regressions = regressions(&report, &base, a.threshold);
     }
     match output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        OutputFormat::Text => print!("{}", render(&report)),
+        OutputFormat::Json => crate::outln!("{}", serde_json::to_string_pretty(&report)?),
+        OutputFormat::Text => crate::out!("{}", render(&report)),
     }
     let ok = report.cases.iter().all(|c| c.run.complete) && report.regressions.is_empty();
     Ok(if ok { Outcome::Ok } else { Outcome::Failed })

@@ -516,7 +516,15 @@ pub(super) fn check_unique(cx: &mut Ctx, switches: &[Switch], hosts: &[Host], ex
         hosts,
         "SONiC DB endpoint",
         &|_| "db",
-        sws().map(|(i, s)| (s.db.as_str(), Who::Switch(i), ex.db[i])),
+        // Compared by what they name: `?db_base=0` is the endpoint without it.
+        sws().map(|(i, s)| {
+            let id = match super::endpoints::db_identity(&s.db) {
+                Ok((server, 0)) => server,
+                Ok((server, base)) => format!("{server}?db_base={base}"),
+                Err(_) => s.db.clone(),
+            };
+            (id, Who::Switch(i), ex.db[i])
+        }),
     );
     dup(
         cx,

@@ -95,13 +95,57 @@ pub fn check_socket_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Redis databases one switch's SONiC DBs take when switches share a redis-server (`?db_base=N`).
+pub const DB_BLOCK: u32 = 16;
+/// The largest `db_base` (Redis must be started with `databases` above it + 15).
+pub const MAX_DB_BASE: u32 = 1 << 20;
+
+/// What a DB endpoint names: the server (the endpoint without `db_base=`) and the first of the 16
+/// databases the switch uses there. Two switches whose identities are equal would overwrite each
+/// other's tables. The same rule as the SONiC DB client's, which asserts it again on connect.
+pub fn db_identity(s: &str) -> Result<(String, u32), String> {
+    let Some((head, query)) = s.split_once('?') else {
+        return Ok((s.to_string(), 0));
+    };
+    let mut base = 0;
+    let mut rest = Vec::new();
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        match kv.strip_prefix("db_base=") {
+            Some(v) => {
+                base = v
+                    .parse::<u32>()
+                    .map_err(|_| format!("db_base {v:?} is not a number"))?;
+                if base % DB_BLOCK != 0 || base > MAX_DB_BASE {
+                    return Err(format!(
+                        "db_base {base} must be a multiple of {DB_BLOCK} up to {MAX_DB_BASE} \
+                         (each switch takes {DB_BLOCK} databases)"
+                    ));
+                }
+            }
+            None if s.starts_with("redis://") => {
+                return Err(format!(
+                    "unknown option {kv:?} (a redis:// endpoint takes only db_base=N)"
+                ));
+            }
+            None => rest.push(kv),
+        }
+    }
+    let head = if rest.is_empty() {
+        head.to_string()
+    } else {
+        format!("{head}?{}", rest.join("&"))
+    };
+    Ok((head, base))
+}
+
 /// A SONiC DB endpoint: `redis://[USER[:PASS]@]HOST:PORT[/[DB]]`, `unix:///path.sock[?…]` or an
 /// absolute socket path (the forms the SONiC DB client accepts).
 pub fn check_db(s: &str) -> Result<(), String> {
     const FORMS: &str =
         "expected redis://HOST:PORT, unix:///path/to/redis.sock or an absolute socket path";
+    let (s, _) = db_identity(s)?;
     if s.starts_with('/') {
-        return check_socket_path(s);
+        return check_socket_path(&s);
     }
     if let Some(rest) = s.strip_prefix("unix://") {
         let path = rest.split_once('?').map_or(rest, |(p, _)| p);
@@ -151,6 +195,22 @@ mod tests {
     }
 
     #[test]
+    fn switches_sharing_a_server_are_told_apart_by_db_base_only() {
+        assert_eq!(
+            db_identity("redis://h:1?db_base=0"),
+            db_identity("redis://h:1")
+        );
+        assert_ne!(
+            db_identity("redis://h:1?db_base=16"),
+            db_identity("redis://h:1")
+        );
+        assert_eq!(
+            db_identity("unix:///r.sock?db_base=32"),
+            Ok(("unix:///r.sock".to_string(), 32))
+        );
+    }
+
+    #[test]
     fn db_endpoints_take_the_forms_the_client_reads() {
         for ok in [
             "redis://127.0.0.1:6379",
@@ -158,6 +218,8 @@ mod tests {
             "redis://weft:s3cret@10.0.0.1:6379/0",
             "unix:///run/weft/leaf1/redis.sock",
             "/run/weft/leaf1/redis.sock",
+            "redis://127.0.0.1:6379?db_base=32",
+            "unix:///run/weft/redis.sock?db_base=16",
         ] {
             assert_eq!(check_db(ok), Ok(()), "{ok}");
         }
@@ -169,6 +231,10 @@ mod tests {
             "unix://relative/x.sock",
             "relative/x.sock",
             &format!("/{}", "x".repeat(200)),
+            "redis://127.0.0.1:6379?db_base=17",
+            "redis://127.0.0.1:6379?db_base=-16",
+            "redis://127.0.0.1:6379?db_base=99999999999",
+            "redis://127.0.0.1:6379?timeout=1",
         ] {
             assert!(check_db(bad).is_err(), "{bad}");
         }
