@@ -225,6 +225,7 @@ pub enum Command {
     /// Examples:
     ///   weft run fabric.yaml
     ///   weft run fabric.yaml --events-log /tmp/reconvergence.jsonl
+    ///   weft run fabric.yaml --metrics 127.0.0.1:19400   (Prometheus: reconvergence latency, ...)
     ///   weft run fabric.yaml --log-format json 2>>/var/log/weft.jsonl
     ///
     /// Follows every switch's STATE_DB port state, recomputes only what a change affects,
@@ -255,6 +256,9 @@ pub enum Command {
         /// Take the fabric's lock even if another weft holds it.
         #[arg(long)]
         steal: bool,
+        /// Serve Prometheus/OpenMetrics metrics at http://ADDR/metrics (HOST:PORT).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
     },
     /// The fabric's state: every link's ends, plugins, pending keys, the lock, `weft run`.
     ///
@@ -562,6 +566,31 @@ pub enum TestbedCommand {
         src: String,
         /// The receiving host.
         dst: String,
+    },
+    /// Write a Prometheus scrape configuration for the testbed's plugins (and `weft run`).
+    ///
+    /// Examples:
+    ///   weft testbed prometheus-config fabric.yaml prometheus.yml
+    ///   ip netns exec weft-small prometheus --config.file=prometheus.yml --storage.tsdb.path=/tmp/p
+    ///
+    /// Every plugin of the testbed serves /metrics on the fabric namespace's loopback, so
+    /// Prometheus runs in that namespace (`ip netns exec weft-<fabric>`), and so does
+    /// `weft run --metrics` for the controller's job.
+    #[command(verbatim_doc_comment)]
+    PrometheusConfig {
+        /// The intent file or the fabric's name.
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        /// Where to write it [default: standard output].
+        #[arg(value_name = "OUT")]
+        out: Option<PathBuf>,
+        /// The controller's job: where `weft run --metrics` listens (in the fabric namespace)
+        /// ["none": no controller job].
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:19400")]
+        controller: String,
+        /// Scrape interval.
+        #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+        interval: Duration,
     },
     /// Ping every host from every host.
     ///

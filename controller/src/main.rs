@@ -133,6 +133,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             status_file,
             parallelism,
             steal,
+            metrics,
         } => block_on(cmd::run::run(
             &file,
             cmd::run::RunArgs {
@@ -142,6 +143,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 status_file,
                 parallelism,
                 steal,
+                metrics,
             },
         )),
         Command::Status {
@@ -196,6 +198,12 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 count,
                 interval,
             } => cmd::testbed::link(&fabric, state_dir, &port, action, count, interval),
+            TestbedCommand::PrometheusConfig {
+                fabric,
+                out,
+                controller,
+                interval,
+            } => cmd::testbed::prometheus_config(&fabric, state_dir, out, &controller, interval),
             TestbedCommand::Ping { fabric, output } => {
                 cmd::testbed::ping(&fabric, state_dir, output)
             }

@@ -63,6 +63,8 @@ pub enum DaemonError {
     Db(#[from] SonicDbError),
     #[error("starting the port thread: {0}")]
     PortThread(#[source] std::io::Error),
+    #[error("{0}")]
+    Metrics(String),
 }
 
 /// Why a session ended.
@@ -108,6 +110,7 @@ pub struct Daemon {
     counters: Counters,
     state: PluginState,
     started: Instant,
+    metrics: Arc<weft_telemetry::PluginMetrics>,
 }
 
 fn now_ms() -> u64 {
@@ -157,6 +160,7 @@ impl Daemon {
             counters: Counters::default(),
             state: PluginState::Starting,
             started: Instant::now(),
+            metrics: Arc::new(weft_telemetry::PluginMetrics::new(cfg.switch_name.clone())),
             cfg,
         })
     }
@@ -176,9 +180,18 @@ impl Daemon {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()).map_err(
                 |e| DaemonError::P4rt(weft_p4rt::Error::Config(format!("SIGUSR1: {e}"))),
             )?;
+        let _metrics_server = match &self.cfg.metrics {
+            Some(addr) => Some(
+                weft_telemetry::serve(addr, self.metrics.registry())
+                    .await
+                    .map_err(|e| DaemonError::Metrics(e.to_string()))?,
+            ),
+            None => None,
+        };
         let mut backoff = Duration::from_millis(100);
         loop {
             self.counters.sessions += 1;
+            self.metrics.session();
             let end = self.session(&mut events, &mut usr1, &mut shutdown).await;
             match end {
                 End::Shutdown => {
@@ -591,7 +604,13 @@ impl Daemon {
         let t0 = Instant::now();
         let n = prepared.ops.len();
         let results = self.engine.commit(prepared, executed?).await?;
+        let bad = failed(&results) as u64;
         self.answer(results, n, t0, responder).await?;
+        self.metrics.batch(
+            pipe.started.map_or(0.0, |t| t.elapsed().as_secs_f64()),
+            (n as u64).saturating_sub(bad),
+            bad,
+        );
         match pipe.next.take() {
             Some(Next::Prepared(p)) if !p.blocked => pipe.start(&self.client, p),
             Some(Next::Prepared(p)) => {
@@ -637,6 +656,12 @@ impl Daemon {
             .read_cells(self.features.watchdog_reads(self.info()), "watchdog")
             .await?;
         let (events, publish) = self.features.observe_watchdog(&cells, Instant::now());
+        for ((port, prio), q) in &self.features.wd.queues {
+            let new_storm = events
+                .iter()
+                .any(|(k, e)| k.0 == *port && k.1 == *prio && matches!(e, WdEvent::Stormed(_)));
+            self.metrics.watchdog(port, *prio, q.stormed, new_storm);
+        }
         if events.is_empty() {
             return Ok(());
         }
@@ -657,6 +682,7 @@ impl Daemon {
     }
 
     async fn poll_counters(&mut self) -> Result<(), End> {
+        let t0 = Instant::now();
         let ports = self.engine.translator.ports().clone();
         let nexthops = self.engine.nexthop_ids();
         let cells = self
@@ -665,10 +691,18 @@ impl Daemon {
                 "counter",
             )
             .await?;
-        let rows: Vec<(String, FieldValues)> = crate::counters::rows(&ports, &nexthops, &cells)
-            .iter()
-            .map(crate::counters::wire)
-            .collect();
+        let typed = crate::counters::rows(&ports, &nexthops, &cells);
+        self.metrics
+            .set_counters(weft_telemetry::SwitchSnapshot::from_rows(&typed));
+        if self.cfg.metrics.is_some() {
+            // Every PSN slot in one wildcard read per counter (only for the metrics).
+            let psn = self
+                .read_cells(crate::counters::psn_reads(self.info()), "PSN counter")
+                .await?;
+            let (ooo, reg) = crate::counters::psn_totals(&psn);
+            self.metrics.set_psn(ooo, reg);
+        }
+        let rows: Vec<(String, FieldValues)> = typed.iter().map(crate::counters::wire).collect();
         let conn = self.sonic.connect(SonicDbId::CountersDb).await?;
         Table::new(conn.clone(), "COUNTERS")?
             .merge_many(&rows)
@@ -676,6 +710,7 @@ impl Daemon {
         let map = crate::counters::name_map(&ports);
         weft_sonic_db::merge_hash(&conn, PortNameMap::TABLE, &map.to_fields()).await?;
         self.counters.counter_polls += 1;
+        self.metrics.counter_poll(t0.elapsed().as_secs_f64());
         Ok(())
     }
 
@@ -689,7 +724,14 @@ impl Daemon {
                 "tuning counter",
             )
             .await?;
-        let (changes, publish) = self.features.observe_tuning(cells, Instant::now());
+        let (changes, publish, histograms) = self.features.observe_tuning(cells, Instant::now());
+        let shift = u32::from(self.features.tuning.shift);
+        for (port, h) in &histograms {
+            self.metrics.set_depth(port, h, shift);
+        }
+        for ((port, q), ch) in &changes {
+            self.metrics.tuner_move(port, *q, ch.reason.as_str());
+        }
         if !changes.is_empty() {
             let n = self.engine.apply_owned(self.owned_desired()?).await?;
             for ((port, q), ch) in &changes {
@@ -788,6 +830,9 @@ impl Daemon {
     /// The status row, which expires unless refreshed: its presence says the plugin lives.
     async fn write_status(&self) -> Result<(), SonicDbError> {
         let st = self.status().await;
+        let all: Vec<&str> = PluginState::ALL.iter().map(|s| s.as_str()).collect();
+        self.metrics.state(self.state.as_str(), &all);
+        self.metrics.backlog(st.pending_keys);
         let conn = self.sonic.connect(SonicDbId::StateDb).await?;
         // Expires after several missed refreshes, never before the next one is due.
         let ttl = Duration::from_millis(PLUGIN_STATUS_TTL_MS).max(self.cfg.status_interval * 3);
@@ -823,6 +868,8 @@ type Write = std::pin::Pin<
 #[derive(Default)]
 struct Pipe {
     inflight: Option<Write>,
+    /// When the batch in flight began its switch write.
+    started: Option<Instant>,
     /// What the batch in flight holds.
     pending: Pending,
     next: Option<Next>,
@@ -836,6 +883,7 @@ enum Next {
 
 impl Pipe {
     fn start(&mut self, client: &Client, p: Prepared) {
+        self.started = Some(Instant::now());
         self.pending = p.pending();
         let client = client.clone();
         self.inflight = Some(Box::pin(async move {

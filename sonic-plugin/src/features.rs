@@ -197,7 +197,11 @@ impl Features {
         &mut self,
         cells: Cells,
         now: Instant,
-    ) -> (Vec<(QueueKey, weft_tuning::Change)>, Publish) {
+    ) -> (
+        Vec<(QueueKey, weft_tuning::Change)>,
+        Publish,
+        BTreeMap<String, [u64; crate::tuning::HIST_BUCKETS as usize]>,
+    ) {
         let out = self.tuning.observe(cells, now, &self.intent.ports);
         let mut p = Publish::default();
         for (port, hist) in &out.histograms {
@@ -214,7 +218,7 @@ impl Features {
                 p.state_row(&st.record(k));
             }
         }
-        (out.changes, p)
+        (out.changes, p, out.histograms)
     }
 
     /// Every tuned queue's record (the status tick refreshes them with the last sample).
