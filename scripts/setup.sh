@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Weft needs on a fresh Debian machine, idempotently:
 #   - Debian packages: redis-server (each switch's SONiC DB), iproute2 (testbed namespaces and
-#     veths), graphviz (`weft graph --format svg`), and the Python venv module;
+#     veths), graphviz (`weft graph --format svg`), prometheus and curl (the metrics scenario),
+#     and the Python venv module;
 #   - a Python virtualenv in .venv with the packages in requirements.txt (P4Runtime bindings for
 #     the schema script and the independent read-back, scapy for packet tests).
 # BMv2 (simple_switch_grpc) and p4c are not in any package registry: build them from p4lang's
@@ -17,6 +18,10 @@ command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 # `weft graph --format svg` renders with Graphviz's dot.
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+# The metrics scenario scrapes the plugins and `weft run` with a real Prometheus (and curl for
+# its HTTP query API).
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 /usr/bin/python3 -c 'import thrift' >/dev/null 2>&1 || need_apt+=(python3-thrift)
 if ((${#need_apt[@]})); then
