@@ -282,6 +282,42 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
+    /// Paths packets took between two hosts (from postcards) beside the paths the tables allow.
+    ///
+    /// Examples:
+    ///   weft trace fabric.yaml leaf1-h1 leaf3-h1
+    ///   weft trace fabric.yaml leaf1-h1 leaf3-h1 --flow udp:*:4791 --since 10s
+    ///   weft trace fabric.yaml leaf1-h1 leaf3-h1 --qp 17 --output json
+    ///
+    /// Reads every switch's postcards (STATE_DB WEFT_POSTCARDS, written by the plugins for the
+    /// intent's `telemetry:` watched flows and samples), joins each packet's hops (flow, IPv4
+    /// id or RoCE PSN) along the topology, and compares them with the paths the compiled
+    /// tables allow (every branch of every group): per path the packets, per hop the median
+    /// queue depth and latency, in-switch latency percentiles, and a MISMATCH for a hop the
+    /// tables do not allow or a switch that sent no postcard where one was due. Exit status 0
+    /// packets traced and no mismatch, 3 a mismatch or nothing traced.
+    #[command(verbatim_doc_comment)]
+    Trace {
+        /// The intent file.
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// The sending host.
+        src: String,
+        /// The receiving host.
+        dst: String,
+        /// Only this flow: PROTO:SPORT:DPORT (udp, tcp or a number; * for any part).
+        #[arg(long, value_name = "PROTO:SPORT:DPORT", value_parser = crate::cmd::trace::parse_flow, conflicts_with = "qp")]
+        flow: Option<crate::cmd::trace::FlowFilter>,
+        /// Only RoCE packets to this destination QP.
+        #[arg(long, value_name = "N")]
+        qp: Option<u32>,
+        /// How far back to read postcards.
+        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        since: Duration,
+        /// text or json.
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
     /// Check every switch: DB reachable, plugin alive and primary, pipeline loaded, nothing stuck.
     ///
     /// Examples:

@@ -151,6 +151,19 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             status_file,
             output,
         } => block_on(cmd::run::status(&file, status_file, output)),
+        Command::Trace {
+            file,
+            src,
+            dst,
+            flow,
+            qp,
+            since,
+            output,
+        } => {
+            let mut filter = flow.unwrap_or_default();
+            filter.qp = qp;
+            block_on(cmd::trace::run(&file, &src, &dst, filter, since, output))
+        }
         Command::Doctor {
             file,
             targets,

@@ -111,7 +111,12 @@ pub struct Daemon {
     state: PluginState,
     started: Instant,
     metrics: Arc<weft_telemetry::PluginMetrics>,
+    /// Decoded postcards not yet in STATE_DB `WEFT_POSTCARDS`.
+    postcards: Vec<weft_sonic_schema::state::PostcardHop>,
 }
+
+/// Postcards held for the next flush at most; more are dropped (and counted).
+const POSTCARD_BUFFER: usize = 20_000;
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -161,6 +166,7 @@ impl Daemon {
             state: PluginState::Starting,
             started: Instant::now(),
             metrics: Arc::new(weft_telemetry::PluginMetrics::new(cfg.switch_name.clone())),
+            postcards: Vec::new(),
             cfg,
         })
     }
@@ -334,6 +340,7 @@ impl Daemon {
         let mut status_tick = tick(Some(self.cfg.status_interval));
         let mut counter_tick = tick(self.cfg.counter_interval);
         let mut tuning_tick = tick(self.cfg.tuning_interval);
+        let mut postcard_tick = tick(Some(Duration::from_millis(100)));
         let mut pipe = Pipe::default();
         let end = loop {
             let result = tokio::select! {
@@ -373,8 +380,13 @@ impl Daemon {
                     Some(Event::LostPrimary { primary_election_id }) => Err(End::Resync(format!("lost primary to election id {primary_election_id}"))),
                     Some(Event::Reconnected) => Err(End::Resync("switch reconnected (it may have restarted)".into())),
                     None => break End::Shutdown,
+                    Some(Event::PacketIn(p)) => {
+                        self.on_packet_in(&p);
+                        Ok(())
+                    }
                     Some(_) => Ok(()),
                 },
+                _ = postcard_tick.tick(), if !self.postcards.is_empty() => self.flush_postcards().await,
                 _ = wd_tick.tick(), if !self.features.wd.queues.is_empty() => self.poll_watchdog().await,
                 _ = counter_tick.tick(), if self.cfg.counter_interval.is_some() => self.poll_counters().await,
                 _ = tuning_tick.tick(), if self.cfg.tuning_interval.is_some() && self.features.tuning.sampling_any() => self.poll_tuning().await,
@@ -711,6 +723,73 @@ impl Daemon {
         weft_sonic_db::merge_hash(&conn, PortNameMap::TABLE, &map.to_fields()).await?;
         self.counters.counter_polls += 1;
         self.metrics.counter_poll(t0.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// A packet-in: a postcard is decoded and held for the next flush.
+    fn on_packet_in(&mut self, p: &weft_p4rt::proto::p4::v1::PacketIn) {
+        let Ok(d) = self.info().decode_packet_in(p) else {
+            self.metrics.postcard("undecodable");
+            return;
+        };
+        if d.get_u64(weft_p4::packet_metadata::packet_in::fields::reason::NAME)
+            != Some(u64::from(weft_p4::constants::PACKET_IN_REASON_POSTCARD))
+        {
+            return;
+        }
+        let pc = match weft_telemetry::postcard::decode(&d.payload) {
+            Ok(pc) => pc,
+            Err(e) => {
+                tracing::debug!(error = %e, "postcard not decoded");
+                self.metrics.postcard("undecodable");
+                return;
+            }
+        };
+        if self.postcards.len() >= POSTCARD_BUFFER {
+            self.metrics.postcard("dropped");
+            return;
+        }
+        let ports = self.engine.translator.ports();
+        let name = |id: u16| {
+            ports
+                .by_name
+                .iter()
+                .find(|(_, v)| **v == u32::from(id))
+                .map(|(k, _)| k.clone())
+        };
+        let time_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let hop = pc.hop(&self.cfg.switch_name, name, time_us);
+        self.postcards.push(hop);
+    }
+
+    /// Appends the held postcards to STATE_DB `WEFT_POSTCARDS` (a stream trimmed to the
+    /// intent's `max_records`).
+    async fn flush_postcards(&mut self) -> Result<(), End> {
+        let hops = std::mem::take(&mut self.postcards);
+        let max = self.features.intent.telemetry.map_or(10_000, |t| t.1);
+        let mut conn = self.sonic.connect(SonicDbId::StateDb).await?;
+        let mut pipe = redis::pipe();
+        for h in &hops {
+            let mut c = redis::cmd("XADD");
+            c.arg(weft_sonic_schema::state::POSTCARD_STREAM)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(max)
+                .arg("*");
+            for (f, v) in h.to_fields() {
+                c.arg(f).arg(v);
+            }
+            pipe.add_command(c).ignore();
+        }
+        let r: Result<(), redis::RedisError> = pipe.query_async(conn.raw()).await;
+        if let Err(e) = r {
+            return Err(End::Resync(format!("writing postcards: {e}")));
+        }
+        for _ in &hops {
+            self.metrics.postcard("stored");
+        }
         Ok(())
     }
 

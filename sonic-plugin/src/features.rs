@@ -55,6 +55,9 @@ impl Publish {
 }
 
 /// What the plugin's features want of the switch, and their state.
+/// The clone session postcards use (PFC frames use 1024 + port; 1..511 are free).
+pub const POSTCARD_SESSION: u32 = 500;
+
 #[derive(Debug, Clone)]
 pub struct Features {
     pub intent: SwitchIntent,
@@ -104,12 +107,33 @@ impl Features {
 
     /// Every plugin-owned switch object: QoS tables, ECN thresholds, watchdog entries.
     pub fn desired(&self, info: &P4Info) -> Result<Objects, weft_p4rt::Error> {
+        let (postcard_sample_n, postcard_session) = match self.intent.telemetry {
+            Some((n, _)) => (n, POSTCARD_SESSION),
+            None => (0, 0),
+        };
         let settings = SwitchSettings {
             device_id: self.device_id,
             histogram_shift: self.tuning.shift,
-            ..Default::default()
+            postcard_sample_n,
+            postcard_session,
         };
         let mut o = qos::objects(info, &self.intent, &self.model, settings)?;
+        if postcard_session != 0 {
+            // Postcards go to the CPU port: packet-ins to this plugin.
+            qos::put(
+                &mut o,
+                Entity {
+                    entity: Some(entity::Entity::PacketReplicationEngineEntry(
+                        weft_p4rt::clone_session(
+                            POSTCARD_SESSION,
+                            [(u32::from(weft_p4::constants::CPU_PORT), 1)],
+                            0,
+                            0,
+                        ),
+                    )),
+                },
+            );
+        }
         let ports = &self.intent.ports;
         o.extend(self.wd.objects(info, &|p| ports.id(p))?);
         for e in self.tuning.objects(info)? {

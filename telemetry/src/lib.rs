@@ -7,6 +7,7 @@
 //! apply), so one Prometheus scraping every plugin sees the whole fabric.
 
 pub mod metrics;
+pub mod postcard;
 pub mod server;
 
 pub use metrics::{ControllerMetrics, PluginMetrics, SwitchSnapshot};

@@ -212,6 +212,12 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         S,
         "One counter poll (P4Runtime read and COUNTERS_DB write).",
     ),
+    fam(
+        "weft_postcards_total",
+        "counter",
+        &["switch", "result"],
+        "Postcards received as packet-in, by result (stored, dropped: buffer full, undecodable).",
+    ),
 ];
 
 /// Every family `weft run --metrics` serves.
@@ -542,6 +548,7 @@ pub struct PluginMetrics {
     batch: Family<Labels, Histogram>,
     backlog: Family<Labels, Gauge>,
     poll: Family<Labels, Histogram>,
+    postcards: Family<Labels, Counter>,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -588,6 +595,7 @@ impl PluginMetrics {
             batch: Family::new_with_constructor(seconds_histogram),
             backlog: Family::default(),
             poll: Family::new_with_constructor(seconds_histogram),
+            postcards: Family::default(),
         };
         register(&mut r, "weft_pfc_watchdog_stormed", &m.wd_stormed);
         register(&mut r, "weft_pfc_watchdog_storms_total", &m.wd_storms);
@@ -599,6 +607,10 @@ impl PluginMetrics {
         register(&mut r, "weft_plugin_batch_duration_seconds", &m.batch);
         register(&mut r, "weft_appl_db_backlog_keys", &m.backlog);
         register(&mut r, "weft_counter_poll_duration_seconds", &m.poll);
+        register(&mut r, "weft_postcards_total", &m.postcards);
+        for result in ["stored", "dropped", "undecodable"] {
+            let _ = m.postcards.get_or_create(&m.with(&[("result", result)]));
+        }
         // Series that exist from the start (a scrape before the first event still sees them).
         m.primary.get_or_create(&m.sw()).set(0);
         let _ = m.sessions.get_or_create(&m.sw());
@@ -712,6 +724,12 @@ impl PluginMetrics {
         self.backlog
             .get_or_create(&self.sw())
             .set(i64::try_from(keys).unwrap_or(i64::MAX));
+    }
+
+    pub fn postcard(&self, result: &str) {
+        self.postcards
+            .get_or_create(&self.with(&[("result", result)]))
+            .inc();
     }
 
     pub fn counter_poll(&self, seconds: f64) {

@@ -32,6 +32,7 @@ def recv(a):
     seqs = set()
     sent_at = {}
     ce = 0
+    latency_us = []
     while time.monotonic() < end:
         try:
             data, anc, _flags, _addr = s.recvmsg(2048, socket.CMSG_SPACE(1))
@@ -42,6 +43,8 @@ def recv(a):
             continue
         seq, sent = HDR.unpack_from(data)
         sent_at[seq] = sent
+        # One-way latency on the one clock all namespaces share.
+        latency_us.append((time.time_ns() - sent) / 1e3)
         for level, typ, val in anc:
             if level == socket.IPPROTO_IP and typ == socket.IP_TOS and val and (val[0] & 3) == 3:
                 ce += 1
@@ -70,6 +73,11 @@ def recv(a):
         "outage_ms": outage[0] / 1e6,
         "outage_from_unix_ms": (outage[1] / 1e6) if outage[1] is not None else None,
         "loss_runs": runs[:100],
+        "latency_us": {
+            "min": min(latency_us) if latency_us else None,
+            "p50": sorted(latency_us)[len(latency_us) // 2] if latency_us else None,
+            "max": max(latency_us) if latency_us else None,
+        },
     }
     with open(a.out, "w") as f:
         json.dump(out, f)
