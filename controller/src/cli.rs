@@ -282,6 +282,43 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
+    /// A live view of the fabric: busiest links, ECN-marking and deep queues, PFC, drops.
+    ///
+    /// Examples:
+    ///   weft top fabric.yaml
+    ///   weft top fabric.yaml --filter leaf1 --sort packets
+    ///   weft top fabric.yaml --once --output json | jq '.links[0]'
+    ///
+    /// Reads every switch's COUNTERS_DB every --interval and shows rates over it: links by
+    /// utilisation (both directions, host links too), queues by ECN marks/s, the deepest
+    /// queues (p99 of the pipeline's depth histogram, where the plugin publishes it), PFC
+    /// PAUSE rates, drops by reason, and links `weft run` keeps out of use. Live keys (a
+    /// letter then Enter): u/p sort by utilisation/packets, /TEXT filter, / clear, q quit.
+    /// RoCE out-of-order counts are in the plugins' /metrics (weft_roce_psn_*), not here.
+    #[command(verbatim_doc_comment)]
+    Top {
+        /// The intent file.
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// One view (two reads --interval apart), then exit.
+        #[arg(long)]
+        once: bool,
+        /// Refresh interval (and the rate window).
+        #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+        interval: Duration,
+        /// How links are ranked.
+        #[arg(long, value_enum, default_value = "util")]
+        sort: TopSort,
+        /// Only rows naming this text (a switch, port or host).
+        #[arg(long, value_name = "TEXT")]
+        filter: Option<String>,
+        /// Rows per section in text output.
+        #[arg(long, default_value = "10", value_name = "N")]
+        rows: usize,
+        /// text or json (json needs --once).
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
     /// Paths packets took between two hosts (from postcards) beside the paths the tables allow.
     ///
     /// Examples:
@@ -716,6 +753,14 @@ pub enum TestbedCommand {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TopSort {
+    /// The busier direction's bits/s over the link speed.
+    Util,
+    /// The busier direction's packets/s.
+    Packets,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -151,6 +151,26 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             status_file,
             output,
         } => block_on(cmd::run::status(&file, status_file, output)),
+        Command::Top {
+            file,
+            once,
+            interval,
+            sort,
+            filter,
+            rows,
+            output,
+        } => block_on(cmd::top::run(
+            &file,
+            once || output == cmd::OutputFormat::Json,
+            interval,
+            match sort {
+                weft_controller::cli::TopSort::Util => cmd::top::Sort::Utilisation,
+                weft_controller::cli::TopSort::Packets => cmd::top::Sort::Packets,
+            },
+            filter,
+            rows,
+            output,
+        )),
         Command::Trace {
             file,
             src,

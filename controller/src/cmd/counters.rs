@@ -37,7 +37,7 @@ pub struct QueueRow {
     pub pfc_rx: Option<u64>,
 }
 
-async fn dump(
+pub(crate) async fn dump(
     db: &str,
     id: SonicDbId,
     table: &str,

@@ -11,6 +11,7 @@ pub mod run;
 pub mod show;
 pub mod simulate;
 pub mod testbed;
+pub mod top;
 pub mod trace;
 pub mod validate;
 pub mod workload;
