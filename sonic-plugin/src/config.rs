@@ -155,7 +155,8 @@ pub struct Cli {
     /// every port): on BMv2, the rate Thrift `set_queue_rate` gave it [default: PORT speed].
     #[arg(long = "tuning-line-rate", value_name = "PORT=PPS")]
     pub tuning_line_rate: Vec<String>,
-    /// Serve Prometheus/OpenMetrics metrics at http://ADDR/metrics (HOST:PORT) [default: off].
+    /// Serve Prometheus/OpenMetrics metrics at http://ADDR/metrics (HOST:PORT; `off`: none)
+    /// [default: off].
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
     /// The switch's name: the `switch` label of every metric [default: device-<device id>].
@@ -504,7 +505,10 @@ impl PluginConfig {
                 });
             }
         }
-        c.metrics = cli.metrics.or(file.metrics);
+        c.metrics = cli
+            .metrics
+            .or(file.metrics)
+            .filter(|m| !matches!(m.as_str(), "off" | "none"));
         if let Some(m) = &c.metrics {
             weft_telemetry::server::parse_addr(m).map_err(|e| ConfigError::Invalid {
                 setting: "metrics",

@@ -747,13 +747,25 @@ fn start_switches(
             &sw.p4rt_address,
             &port_map,
         ));
-        let metrics = plugin_metrics_addr(si);
-        pl.extend([
-            "--switch-name".into(),
-            sw.name.clone(),
-            "--metrics".into(),
-            metrics.clone(),
-        ]);
+        // Metrics on a port of the fabric namespace, unless the caller's plugin arguments
+        // say otherwise (`--metrics off` turns them off).
+        let own = opts
+            .plugin_args
+            .iter()
+            .position(|a| a == "--metrics" || a.starts_with("--metrics="));
+        let metrics = match own {
+            None => {
+                let m = plugin_metrics_addr(si);
+                pl.extend(["--metrics".into(), m.clone()]);
+                Some(m)
+            }
+            Some(i) => opts.plugin_args[i]
+                .strip_prefix("--metrics=")
+                .or(opts.plugin_args.get(i + 1).map(String::as_str))
+                .filter(|m| !matches!(*m, "off" | "none"))
+                .map(String::from),
+        };
+        pl.extend(["--switch-name".into(), sw.name.clone()]);
         pl.extend(opts.plugin_args.iter().cloned());
         st.processes.push(spawn(
             &format!("plugin {}", sw.name),
@@ -767,7 +779,7 @@ fn start_switches(
             db: sw.db.clone(),
             thrift_port: thrift,
             interfaces: interfaces[si].clone(),
-            metrics: Some(metrics),
+            metrics,
         });
         st.save()?;
     }

@@ -45,7 +45,7 @@ pub struct Intent {
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySpec {
     /// A postcard for 1 in N forwarded packets at every switch; 0: watched flows only.
-    /// Default 0.
+    /// Default 1000 (postcards then cost about 0.05% of the traffic's bytes per hop).
     pub sample: Option<u32>,
     /// Flows whose every packet gets a postcard at every hop.
     #[serde(default)]

@@ -1444,6 +1444,9 @@ fn overlay_host(base: &mut HostSpec, o: &HostSpec) {
     );
 }
 
+/// The intent's default `telemetry.sample`: a postcard for 1 in 1000 packets.
+pub const DEFAULT_POSTCARD_SAMPLE: u32 = 1000;
+
 /// Most watched flows the pipeline's postcard_watch_table holds.
 pub const MAX_WATCHED_FLOWS: usize = 256; // p4/include/sizes.p4 POSTCARD_WATCH_TABLE_SIZE (the compiler asserts it)
 
@@ -1559,7 +1562,7 @@ fn resolve_telemetry(
         });
     }
     Telemetry {
-        sample: t.sample.unwrap_or(0),
+        sample: t.sample.unwrap_or(DEFAULT_POSTCARD_SAMPLE),
         watch,
         max_records: t.max_records.unwrap_or(10_000).max(1),
     }
