@@ -55,6 +55,9 @@ impl Publish {
 }
 
 /// What the plugin's features want of the switch, and their state.
+/// Per port: the pipeline's cumulative queue-depth histogram buckets.
+pub type DepthHistograms = BTreeMap<String, [u64; crate::tuning::HIST_BUCKETS as usize]>;
+
 /// The clone session postcards use (PFC frames use 1024 + port; 1..511 are free).
 pub const POSTCARD_SESSION: u32 = 500;
 
@@ -221,11 +224,7 @@ impl Features {
         &mut self,
         cells: Cells,
         now: Instant,
-    ) -> (
-        Vec<(QueueKey, weft_tuning::Change)>,
-        Publish,
-        BTreeMap<String, [u64; crate::tuning::HIST_BUCKETS as usize]>,
-    ) {
+    ) -> (Vec<(QueueKey, weft_tuning::Change)>, Publish, DepthHistograms) {
         let out = self.tuning.observe(cells, now, &self.intent.ports);
         let mut p = Publish::default();
         for (port, hist) in &out.histograms {

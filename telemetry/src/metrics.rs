@@ -852,7 +852,9 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// `# TYPE name kind` lines and every sample's (name, label names).
-    fn parse(text: &str) -> (BTreeMap<String, String>, Vec<(String, BTreeSet<String>)>) {
+    type Samples = Vec<(String, BTreeSet<String>)>;
+
+    fn parse(text: &str) -> (BTreeMap<String, String>, Samples) {
         let mut types = BTreeMap::new();
         let mut samples = Vec::new();
         for l in text.lines() {
