@@ -124,6 +124,11 @@ def run_variant(name, a):
             "postcards_per_packet_hop": round(stored / (packets * hops), 5),
             "postcard_bytes_share_per_hop": round(stored * postcard_bytes / (packets * hops * frame), 6),
         }
+        if name == "watched":
+            # One of the four streams is watched: its packet-hops, and its own bytes.
+            watched = a.pps * a.seconds * hops
+            r["postcards_per_watched_packet_hop"] = round(stored / watched, 4)
+            r["postcard_bytes_share_of_watched_flow"] = round(stored * postcard_bytes / (watched * frame), 4)
         print(json.dumps(r), flush=True)
         return r
     finally:

@@ -224,7 +224,11 @@ impl Features {
         &mut self,
         cells: Cells,
         now: Instant,
-    ) -> (Vec<(QueueKey, weft_tuning::Change)>, Publish, DepthHistograms) {
+    ) -> (
+        Vec<(QueueKey, weft_tuning::Change)>,
+        Publish,
+        DepthHistograms,
+    ) {
         let out = self.tuning.observe(cells, now, &self.intent.ports);
         let mut p = Publish::default();
         for (port, hist) in &out.histograms {
