@@ -22,6 +22,8 @@ command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
 # its HTTP query API).
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# The operator bench measures peak RSS of whole commands with GNU time.
+[ -x /usr/bin/time ] || need_apt+=(time)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 /usr/bin/python3 -c 'import thrift' >/dev/null 2>&1 || need_apt+=(python3-thrift)
 if ((${#need_apt[@]})); then

@@ -403,10 +403,10 @@ impl PluginConfig {
                 .insert(port.trim().to_string(), ifname.trim().to_string());
         }
         for (port, ifname) in &c.interfaces {
-            if port.is_empty() || ifname.is_empty() || ifname.len() > 15 || ifname.contains('/') {
+            if let Err(why) = check_port_name(port).and_then(|()| check_ifname(ifname)) {
                 return Err(ConfigError::Invalid {
                     setting: "port",
-                    reason: format!("{port}={ifname}: not a port name and a Linux interface name"),
+                    reason: format!("{port:?}={ifname:?}: {why}"),
                 });
             }
         }
@@ -704,5 +704,62 @@ mod tests {
             .filter(|id| *id != "help" && *id != "version")
             .collect();
         assert!(bad.is_empty(), "flags without help: {bad:?}");
+    }
+}
+
+/// A SONiC port name as it becomes part of DB keys (`PORT_TABLE:<port>`, `COUNTERS:<port>:<q>`):
+/// the intent's name rule (1–63 of `A-Z a-z 0-9 _ . -`, letter or digit first), asserted again
+/// here because the plugin takes it from its own command line or file.
+fn check_port_name(port: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    match port.chars().next() {
+        None => Err("empty port name".into()),
+        Some(_) if port.len() > 63 => Err("a port name has at most 63 characters".into()),
+        Some(c) if !c.is_ascii_alphanumeric() => {
+            Err("a port name starts with a letter or digit".into())
+        }
+        Some(_) if !port.chars().all(ok_char) => {
+            Err("a port name has only A-Z a-z 0-9 _ . - (it becomes part of SONiC DB keys)".into())
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// What Linux accepts as an interface name (`dev_valid_name`): 1–15 bytes, not `.` or `..`, no
+/// `/`, `:` or whitespace.
+fn check_ifname(ifname: &str) -> Result<(), String> {
+    if ifname.is_empty() || ifname.len() > 15 {
+        return Err("a Linux interface name has 1 to 15 bytes".into());
+    }
+    if ifname == "." || ifname == ".." {
+        return Err("not a Linux interface name".into());
+    }
+    if ifname
+        .chars()
+        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+    {
+        return Err("a Linux interface name has no '/', ':', spaces or control characters".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn port_and_interface_names_that_would_break_keys_or_netlink_are_refused() {
+        for ok in ["Ethernet0", "Ethernet124", "eth-1.2"] {
+            assert_eq!(check_port_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "Ethernet|0", "Eth:0", "Eth 0", "-Eth", &"E".repeat(64)] {
+            assert!(check_port_name(bad).is_err(), "{bad:?}");
+        }
+        for ok in ["veth0", "s1p1", "s4294967p12345"] {
+            assert_eq!(check_ifname(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a:b", "a b", "abcdefghijklmnop"] {
+            assert!(check_ifname(bad).is_err(), "{bad:?}");
+        }
     }
 }
