@@ -110,6 +110,9 @@ def run_variant(name, a):
         stored = sum(metric_sum(after[t], "weft_postcards_total", 'result="stored"')
                      - metric_sum(before[t], "weft_postcards_total", 'result="stored"')
                      for t in targets)
+        lagged = sum(metric_sum(after[t], "weft_postcards_total", 'result="lagged"')
+                     - metric_sum(before[t], "weft_postcards_total", 'result="lagged"')
+                     for t in targets)
         packets = len(pairs) * a.pps * a.seconds
         hops = 3
         frame = 1000 + 8 + 20 + 14
@@ -121,6 +124,7 @@ def run_variant(name, a):
             "plugin_cpu_s": round(c1 - c0, 2),
             "plugin_cpu_percent_per_switch": round(100 * (c1 - c0) / wall / len(plugins), 2),
             "postcards": int(stored),
+            "postcards_lagged": int(lagged),
             "postcards_per_packet_hop": round(stored / (packets * hops), 5),
             "postcard_bytes_share_per_hop": round(stored * postcard_bytes / (packets * hops * frame), 6),
         }

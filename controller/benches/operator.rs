@@ -68,10 +68,15 @@ fn timed(weft: &Path, args: &[&str], out: &Path) -> Sample {
     let fields: Vec<f64> = text
         .lines()
         .last()
-        .map(|l| l.split_whitespace().filter_map(|v| v.parse().ok()).collect())
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     let kib = fields.get(1).copied().unwrap_or(f64::NAN);
-    let cpu = fields.get(2).copied().unwrap_or(f64::NAN) + fields.get(3).copied().unwrap_or(f64::NAN);
+    let cpu =
+        fields.get(2).copied().unwrap_or(f64::NAN) + fields.get(3).copied().unwrap_or(f64::NAN);
     Sample {
         wall,
         cpu,
@@ -133,7 +138,10 @@ fn offline(weft: &Path, dir: &Path, k: u32) {
     )
     .replace(
         "fabric:\n",
-        &format!("fabric:\n  defaults: {{db_socket_dir: {}}}\n", dir.join("nodb").display()),
+        &format!(
+            "fabric:\n  defaults: {{db_socket_dir: {}}}\n",
+            dir.join("nodb").display()
+        ),
     );
     std::fs::write(&file, text).expect("intent");
     let f = file.to_str().expect("utf-8 path");
@@ -145,7 +153,10 @@ fn offline(weft: &Path, dir: &Path, k: u32) {
             "weft plan --offline --output json",
             vec!["plan", "--offline", "--output", "json", f],
         ),
-        ("weft apply --dry-run (DBs unreachable)", vec!["apply", "--dry-run", f]),
+        (
+            "weft apply --dry-run (DBs unreachable)",
+            vec!["apply", "--dry-run", f],
+        ),
     ] {
         let out = dir.join("out");
         let samples: Vec<Sample> = (0..runs()).map(|_| timed(weft, &args, &out)).collect();
@@ -227,7 +238,8 @@ async fn pop_and_answer(sonic: &SonicDb) -> usize {
         .expect("publisher");
     let mut n = 0;
     loop {
-        let batch = tokio::time::timeout(Duration::from_millis(300), consumer.next_batch(4096)).await;
+        let batch =
+            tokio::time::timeout(Duration::from_millis(300), consumer.next_batch(4096)).await;
         let Ok(batch) = batch else { break };
         let batch = batch.expect("pop");
         if batch.is_empty() {
@@ -264,7 +276,10 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
             Err(e) => panic!("cannot start redis-server: {e}"),
         }
     }
-    println!("  {servers} redis-servers started in {:.1} s", t0.elapsed().as_secs_f64());
+    println!(
+        "  {servers} redis-servers started in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     let mut overrides = String::from("switches:\n");
     let mut dbs = Vec::new();
     for (i, (name, role)) in names.iter().enumerate() {

@@ -294,7 +294,7 @@ pub enum Command {
     /// queues (p99 of the pipeline's depth histogram, where the plugin publishes it), PFC
     /// PAUSE rates, drops by reason, and links `weft run` keeps out of use. Live keys (a
     /// letter then Enter): u/p sort by utilisation/packets, /TEXT filter, / clear, q quit.
-    /// RoCE out-of-order counts are in the plugins' /metrics (weft_roce_psn_*), not here.
+    /// RoCE PSN out-of-order and regression counts per switch (since it started) too.
     #[command(verbatim_doc_comment)]
     Top {
         /// The intent file.

@@ -115,6 +115,10 @@ pub struct Daemon {
     postcards: Vec<weft_sonic_schema::state::PostcardHop>,
 }
 
+/// The PSN anomaly counters (two wildcard reads of every QP slot) are read every this many
+/// counter polls.
+const PSN_EVERY: u64 = 5;
+
 /// Postcards held for the next flush at most; more are dropped (and counted).
 const POSTCARD_BUFFER: usize = 20_000;
 
@@ -382,6 +386,11 @@ impl Daemon {
                     None => break End::Shutdown,
                     Some(Event::PacketIn(p)) => {
                         self.on_packet_in(&p);
+                        Ok(())
+                    }
+                    Some(Event::Lagged(n)) => {
+                        // Stream events (under load: packet-ins) this loop did not take in time.
+                        self.metrics.postcards_lagged(n);
                         Ok(())
                     }
                     Some(_) => Ok(()),
@@ -706,15 +715,22 @@ impl Daemon {
         let typed = crate::counters::rows(&ports, &nexthops, &cells);
         self.metrics
             .set_counters(weft_telemetry::SwitchSnapshot::from_rows(&typed));
-        if self.cfg.metrics.is_some() {
-            // Every PSN slot in one wildcard read per counter (only for the metrics).
+        let mut rows: Vec<(String, FieldValues)> =
+            typed.iter().map(crate::counters::wire).collect();
+        if self.counters.counter_polls % PSN_EVERY == 0 {
+            // Every PSN slot, one wildcard read per counter (4096 cells each): every 5th poll.
             let psn = self
                 .read_cells(crate::counters::psn_reads(self.info()), "PSN counter")
                 .await?;
             let (ooo, reg) = crate::counters::psn_totals(&psn);
             self.metrics.set_psn(ooo, reg);
+            let sw = weft_sonic_schema::counters::SwitchCounters {
+                psn_out_of_order: Some(ooo),
+                psn_regressions: Some(reg),
+                ..Default::default()
+            };
+            rows.push((sw.key(), sw.to_fields()));
         }
-        let rows: Vec<(String, FieldValues)> = typed.iter().map(crate::counters::wire).collect();
         let conn = self.sonic.connect(SonicDbId::CountersDb).await?;
         Table::new(conn.clone(), "COUNTERS")?
             .merge_many(&rows)

@@ -216,7 +216,7 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         "weft_postcards_total",
         "counter",
         &["switch", "result"],
-        "Postcards received as packet-in, by result (stored, dropped: buffer full, undecodable).",
+        "Postcards received as packet-in, by result (stored, dropped: buffer full, undecodable; lagged: P4Runtime stream events the plugin's loop missed).",
     ),
 ];
 
@@ -608,7 +608,7 @@ impl PluginMetrics {
         register(&mut r, "weft_appl_db_backlog_keys", &m.backlog);
         register(&mut r, "weft_counter_poll_duration_seconds", &m.poll);
         register(&mut r, "weft_postcards_total", &m.postcards);
-        for result in ["stored", "dropped", "undecodable"] {
+        for result in ["stored", "dropped", "undecodable", "lagged"] {
             let _ = m.postcards.get_or_create(&m.with(&[("result", result)]));
         }
         // Series that exist from the start (a scrape before the first event still sees them).
@@ -724,6 +724,13 @@ impl PluginMetrics {
         self.backlog
             .get_or_create(&self.sw())
             .set(i64::try_from(keys).unwrap_or(i64::MAX));
+    }
+
+    /// Stream events missed by a slow loop (mostly postcards when they flow).
+    pub fn postcards_lagged(&self, n: u64) {
+        self.postcards
+            .get_or_create(&self.with(&[("result", "lagged")]))
+            .inc_by(n);
     }
 
     pub fn postcard(&self, result: &str) {

@@ -3,6 +3,8 @@
 //! histogram's p99 where the plugin publishes it), PFC PAUSE rates, drops, and links `weft run`
 //! keeps out of use (suppressed, down). `--once` prints one view (text or JSON) and exits.
 //!
+//! RoCE PSN anomalies (out of order, regressions) per switch come from COUNTERS:WEFT_SWITCH.
+//!
 //! Keys (a letter, then Enter: the terminal stays in line mode): `u` sort links by utilisation,
 //! `p` by packet rate, `e` queues by ECN, `d` by depth, `/TEXT` show only rows naming TEXT,
 //! `/` alone clears the filter, `q` quits.
@@ -75,6 +77,13 @@ pub struct DropRow {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct OooRow {
+    pub switch: String,
+    pub out_of_order: u64,
+    pub regressions: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct TopView {
     pub fabric: String,
     pub interval_s: f64,
@@ -85,8 +94,9 @@ pub struct TopView {
     pub drops: Vec<DropRow>,
     /// Links `weft run` does not use right now (suppressed, down, hold-down).
     pub out_of_use: Vec<String>,
-    /// Not on BMv2's pipeline counters in COUNTERS_DB: see `weft_roce_psn_*` in /metrics.
-    pub out_of_order: Option<u64>,
+    /// Per switch: RoCE PSN anomalies toward its host ports since the switch started (the
+    /// plugin reads them every 5th counter poll).
+    pub out_of_order: Vec<OooRow>,
     pub errors: Vec<(String, String)>,
 }
 
@@ -317,6 +327,23 @@ pub fn view(
         }
     }
     drops.sort_by(|a, b| b.pps.total_cmp(&a.pps));
+    let mut out_of_order: Vec<OooRow> = cur
+        .switches
+        .iter()
+        .filter(|(sw, _)| keep(sw))
+        .filter_map(|(sw, rows)| {
+            rows.iter().flatten().find_map(|r| match r {
+                CountersRow::Switch(s) if s.psn_out_of_order.is_some() => Some(OooRow {
+                    switch: sw.clone(),
+                    out_of_order: s.psn_out_of_order.unwrap_or(0),
+                    regressions: s.psn_regressions.unwrap_or(0),
+                }),
+                _ => None,
+            })
+        })
+        .collect();
+    out_of_order
+        .sort_by(|a, b| (b.out_of_order + b.regressions).cmp(&(a.out_of_order + a.regressions)));
     let errors = cur
         .switches
         .iter()
@@ -335,7 +362,7 @@ pub fn view(
             .filter(|(_, u)| u.as_str() != "in use")
             .map(|(l, u)| format!("{l}: {u}"))
             .collect(),
-        out_of_order: None,
+        out_of_order,
         errors,
     }
 }
@@ -482,6 +509,19 @@ fn render(v: &TopView, rows: usize) {
         for d in v.drops.iter().take(rows) {
             outln!("drops: {} {} {:.1} pps", d.switch, d.reason, d.pps);
         }
+    }
+    let ooo: Vec<String> = v
+        .out_of_order
+        .iter()
+        .filter(|o| o.out_of_order + o.regressions > 0)
+        .take(rows)
+        .map(|o| format!("{} {}/{}", o.switch, o.out_of_order, o.regressions))
+        .collect();
+    if !ooo.is_empty() {
+        outln!(
+            "RoCE PSN out of order/regressions (since start): {}",
+            ooo.join(", ")
+        );
     }
     if !v.out_of_use.is_empty() {
         outln!("links out of use: {}", v.out_of_use.join(", "));
@@ -660,6 +700,38 @@ mod tests {
         ] {
             assert!(j.get(k).is_some(), "{k}");
         }
+    }
+
+    #[test]
+    fn psn_anomalies_come_from_the_switch_row_through_counters_db_fields() {
+        use weft_sonic_schema::Row;
+        let t = topo();
+        let sw = weft_sonic_schema::counters::SwitchCounters {
+            psn_out_of_order: Some(7),
+            psn_regressions: Some(2),
+            ..Default::default()
+        };
+        // Through the wire form, as the plugin writes it and `weft top` reads it.
+        let back = CountersRow::from_fields(&sw.key(), &sw.to_fields()).expect("parses");
+        let mut cur = Snapshot::default();
+        cur.switches.insert("leaf1".into(), Ok(vec![back]));
+        let v = view(
+            &t,
+            &Snapshot::default(),
+            &cur,
+            1.0,
+            &BTreeMap::new(),
+            Sort::Utilisation,
+            "",
+        );
+        assert_eq!(v.out_of_order.len(), 1);
+        assert_eq!(
+            (
+                v.out_of_order[0].out_of_order,
+                v.out_of_order[0].regressions
+            ),
+            (7, 2)
+        );
     }
 
     #[test]
