@@ -342,8 +342,7 @@ pub fn view(
             })
         })
         .collect();
-    out_of_order
-        .sort_by(|a, b| (b.out_of_order + b.regressions).cmp(&(a.out_of_order + a.regressions)));
+    out_of_order.sort_by_key(|o| std::cmp::Reverse(o.out_of_order + o.regressions));
     let errors = cur
         .switches
         .iter()
