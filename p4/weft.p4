@@ -3,36 +3,39 @@
 // This file holds only the includes and the apply order; each feature is one control under
 // include/. Tables, who writes them and the units of every parameter: README.md.
 //
-//  INGRESS
+//  INGRESS                                       (the fast path, one condition per line: ?)
 //  ───────
-//  parser ─> PacketOut ──(from CPU: out the named port, done)
-//            PortIngress     rx counters; port_config_table (router MAC), switch_config_table,
-//                            port_status_table (down mask)
-//            PfcRx           PFC frame? count per priority, consume, done
-//            L3Admit         router MAC, IP only                                   ─┐ any drop
-//            QosClassify     DSCP -> traffic class, lossless                        │ skips the
-//            Routing         TTL check; ipv4_table / ipv6_table (LPM)               │ rest and is
-//              │ group?                                                             │ counted by
-//            Multipath       flow key + hash; mode; selector sample + last choice   │ DropStats
-//              │             + flowlets; live ports only; least queue (adaptive)    │
-//            Nexthop         nexthop_table: port, MACs; TTL-1; port live? priority  │
-//            PfcWatchdog     (lossless) storm on (port, prio) -> drop               │
-//            TelemetryIngress  (postcard session set) watch table / 1-in-N -> flag  ─┘
-//            DropStats       drop_reason_counter
+//  parser      resubmit: ingress port back; VLAN: PCP = class, tag off; IPv4/IPv6: DSCP
+//  PortIngress port_config_table: rx count, router MAC
+//              switch_config_table: settings, hash seed, DSCP -> class (qos.p4), watchdog ports
+//              port_status_table: down mask
+//  ? ROUTABLE  configured port, router MAC, IP, TTL > 1 ─┐ no: packet-out (out the named port,
+//  Routing       ipv4_table / ipv6_table (LPM)            │ done), PFC frame (count, consume,
+//                                                         │ done), or L3Admit (drop with reason)
+//  ? group     Multipath: mode + flow hash + selector key; flowlets; sample (HASH/SPRAY live:
+//                done); memory + least queue (adaptive, fallback); retry or drop
+//  Nexthop     nexthop_table: port (down: drop), MACs, TTL-1
+//  ? watchdog  PfcWatchdog (lossless, egress port with watchdog entries): storm -> drop
+//  ? postcards TelemetryIngress (postcard session set): flow key, watch table, 1-in-N
+//  ? dropped   DropStats: drop_reason_counter
 //                 │
 //            [ BMv2 queue per (port, priority) ]
 //                 │
 //  EGRESS
 //  ──────
-//            PortEgress      tx counters; queue-depth register + histogram
-//            PfcEgress       normal: xoff crossed -> clone PAUSE to the upstream port;
-//                                    <= xon -> clone RESUME
-//                            clone:  build the PFC frame
-//            Ecn             ECT packets: RED-style CE marking from (port, queue) thresholds
-//            PsnTracker      host-facing ports: RoCE PSN out-of-order / regression counters
-//            TelemetryEgress normal: flagged -> clone to the postcard session
-//                            clone:  build the postcard (packet-in on the CPU port)
-//  ─> checksum (IPv4) ─> deparser
+//  ? normal    PortEgress queue_config_table (port, queue): tx counters, depth register and
+//                histogram, ECN thresholds, PFC state ─ else: tx counter (packet-out, clones)
+//  ? ECN due   Ecn: ECT above Kmin: RED-style CE marking
+//  ? PFC due   PfcEgress: clone PAUSE/RESUME toward the upstream port
+//  ? BTH       PsnTracker: host-facing ports: RoCE PSN out-of-order / regression counters
+//  ? postcard  TelemetryEgress: flagged -> clone to the postcard session
+//  clones      PFC frame (PfcEgress) or postcard (TelemetryEgress, packet-in on the CPU port)
+//  ─> IPv4 checksum ─> deparser
+//
+// Every table hit, table miss, condition and action primitive costs BMv2 per packet (a hit the
+// most: it formats the entry for a log line even with logging off), so the fast path applies
+// only tables that hold data for this packet and each feature is one condition when it has
+// nothing to do; see p4/README.md, "Packet rate".
 #include <core.p4>
 #include <v1model.p4>
 
@@ -42,9 +45,9 @@
 #include "include/headers.p4"
 #include "include/parser.p4"
 #include "include/queue_state.p4"
+#include "include/qos.p4"
 #include "include/port.p4"
 #include "include/flow.p4"
-#include "include/qos.p4"
 #include "include/routing.p4"
 #include "include/multipath.p4"
 #include "include/nexthop.p4"
@@ -57,11 +60,10 @@
 control ingress(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t sm) {
-    PacketOut() cpu_out;
     PortIngress() port;
+    PacketOut() cpu_out;
     PfcRx() pfc_rx;
     L3Admit() admit;
-    QosClassify() qos;
     Routing() routing;
     Multipath() multipath;
     Nexthop() nexthop;
@@ -70,29 +72,32 @@ control ingress(inout headers_t hdr,
     DropStats() drops;
 
     apply {
-        cpu_out.apply(hdr, meta, sm);
         port.apply(hdr, meta, sm);
-        if (hdr.pfc.isValid()) {
-            pfc_rx.apply(hdr, meta, sm);
-        }
-        admit.apply(hdr, meta, sm);
-        if (meta.drop_reason == DROP_REASON_NONE) {
-            qos.apply(hdr, meta, sm);
+        if (ROUTABLE) {
             routing.apply(hdr, meta, sm);
+        } else if (hdr.packet_out.isValid()) {
+            cpu_out.apply(hdr, meta, sm);
+        } else if (hdr.pfc.isValid()) {
+            pfc_rx.apply(hdr, meta, sm);
+        } else {
+            admit.apply(hdr, meta, sm);
         }
-        if (meta.drop_reason == DROP_REASON_NONE && meta.is_multipath == 1) {
+        if (meta.wcmp_group_id != 0) {
             multipath.apply(hdr, meta, sm);
         }
-        if (meta.drop_reason == DROP_REASON_NONE) {
-            nexthop.apply(hdr, meta, sm);
-        }
-        if (meta.drop_reason == DROP_REASON_NONE && meta.lossless == 1) {
+        nexthop.apply(hdr, meta, sm);
+        // Ports above 255 are not in the mask: they always look the table up.
+        if (meta.lossless == 1 && sm.egress_spec != DROP_PORT
+                && (sm.egress_spec > 255
+                    || ((meta.watchdog_ports >> (bit<8>)sm.egress_spec) & 1) == 1)) {
             pfc_watchdog.apply(hdr, meta, sm);
         }
-        if (meta.drop_reason == DROP_REASON_NONE) {
+        if (SWITCH_CFG_POSTCARD_SESSION != 0) {
             telemetry.apply(hdr, meta, sm);
         }
-        drops.apply(hdr, meta, sm);
+        if (sm.egress_spec == DROP_PORT) {
+            drops.apply(hdr, meta, sm);
+        }
     }
 }
 
@@ -107,12 +112,22 @@ control egress(inout headers_t hdr,
 
     apply {
         port.apply(hdr, meta, sm);
-        if (meta.from_cpu == 0) {
-            pfc.apply(hdr, meta, sm);
-            if (sm.instance_type == INSTANCE_TYPE_NORMAL) {
+        if (meta.from_cpu == 0 && sm.instance_type == INSTANCE_TYPE_NORMAL) {
+            if (ECN_DUE) {
                 ecn.apply(hdr, meta, sm);
+            }
+            if (meta.pfc_event != 0) {
+                pfc.apply(hdr, meta, sm);
+            }
+            if (hdr.bth.isValid()) {
                 psn.apply(hdr, meta, sm);
             }
+            if (meta.postcard_flags != 0 && meta.clone_kind == CLONE_KIND_NONE) {
+                telemetry.apply(hdr, meta, sm);
+            }
+        } else if (meta.clone_kind == CLONE_KIND_PFC) {
+            pfc.apply(hdr, meta, sm);
+        } else if (meta.clone_kind == CLONE_KIND_POSTCARD) {
             telemetry.apply(hdr, meta, sm);
         }
     }

@@ -16,7 +16,8 @@
 //! APPL_DB P4RT_TABLE, answers SUCCESS and copies the entries to APPL_STATE_DB), so every switch
 //! holds its installed state. Then, in one run: `weft plan --offline`, `weft plan` (reads every
 //! switch's installed state and diffs: must find nothing to do), and `weft run` up to its
-//! "converged" log line, and their ratios to the offline plan.
+//! "converged" log line, and their ratios to the offline plan. `WEFT_BENCH_PERF=DIR` also
+//! records a `perf` profile of the online plan into DIR.
 
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
@@ -237,14 +238,10 @@ async fn pop_and_answer(sonic: &SonicDb) -> usize {
         .await
         .expect("publisher");
     let mut n = 0;
-    loop {
-        let batch =
-            tokio::time::timeout(Duration::from_millis(300), consumer.next_batch(4096)).await;
-        let Ok(batch) = batch else { break };
-        let batch = batch.expect("pop");
-        if batch.is_empty() {
-            break;
-        }
+    // Everything was staged before this consumer existed (no PUBLISH will come): pop until the
+    // table holds nothing pending, however slow the machine.
+    while consumer.pending().await.expect("pending") > 0 {
+        let batch = consumer.pop(4096).await.expect("pop");
         n += batch.len();
         let results: Vec<EntryResult> = batch
             .into_iter()
@@ -332,6 +329,18 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
         off.push(timed(weft, &["plan", "--offline", f], &out));
         on.push(timed(weft, &["plan", "--detailed-exitcode", f], &out));
         run.push(run_to_converged(weft, f, dir));
+    }
+    if let Some(perf) = std::env::var_os("WEFT_BENCH_PERF") {
+        // A profile of the online plan, for `perf report -i FILE`.
+        let _ = Command::new("perf")
+            .args(["record", "-F", "999", "-g", "-o"])
+            .arg(Path::new(&perf).join(format!("plan-online-k{k}.perf")))
+            .arg("--")
+            .arg(weft)
+            .args(["plan", f])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
     let plan_text = std::fs::read_to_string(&out).unwrap_or_default();
     let m_off = report("weft plan --offline", &off);

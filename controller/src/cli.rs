@@ -378,6 +378,44 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
+    /// Name the root cause of what the counters show: PFC storms, congestion, bad links, drift.
+    ///
+    /// Examples:
+    ///   weft diagnose fabric.yaml
+    ///   weft diagnose fabric.yaml --window 3s --output json
+    ///   weft diagnose fabric.yaml --record window.json      (keep the samples, to replay or test)
+    ///   weft diagnose fabric.yaml --replay window.json
+    ///
+    /// Samples every switch's COUNTERS_DB and STATE_DB (PFC watchdog, drift) each --interval
+    /// for --window, then applies the rules (crate weft-diagnose) to what moved: the pause
+    /// graph followed to its origin, congested queues, links whose ends disagree, drops for
+    /// lack of a route, RoCE PSN out-of-order counts. Findings are ranked by confidence, each
+    /// with its evidence (which counters moved, where, by how much) and a suggested action.
+    /// Exit status 0 healthy, 3 findings, 1 no switch could be read.
+    #[command(verbatim_doc_comment)]
+    Diagnose {
+        /// The intent file.
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// How long to watch the counters.
+        #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+        window: Duration,
+        /// Time between samples.
+        #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+        interval: Duration,
+        /// Write the samples (JSON) here.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// Diagnose recorded samples instead of reading the switches.
+        #[arg(long, value_name = "FILE", conflicts_with = "record")]
+        replay: Option<PathBuf>,
+        /// Also list findings below the reporting threshold (they do not change the exit status).
+        #[arg(long)]
+        all: bool,
+        /// text or json.
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
     /// Draw the fabric: tiers laid out, links coloured by state when switches answer.
     ///
     /// Examples:
@@ -675,6 +713,65 @@ pub enum TestbedCommand {
         /// The intent file or the fabric's name.
         #[arg(value_name = "FILE|FABRIC")]
         fabric: String,
+        /// text or json.
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+    /// Inject a fault (reversibly; recorded in the state directory) or clear them all.
+    ///
+    /// Examples:
+    ///   weft testbed fault fabric.yaml pfc-storm leaf1-h1 --priority 3
+    ///   weft testbed fault fabric.yaml stuck-receiver leaf2-h1
+    ///   weft testbed fault fabric.yaml loss leaf1:Ethernet8 --percent 20
+    ///   weft testbed fault fabric.yaml slow spine1:Ethernet4 --rate 10
+    ///   weft testbed fault fabric.yaml blackhole spine1 10.0.0.24/29
+    ///   weft testbed fault fabric.yaml incast leaf4-h1 --senders 4
+    ///   weft testbed fault fabric.yaml reorder leaf1-h1 leaf3-h2 --delay 20ms
+    ///   weft testbed fault fabric.yaml list
+    ///   weft testbed fault fabric.yaml clear
+    ///
+    /// pfc-storm: the host sends PAUSE every 5 ms. stuck-receiver: the host's leaf port drains
+    /// at --rate packets/s and the host pauses it in 100 ms stretches. loss: both directions of
+    /// the cable through a relay in the wires namespace that drops --percent (netem's job, for
+    /// kernels without sch_netem). slow: the switch port serialises at
+    /// --rate packets/s (BMv2's queue rate, as a port trained at a lower speed) and tbf caps the
+    /// cable at that rate of full-size frames. blackhole: the route is deleted on the switch
+    /// over P4Runtime behind Weft's back (restored by clear). incast: --senders hosts send
+    /// --pps each to the host, whose leaf port runs at --line-pps. reorder: --delay (the relay)
+    /// on one path toward DST's leaf, and RoCE traffic SRC → DST (weft-traffic). `testbed down`
+    /// clears them too.
+    #[command(verbatim_doc_comment)]
+    Fault {
+        /// The intent file or the fabric's name.
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        /// What to inject (or list, clear).
+        #[arg(value_enum)]
+        kind: weft_testbed::fault::FaultKind,
+        /// HOST, SWITCH:PORT, SWITCH PREFIX or SRC DST, as the kind takes.
+        #[arg(value_name = "TARGET")]
+        targets: Vec<String>,
+        /// pfc-storm, stuck-receiver: the priority paused.
+        #[arg(long, default_value = "3")]
+        priority: u8,
+        /// loss: percent of packets lost.
+        #[arg(long, default_value = "10")]
+        percent: f64,
+        /// slow, stuck-receiver: packets per second the port drains.
+        #[arg(long, default_value = "10")]
+        rate: u64,
+        /// incast: how many hosts send.
+        #[arg(long, default_value = "4")]
+        senders: u32,
+        /// incast: packets per second per sender.
+        #[arg(long, default_value = "150")]
+        pps: u32,
+        /// incast: the receiver's leaf port rate, packets/s (the emulated line rate).
+        #[arg(long, default_value = "300")]
+        line_pps: u64,
+        /// reorder: extra latency of the slow path.
+        #[arg(long, default_value = "20ms", value_parser = parse_duration, value_name = "DURATION")]
+        delay: Duration,
         /// text or json.
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,

@@ -189,6 +189,25 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             targets,
             output,
         } => block_on(cmd::doctor::run(&file, &targets, output)),
+        Command::Diagnose {
+            file,
+            window,
+            interval,
+            record,
+            replay,
+            all,
+            output,
+        } => block_on(cmd::diagnose::run(
+            &file,
+            cmd::diagnose::DiagnoseArgs {
+                window,
+                interval,
+                record,
+                replay,
+                all,
+                output,
+            },
+        )),
         Command::Graph {
             file,
             format,
@@ -221,6 +240,34 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 plugin_args,
             } => cmd::testbed::up(&file, state_dir, db_only, plugin_args),
             TestbedCommand::Down { fabric } => cmd::testbed::down(&fabric, state_dir),
+            TestbedCommand::Fault {
+                fabric,
+                kind,
+                targets,
+                priority,
+                percent,
+                rate,
+                senders,
+                pps,
+                line_pps,
+                delay,
+                output,
+            } => cmd::testbed::fault(
+                &fabric,
+                state_dir,
+                kind,
+                &targets,
+                &weft_testbed::fault::Params {
+                    priority,
+                    percent,
+                    rate_pps: rate,
+                    senders,
+                    pps,
+                    line_pps,
+                    delay,
+                },
+                output,
+            ),
             TestbedCommand::Status { fabric, output } => {
                 cmd::testbed::status(&fabric, state_dir, output)
             }

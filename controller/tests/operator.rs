@@ -595,10 +595,14 @@ fn http_listener() -> (u16, std::thread::JoinHandle<()>) {
         let deadline = Instant::now() + Duration::from_secs(60);
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            // One thread per connection: the client opens several at once, and none may wait
+            // behind another's read timeout on a loaded machine.
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            });
             if Instant::now() > deadline {
                 return;
             }

@@ -10,7 +10,11 @@ port 1 for DURATION seconds, in turn; delivered packets are read from the kernel
 the receiving veth, so the measuring side costs nothing per packet.
 
 Reported per program: delivered pps at each offered rate, the highest offered rate delivered
-with < 1% loss, and the ratios to `minimal` (goal: weft >= 0.7x).
+with < 1% loss, the peak delivered rate, and the ratios to `minimal` (goal: weft >= 0.7x).
+Also the CPU time BMv2 spent per delivered packet (utime + stime of the switch process over
+every rate, /proc/PID/stat): on a shared machine the rates move with the other load, the CPU
+cost of a packet much less, so its ratio (minimal's cost / weft's, i.e. the packet rate each
+would reach on the same core) is the steadier figure.
 
 usage: sudo .venv/bin/python p4/bench/pps.py [--rates 5000,10000,...] [--duration 2]
 """
@@ -44,6 +48,13 @@ def rx_packets(ns, ifname):
     return json.loads(out)[0]["stats64"]["rx"]["packets"]
 
 
+def cpu_seconds(pid):
+    """utime + stime of process `pid` (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def setup_minimal(c):
     c.insert("ipv4_lpm", {"hdr.ipv4.dst_addr": (fabric.ip4("10.0.2.0"), 24)}, "forward",
              {"port": 2, "dst_mac": fabric.neighbor_mac(2), "src_mac": fabric.router_mac(2)})
@@ -56,13 +67,9 @@ def setup_weft_nexthop(c):
 
 def setup_weft_group(c):
     fabric.basic_router(c, ports=(1, 2, 3))
-    c.insert("qos_classify_table", {"dscp": 26}, "set_traffic_class",
-             {"traffic_class": 3, "lossless": 1})
+    fabric.switch_config(c, classes={26: (3, True)}, hash_seed=0x9E3779B1)
     for p in (2, 3):
-        c.insert("ecn_threshold_table", {"port": p, "queue": 3}, "set_ecn_thresholds",
-                 {"kmin": 20, "kmax": 60, "pmax_percent": 20})
-        c.insert("pfc_threshold_table", {"port": p, "priority": 3}, "set_pfc_thresholds",
-                 {"xoff": 50, "xon": 10, "quanta": 0xFFFF})
+        fabric.queue_config(c, p, 3, ecn=(20, 60, 20), pfc=(50, 10, 0xFFFF))
     # Both members egress toward the receiving veth's switch port 2 and a second port 3; the
     # counter is read on both.
     fabric.wcmp_group(c, 1, [(2, 1), (3, 1)], mode=fabric.MODE_HASH)
@@ -134,32 +141,41 @@ def main():
             switches.append((name, bm, c, sock, frame))
 
         results = {name: {} for name, *_ in switches}
+        cpu = {name: [0.0, 0] for name, *_ in switches}
         for rate in rates:
             for name, bm, c, sock, frame in switches:
                 before = rx_packets(bm.ns, "h2") + rx_packets(bm.ns, "h3")
+                cpu_before = cpu_seconds(bm.proc.pid)
                 sent = blast(sock, frame, rate, args.duration)
                 time.sleep(0.5)
                 got = rx_packets(bm.ns, "h2") + rx_packets(bm.ns, "h3") - before
+                cpu[name][0] += cpu_seconds(bm.proc.pid) - cpu_before
+                cpu[name][1] += got
                 results[name][rate] = (sent, got)
                 print(f"{name:13s} offered {rate:6d} pps: sent {sent:7d} delivered {got:7d} "
                       f"({got / args.duration:8.0f} pps, loss {100 * (1 - got / sent):5.1f}%)",
                       flush=True)
 
         print()
-        print(f"{'program':13s} {'best loss-free (<1%)':>22s} {'max delivered pps':>18s}")
+        print(f"{'program':13s} {'best loss-free (<1%)':>22s} {'max delivered pps':>18s} "
+              f"{'CPU us/packet':>14s}")
         summary = {}
         for name, per_rate in results.items():
             lossless = [r for r, (s, g) in per_rate.items() if s and g >= 0.99 * s]
             best = max(lossless) if lossless else 0
             peak = max(g / args.duration for s, g in per_rate.values())
-            summary[name] = (best, peak)
-            print(f"{name:13s} {best:22d} {peak:18.0f}")
-        base_best, base_peak = summary["minimal"]
+            seconds, packets = cpu[name]
+            us = 1e6 * seconds / packets if packets else float("nan")
+            summary[name] = (best, peak, us)
+            print(f"{name:13s} {best:22d} {peak:18.0f} {us:14.1f}")
+        base_best, base_peak, base_us = summary["minimal"]
         for name in ("weft-nexthop", "weft-group"):
-            best, peak = summary[name]
+            best, peak, us = summary[name]
             rb = best / base_best if base_best else float("nan")
             rp = peak / base_peak if base_peak else float("nan")
-            print(f"ratio {name}/minimal: loss-free {rb:.2f}x, peak {rp:.2f}x (goal >= 0.70x)")
+            rc = base_us / us if us else float("nan")
+            print(f"ratio {name}/minimal: loss-free {rb:.2f}x, peak {rp:.2f}x, "
+                  f"per CPU {rc:.2f}x (goal >= 0.70x)")
     finally:
         for name, bm, c, sock, frame in switches:
             sock.close()

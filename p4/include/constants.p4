@@ -61,6 +61,9 @@ const bit<8> POSTCARD_VERSION = 1;
 #define INSTANCE_TYPE_NORMAL 0
 #define INSTANCE_TYPE_EGRESS_CLONE 2
 #define INSTANCE_TYPE_RESUBMIT 6
+// v1model's drop port: mark_to_drop() sets egress_spec to it; no packet ever enters or leaves
+// by it, so the counter cells of port 511 double as "count nowhere" cells (see DropStats).
+#define DROP_PORT 511
 // clone_preserving_field_list index of the fields a PFC or postcard clone carries.
 #define FL_CLONE 1
 // resubmit_preserving_field_list index of the multipath retry count.
@@ -72,9 +75,28 @@ const bit<8> POSTCARD_VERSION = 1;
 #define CLONE_KIND_NONE 0
 #define CLONE_KIND_PFC 1
 #define CLONE_KIND_POSTCARD 2
+#define PSN_EVENT_NONE 2w0
+#define PSN_EVENT_OUT_OF_ORDER 2w1
+#define PSN_EVENT_REGRESSION 2w2
 
-// Drop the packet and remember why (counted once, at the end of ingress).
-#define WEFT_DROP(reason) { meta.drop_reason = reason; mark_to_drop(sm); }
+// meta.switch_cfg (set_switch_config): hash_seed ++ switch_id ++ postcard_sample_n ++
+// postcard_session.
+#define SWITCH_CFG_POSTCARD_SESSION meta.switch_cfg[31:0]
+#define SWITCH_CFG_POSTCARD_SAMPLE_N meta.switch_cfg[63:32]
+#define SWITCH_CFG_SWITCH_ID meta.switch_cfg[95:64]
+#define SWITCH_CFG_HASH_SEED meta.switch_cfg[127:96]
+// meta.multipath_cfg (multipath_mode_table): mode ++ epoch ++ flowlet_gap_us.
+#define MULTIPATH_CFG_MODE meta.multipath_cfg[55:48]
+#define MULTIPATH_CFG_EPOCH meta.multipath_cfg[47:32]
+#define MULTIPATH_CFG_GAP_US meta.multipath_cfg[31:0]
+// meta.ecn_cfg (queue_config_table): queue index ++ Kmin ++ Kmax ++ Pmax percent. ECN off:
+// Kmin = 0xffffffff, which no queue depth exceeds.
+#define ECN_CFG_QUEUE_INDEX meta.ecn_cfg[127:96]
+#define ECN_CFG_KMIN meta.ecn_cfg[95:64]
+#define ECN_CFG_KMAX meta.ecn_cfg[63:32]
+#define ECN_CFG_PMAX meta.ecn_cfg[31:0]
+#define ECN_CFG_OFF 128w0x00000000ffffffff0000000000000000
+
 // Port liveness from the plugin's down mask (port_status_table); ports above 255 are not in it.
 #define PORT_IS_UP(p) ((p) > 255 || ((meta.port_down_mask >> ((bit<8>)(p))) & 1) == 0)
 

@@ -156,60 +156,57 @@ struct headers_t {
 }
 
 // ---- Per-packet metadata ----------------------------------------------------------------------
-// Fields tagged @field_list(FL_CLONE) survive into the egress clone that becomes a PFC frame or a
-// postcard (BMv2 resets all other metadata of a clone).
+// BMv2 resets every metadata field of every packet (a GMP big-integer write each), and each
+// assignment is one primitive: fields are packed where one action fills them together and the
+// readers only take slices (see p4/README.md, "Packet rate"). Fields tagged
+// @field_list(FL_CLONE) survive into the egress clone that becomes a PFC frame or a postcard
+// (BMv2 resets all other metadata of a clone); @field_list(FL_RESUBMIT) into a resubmitted pass.
 struct local_metadata_t {
-    bit<8>          drop_reason;      // DROP_REASON_*; 0 while the packet is alive
+    // ingress port and switch (PortIngress)
+    mac_t           router_mac;       // of the ingress port; 0 = port not configured
+    bit<128>        switch_cfg;       // SWITCH_CFG_*: hash seed, switch id, postcard sampling, session
+    bit<PORT_MASK_BITS> port_down_mask;  // bit p set: port p is down (ports < 256)
+    bit<PORT_MASK_BITS> watchdog_ports;  // bit p set: pfc_watchdog_table has entries for port p
+    bit<6>          dscp;             // set by the parser from IPv4/IPv6
+    bit<1>          lossless;         // of the packet's traffic class (= sm.priority)
+    bit<8>          drop_reason;      // DROP_REASON_*; 0 = none recorded (see DropStats)
     bit<1>          from_cpu;
 
-    // port and switch configuration
-    bit<1>          port_configured;
-    mac_t           router_mac;       // of the ingress port
-    bit<32>         switch_id;
-    bit<32>         postcard_sample_n;
-    bit<32>         postcard_session;
-    bit<8>          histogram_shift;
-    bit<PORT_MASK_BITS> port_down_mask; // bit p set: port p is down (ports < 256)
+    // routing and multipath
+    nexthop_id_t    nexthop_id;       // 0 = none (yet)
+    wcmp_group_id_t wcmp_group_id;    // 0 = not a multipath route
+    bit<56>         multipath_cfg;    // MULTIPATH_CFG_*: mode, epoch, flowlet gap
+    bit<32>         flow_hash;        // crc32 of the flow key (multipath, postcards)
+    bit<32>         selector_key;
+    bit<32>         member;           // 7w0 ++ port ++ nexthop_id: the sample, then the choice
+    bit<1>          sample_live;
+    bit<1>          take_last;
+    bit<48>         last_choice;      // group_last_choice_reg: epoch ++ (7w0 ++ port) ++ nexthop_id
+    bit<19>         sample_depth;
+    bit<19>         last_depth;
+    bit<48>         flowlet_seen;
+    bit<64>         flowlet_choice;   // group ++ epoch ++ (7w0 ++ port) ++ nexthop_id
 
-    // flow key (FlowKey): IPv4 addresses are zero-extended to 128 bits
-    bit<1>          flow_key_valid;
+    // telemetry (only while a postcard session is set): the flow key, IPv4 zero-extended
     bit<128>        flow_src;
     bit<128>        flow_dst;
     bit<8>          ip_proto;
     bit<16>         l4_src_port;
     bit<16>         l4_dst_port;
     bit<24>         dst_qp;
-    bit<6>          dscp;
-    bit<2>          ecn;
-    bit<32>         flow_hash;
-
-    // QoS
-    traffic_class_t traffic_class;
-    bit<1>          lossless;
-
-    // routing and multipath
-    nexthop_id_t    nexthop_id;
-    bit<1>          is_multipath;
-    wcmp_group_id_t wcmp_group_id;
-    bit<8>          multipath_mode;
-    bit<32>         flowlet_gap_us;
-    bit<16>         group_epoch;
-    bit<32>         selector_key;
-    bit<1>          member_hit;
-    nexthop_id_t    member_nexthop_id;
-    port_t          member_port;
-
-    // egress features
-    bit<1>          ecn_enabled;
-    bit<32>         ecn_kmin;
-    bit<32>         ecn_kmax;
-    bit<32>         ecn_pmax_percent;
-    bit<1>          pfc_enabled;
-    bit<32>         pfc_xoff;
-    bit<32>         pfc_xon;
-    bit<16>         pfc_cfg_quanta;
-    bit<1>          psn_track;
     bit<8>          postcard_flags;   // 0 = no postcard
+    bit<32>         postcard_r;
+
+    // egress (queue_config_table and what it gates)
+    bit<128>        ecn_cfg;          // ECN_CFG_*: queue index, Kmin, Kmax, Pmax
+    bit<32>         ecn_r;
+    bit<16>         pfc_state;        // pfc_state_reg of the packet's queue
+    bit<16>         pfc_event;        // 0, or 1 + the port a PAUSE / RESUME goes to
+    bit<1>          psn_track;
+    bit<152>        psn_key;
+    bit<32>         psn_slot;
+    bit<32>         psn_state;
+    bit<2>          psn_event;        // PSN_EVENT_*
 
     // carried into a resubmitted pass (BMv2 does not keep the ingress port of a resubmit)
     @field_list(FL_RESUBMIT) bit<8> multipath_retries;

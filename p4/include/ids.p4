@@ -9,8 +9,8 @@
 //   * The 8-bit prefix is the P4Runtime resource type (p4c checks it).
 //
 // Next free ids:
-//   table 0x02000010, action 0x0100001c, action profile 0x11000002, counter 0x1200000e,
-//   direct counter 0x13000002, register 0x16000007
+//   table 0x02000011, action 0x01000020, action profile 0x11000002, counter 0x1200000e,
+//   direct counter 0x13000002, register 0x16000008
 #ifndef WEFT_IDS_P4
 #define WEFT_IDS_P4
 
@@ -18,7 +18,8 @@
 #define ID_PORT_CONFIG_TABLE         0x02000001
 #define ID_SWITCH_CONFIG_TABLE       0x02000002
 #define ID_PORT_STATUS_TABLE         0x02000003
-#define ID_QOS_CLASSIFY_TABLE        0x02000004
+// 0x02000004 retired 2026-12-01: qos_classify_table (DSCP classification is a map in
+// set_switch_config: a table hit per packet cost more than the rest of classification).
 #define ID_IPV4_TABLE                0x02000005
 #define ID_IPV6_TABLE                0x02000006
 #define ID_MULTIPATH_MODE_TABLE      0x02000007
@@ -28,17 +29,18 @@
 #define ID_NEXTHOP_TABLE             0x0200000a
 #define ID_PFC_WATCHDOG_TABLE        0x0200000b
 #define ID_POSTCARD_WATCH_TABLE      0x0200000c
-#define ID_ECN_THRESHOLD_TABLE       0x0200000d
-#define ID_PFC_THRESHOLD_TABLE       0x0200000e
+// 0x0200000d retired 2026-12-01: ecn_threshold_table, and 0x0200000e: pfc_threshold_table (both
+// merged into queue_config_table, keyed the same way). Never reuse.
 #define ID_PSN_TRACKING_TABLE        0x0200000f
+#define ID_QUEUE_CONFIG_TABLE        0x02000010
 
 // ---- Actions (0x01) ---------------------------------------------------------------------------
 #define ID_SET_PORT_CONFIG           0x01000001
 #define ID_PORT_NOT_CONFIGURED       0x01000002
-#define ID_SET_SWITCH_CONFIG         0x01000003
+// 0x01000003 retired 2026-12-01: set_switch_config(switch_id, postcard_sample_n,
+// postcard_session, histogram_shift); its successor has other parameters (ID_SET_SWITCH_CONFIG).
 #define ID_SET_PORT_DOWN_MASK        0x01000004
-#define ID_SET_TRAFFIC_CLASS         0x01000005
-#define ID_QOS_DEFAULT               0x01000006
+// 0x01000005 retired 2026-12-01: set_traffic_class; 0x01000006: qos_default.
 #define ID_SET_NEXTHOP_ID            0x01000007
 #define ID_SET_WCMP_GROUP_ID         0x01000008
 #define ID_DROP_ROUTE                0x01000009
@@ -54,12 +56,14 @@
 #define ID_PFC_WATCHDOG_NONE         0x01000013
 #define ID_WATCH_POSTCARD            0x01000014
 #define ID_POSTCARD_WATCH_MISS       0x01000015
-#define ID_SET_ECN_THRESHOLDS        0x01000016
-#define ID_ECN_DISABLED              0x01000017
-#define ID_SET_PFC_THRESHOLDS        0x01000018
-#define ID_PFC_DISABLED              0x01000019
+// 0x01000016..0x01000019 retired 2026-12-01: set_ecn_thresholds, ecn_disabled,
+// set_pfc_thresholds, pfc_disabled (queue_config_table's actions replace them).
 #define ID_ENABLE_PSN_TRACKING       0x0100001a
 #define ID_PSN_TRACKING_DISABLED     0x0100001b
+#define ID_SET_SWITCH_CONFIG         0x0100001c
+#define ID_SET_QUEUE_CONFIG          0x0100001d
+#define ID_SET_QUEUE_CONFIG_PFC      0x0100001e
+#define ID_QUEUE_CONFIG_DEFAULT      0x0100001f
 
 // ---- Action profiles (0x11) -------------------------------------------------------------------
 #define ID_WCMP_GROUP_SELECTOR       0x11000001
@@ -83,12 +87,14 @@
 #define ID_PFC_WATCHDOG_COUNTER      0x13000001
 
 // ---- Registers (0x16): data-plane state only, BMv2 P4Runtime cannot read or write them -------
-#define ID_QUEUE_DEPTH_REG           0x16000001
+// 0x16000001 retired 2026-12-01: queue_depth_reg as bit<32> (now bit<19>, the width of
+// deq_qdepth: ID_QUEUE_DEPTH_REG).
 #define ID_GROUP_LAST_CHOICE_REG     0x16000002
 #define ID_FLOWLET_TIME_REG          0x16000003
 #define ID_FLOWLET_CHOICE_REG        0x16000004
 #define ID_PFC_STATE_REG             0x16000005
 #define ID_PSN_EXPECTED_REG          0x16000006
+#define ID_QUEUE_DEPTH_REG           0x16000007
 
 // Controller packet metadata (packet_in, packet_out) has no @id: p4c 1.2.4 rejects the 0x81
 // prefix there and derives the id from the name, which is stable as long as the name is.

@@ -1,12 +1,18 @@
 // Weft pipeline: parser, checksums, deparser.
 //
-//   start ─┬─ ingress_port == CPU_PORT ─> packet_out ─┐
-//          └─────────────────────────────────────────┴─> ethernet
+//   start ─┬─ resubmitted pass ─> restore ingress_port ─┐
+//          ├─ ingress_port == CPU_PORT ─> packet_out     │ (the rest is payload: sent as is)
+//          └─────────────────────────────────────────────┴─> ethernet
 //   ethernet ─┬─ 0x8100 vlan ─┬─ 0x0800 ipv4 ─┬─ (ihl 5) udp ─── dport 4791 ─> bth
-//             │               └─ 0x86dd ipv6 ─┤            tcp
-//             ├─ 0x0800 ipv4 / 0x86dd ipv6 ───┘
+//             │  (PCP = class,└─ 0x86dd ipv6 ─┤            tcp
+//             │   tag removed)                │
+//             ├─ 0x0800 ipv4 / 0x86dd ipv6 ───┘  (both: meta.dscp)
 //             ├─ 0x8808 pfc  (MAC control; the opcode is checked in ingress)
 //             └─ 0x88b5 postcard
+//
+// The parser does per-header work that would otherwise cost a condition and a table in
+// ingress: the DSCP for classification, the 802.1Q PCP as the default class, removing the tag
+// (routed ports are untagged), the ingress port of a resubmitted pass.
 #ifndef WEFT_PARSER_P4
 #define WEFT_PARSER_P4
 
@@ -15,15 +21,23 @@ parser WeftParser(packet_in pkt,
                   inout local_metadata_t meta,
                   inout standard_metadata_t sm) {
     state start {
-        transition select(sm.ingress_port) {
-            CPU_PORT: parse_packet_out;
+        transition select(sm.instance_type, sm.ingress_port) {
+            (INSTANCE_TYPE_RESUBMIT, _): parse_resubmitted;
+            (_, CPU_PORT): parse_packet_out;
             default: parse_ethernet;
         }
     }
 
+    // BMv2 brings a resubmitted packet back with ingress_port 0; the pass before saved it.
+    state parse_resubmitted {
+        sm.ingress_port = meta.resubmit_ingress_port;
+        transition parse_ethernet;
+    }
+
+    // Packet-out leaves as it came: nothing after the packet_out header is parsed.
     state parse_packet_out {
         pkt.extract(hdr.packet_out);
-        transition parse_ethernet;
+        transition accept;
     }
 
     state parse_ethernet {
@@ -38,9 +52,14 @@ parser WeftParser(packet_in pkt,
         }
     }
 
+    // Routed ports are untagged: the PCP is the class unless the DSCP is mapped, and the tag is
+    // not sent on.
     state parse_vlan {
         pkt.extract(hdr.vlan);
-        transition select(hdr.vlan.ether_type) {
+        sm.priority = hdr.vlan.pcp;
+        hdr.ethernet.ether_type = hdr.vlan.ether_type;
+        hdr.vlan.setInvalid();
+        transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
             ETHERTYPE_IPV6: parse_ipv6;
             default: accept;
@@ -59,6 +78,7 @@ parser WeftParser(packet_in pkt,
 
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
+        meta.dscp = hdr.ipv4.dscp;
         // Options move the L4 header; such packets are routed but not hashed on L4 ports.
         transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
             (4w5, IP_PROTO_UDP): parse_udp;
@@ -69,6 +89,7 @@ parser WeftParser(packet_in pkt,
 
     state parse_ipv6 {
         pkt.extract(hdr.ipv6);
+        meta.dscp = hdr.ipv6.dscp;
         transition select(hdr.ipv6.next_hdr) {
             IP_PROTO_UDP: parse_udp;
             IP_PROTO_TCP: parse_tcp;

@@ -2,13 +2,15 @@
 //
 //   ingress  PfcRx        count PFC frames received per (port, priority); consume them
 //   ingress  PfcWatchdog  (egress port, priority) -> drop | forward, installed by the plugin's
-//                         watchdog when it sees a pause storm
-//   egress   PfcEgress    a lossless packet leaves its queue with >= xoff packets still queued:
-//                         clone toward the port it came from and turn the clone into a PAUSE
-//                         frame; a packet leaving that queue at <= xon: the same with quanta 0
-//                         (resume). Both use the depth at dequeue, the freshest BMv2 offers: the
-//                         enqueue-time depth of packets queued long ago would re-pause after a
-//                         resume.
+//                         watchdog when it sees a pause storm; looked up only for egress ports
+//                         switch_config_table's watchdog_ports names
+//   egress   PFC_STATE    (in queue_config_table's set_queue_config_pfc, port_egress.p4) a
+//                         lossless packet leaves its queue with >= xoff packets still queued:
+//                         a PAUSE is due toward the port it came from; a packet leaving that
+//                         queue at <= xon: a RESUME (quanta 0) toward the port paused. Both use
+//                         the depth at dequeue, the freshest BMv2 offers: the enqueue-time depth
+//                         of packets queued long ago would re-pause after a resume.
+//   egress   PfcEgress    normal: clone toward that port; clone: build the PFC frame
 //
 // BMv2 does not pause a queue when it receives PFC: frames are generated and counted, and the
 // thresholds act on the BMv2 egress queue depth (in packets), which is all BMv2 measures.
@@ -33,6 +35,11 @@ control PfcRx(inout headers_t hdr,
     @id(ID_PFC_RX_RESUME_COUNTER)
     counter(NUM_PORT_QUEUES, CounterType.packets) pfc_rx_resume_counter;
 
+    @hidden action pfc_consume() {
+        mark_to_drop(sm);
+        exit;
+    }
+
     apply {
         if (hdr.pfc.opcode == PFC_OPCODE) {
             bit<32> base = (bit<32>)sm.ingress_port * NUM_QUEUES;
@@ -46,8 +53,7 @@ control PfcRx(inout headers_t hdr,
             PFC_RX_COUNT(7, hdr.pfc.time7)
         }
         // MAC control frames end at the MAC: never forwarded, and not a drop worth counting.
-        mark_to_drop(sm);
-        exit;
+        pfc_consume();
     }
 }
 
@@ -60,7 +66,8 @@ control PfcWatchdog(inout headers_t hdr,
 
     @id(ID_PFC_WATCHDOG_DROP)
     action pfc_watchdog_drop() {
-        WEFT_DROP(DROP_REASON_PFC_WATCHDOG)
+        meta.drop_reason = DROP_REASON_PFC_WATCHDOG;
+        mark_to_drop(sm);
     }
 
     @id(ID_PFC_WATCHDOG_FORWARD)
@@ -74,7 +81,7 @@ control PfcWatchdog(inout headers_t hdr,
     table pfc_watchdog_table {
         key = {
             sm.egress_spec : exact @name("port") @format(PORT_NAME);
-            meta.traffic_class : exact @name("priority");
+            sm.priority : exact @name("priority");
         }
         actions = {
             pfc_watchdog_drop;
@@ -91,6 +98,23 @@ control PfcWatchdog(inout headers_t hdr,
     }
 }
 
+// set_queue_config_pfc's PFC state machine (port_egress.p4), per (egress port, priority): the
+// state is 0 (not pausing) or 1 + the upstream port paused. A lossless packet leaving at
+// >= xoff while not pausing makes a PAUSE due toward the port it came from; one leaving at
+// <= xon while pausing makes a RESUME due toward the port paused. meta.pfc_event = 1 + that
+// port (0: nothing due); PfcEgress then clones the packet toward it.
+#define PFC_STATE(queue_index, xoff, xon, quanta)                                            \
+    pfc_state_reg.read(meta.pfc_state, queue_index);                                         \
+    meta.pfc_event =                                                                         \
+          (meta.lossless == 1 && meta.pfc_state == 0 && (bit<32>)sm.deq_qdepth >= xoff       \
+           ? (bit<16>)sm.ingress_port + 1 : 16w0)                                            \
+        | (meta.lossless == 1 && meta.pfc_state != 0 && (bit<32>)sm.deq_qdepth <= xon        \
+           ? meta.pfc_state : 16w0);                                                         \
+    pfc_state_reg.write(queue_index,                                                         \
+                          (meta.pfc_state == 0 ? meta.pfc_event : 16w0)                      \
+                        | (meta.pfc_state != 0 && meta.pfc_event == 0 ? meta.pfc_state : 16w0)); \
+    meta.pfc_quanta = meta.pfc_state == 0 ? quanta : 16w0;
+
 #define PFC_SET_TIME(i, f)                    \
     if (meta.pfc_priority == i) {             \
         f = meta.pfc_quanta;                  \
@@ -105,111 +129,62 @@ control PfcEgress(inout headers_t hdr,
     @id(ID_PFC_TX_RESUME_COUNTER)
     counter(NUM_PORT_QUEUES, CounterType.packets) pfc_tx_resume_counter;
 
-    // Per (egress port, priority): 0 = not pausing; p + 1 = we paused upstream port p.
-    @id(ID_PFC_STATE_REG)
-    register<bit<16>>(NUM_PORT_QUEUES) pfc_state_reg;
-
-    // Written by the plugin from CONFIG_DB BUFFER_PG / PORT_QOS_MAP, converted to packets.
-    //   xoff    pause when a lossless packet leaves the queue at depth >= xoff
-    //   xon     resume when a packet leaves the queue at depth <= xon
-    //   quanta  pause time in the PAUSE frame (512-bit-time units)
-    @id(ID_SET_PFC_THRESHOLDS)
-    action set_pfc_thresholds(bit<32> xoff, bit<32> xon, bit<16> quanta) {
-        meta.pfc_enabled = 1;
-        meta.pfc_xoff = xoff;
-        meta.pfc_xon = xon;
-        meta.pfc_cfg_quanta = quanta;
+    // A PAUSE or RESUME is due (meta.pfc_event, meta.pfc_quanta): clone toward that port.
+    @hidden action pfc_send() {
+        meta.clone_kind = CLONE_KIND_PFC;
+        meta.pfc_priority = (bit<8>)sm.priority;
+        meta.pfc_src_mac = meta.router_mac;
+        clone_preserving_field_list(CloneType.E2E,
+                                    PFC_CLONE_SESSION_BASE + (bit<32>)meta.pfc_event - 1,
+                                    FL_CLONE);
     }
 
-    @id(ID_PFC_DISABLED)
-    action pfc_disabled() {
-        meta.pfc_enabled = 0;
-    }
-
-    @id(ID_PFC_THRESHOLD_TABLE)
-    @weft_owner("plugin", "from CONFIG_DB BUFFER_PG, BUFFER_PROFILE and PORT_QOS_MAP")
-    table pfc_threshold_table {
-        key = {
-            sm.egress_port : exact @name("port") @format(PORT_NAME);
-            meta.traffic_class : exact @name("priority");
-        }
-        actions = {
-            set_pfc_thresholds;
-            @defaultonly pfc_disabled;
-        }
-        const default_action = pfc_disabled();
-        size = PFC_THRESHOLD_TABLE_SIZE;
+    // The clone becomes the PFC frame.
+    @hidden action pfc_build() {
+        hdr.ipv4.setInvalid();
+        hdr.ipv6.setInvalid();
+        hdr.tcp.setInvalid();
+        hdr.udp.setInvalid();
+        hdr.bth.setInvalid();
+        hdr.postcard.setInvalid();
+        hdr.ethernet.dst_addr = PFC_DST_MAC;
+        hdr.ethernet.src_addr = meta.pfc_src_mac;
+        hdr.ethernet.ether_type = ETHERTYPE_MAC_CONTROL;
+        hdr.pfc.setValid();
+        hdr.pfc.opcode = PFC_OPCODE;
+        hdr.pfc.class_enable = 16w1 << meta.pfc_priority;
+        hdr.pfc.time0 = 0;
+        hdr.pfc.time1 = 0;
+        hdr.pfc.time2 = 0;
+        hdr.pfc.time3 = 0;
+        hdr.pfc.time4 = 0;
+        hdr.pfc.time5 = 0;
+        hdr.pfc.time6 = 0;
+        hdr.pfc.time7 = 0;
+        PFC_SET_TIME(0, hdr.pfc.time0)
+        PFC_SET_TIME(1, hdr.pfc.time1)
+        PFC_SET_TIME(2, hdr.pfc.time2)
+        PFC_SET_TIME(3, hdr.pfc.time3)
+        PFC_SET_TIME(4, hdr.pfc.time4)
+        PFC_SET_TIME(5, hdr.pfc.time5)
+        PFC_SET_TIME(6, hdr.pfc.time6)
+        PFC_SET_TIME(7, hdr.pfc.time7)
+        hdr.pfc_pad.setValid();
+        hdr.pfc_pad.zeros = 0;
+        truncate(PFC_FRAME_BYTES);
     }
 
     apply {
         if (sm.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
-            if (meta.clone_kind == CLONE_KIND_PFC) {
-                // This clone becomes the PFC frame.
-                hdr.vlan.setInvalid();
-                hdr.ipv4.setInvalid();
-                hdr.ipv6.setInvalid();
-                hdr.tcp.setInvalid();
-                hdr.udp.setInvalid();
-                hdr.bth.setInvalid();
-                hdr.postcard.setInvalid();
-                hdr.ethernet.dst_addr = PFC_DST_MAC;
-                hdr.ethernet.src_addr = meta.pfc_src_mac;
-                hdr.ethernet.ether_type = ETHERTYPE_MAC_CONTROL;
-                hdr.pfc.setValid();
-                hdr.pfc.opcode = PFC_OPCODE;
-                hdr.pfc.class_enable = 16w1 << meta.pfc_priority;
-                hdr.pfc.time0 = 0;
-                hdr.pfc.time1 = 0;
-                hdr.pfc.time2 = 0;
-                hdr.pfc.time3 = 0;
-                hdr.pfc.time4 = 0;
-                hdr.pfc.time5 = 0;
-                hdr.pfc.time6 = 0;
-                hdr.pfc.time7 = 0;
-                PFC_SET_TIME(0, hdr.pfc.time0)
-                PFC_SET_TIME(1, hdr.pfc.time1)
-                PFC_SET_TIME(2, hdr.pfc.time2)
-                PFC_SET_TIME(3, hdr.pfc.time3)
-                PFC_SET_TIME(4, hdr.pfc.time4)
-                PFC_SET_TIME(5, hdr.pfc.time5)
-                PFC_SET_TIME(6, hdr.pfc.time6)
-                PFC_SET_TIME(7, hdr.pfc.time7)
-                hdr.pfc_pad.setValid();
-                hdr.pfc_pad.zeros = 0;
-                truncate(PFC_FRAME_BYTES);
-                bit<32> idx = (bit<32>)sm.egress_port * NUM_QUEUES + (bit<32>)meta.pfc_priority;
-                if (meta.pfc_quanta == 0) {
-                    pfc_tx_resume_counter.count(idx);
-                } else {
-                    pfc_tx_pause_counter.count(idx);
-                }
+            pfc_build();
+            bit<32> idx = (bit<32>)sm.egress_port * NUM_QUEUES + (bit<32>)meta.pfc_priority;
+            if (meta.pfc_quanta == 0) {
+                pfc_tx_resume_counter.count(idx);
+            } else {
+                pfc_tx_pause_counter.count(idx);
             }
-        } else if (meta.lossless == 1) {
-            pfc_threshold_table.apply();
-            if (meta.pfc_enabled == 1) {
-                bit<32> idx = (bit<32>)sm.egress_port * NUM_QUEUES + (bit<32>)meta.traffic_class;
-                bit<16> paused;
-                pfc_state_reg.read(paused, idx);
-                if (paused == 0 && (bit<32>)sm.deq_qdepth >= meta.pfc_xoff) {
-                    pfc_state_reg.write(idx, (bit<16>)sm.ingress_port + 1);
-                    meta.clone_kind = CLONE_KIND_PFC;
-                    meta.pfc_priority = (bit<8>)meta.traffic_class;
-                    meta.pfc_quanta = meta.pfc_cfg_quanta;
-                    meta.pfc_src_mac = meta.router_mac;
-                    clone_preserving_field_list(CloneType.E2E,
-                                                PFC_CLONE_SESSION_BASE + (bit<32>)sm.ingress_port,
-                                                FL_CLONE);
-                } else if (paused != 0 && (bit<32>)sm.deq_qdepth <= meta.pfc_xon) {
-                    pfc_state_reg.write(idx, 0);
-                    meta.clone_kind = CLONE_KIND_PFC;
-                    meta.pfc_priority = (bit<8>)meta.traffic_class;
-                    meta.pfc_quanta = 0;
-                    meta.pfc_src_mac = meta.router_mac;
-                    clone_preserving_field_list(CloneType.E2E,
-                                                PFC_CLONE_SESSION_BASE + (bit<32>)(paused - 1),
-                                                FL_CLONE);
-                }
-            }
+        } else {
+            pfc_send();
         }
     }
 }

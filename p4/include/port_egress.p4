@@ -1,6 +1,32 @@
-// Weft pipeline: egress port statistics and the queue-depth samples adaptive routing reads.
+// Weft pipeline: egress port and queue statistics, the queue-depth samples adaptive routing
+// reads, and the per-(port, queue) configuration: ECN thresholds and PFC thresholds and state.
+//
+// queue_config_table is the one table a forwarded packet applies in egress: its entry holds
+// everything about the packet's queue, including the counter cells of the queue (indices the
+// plugin computes once instead of every packet computing them), and its action does all the
+// per-packet queue work. What is rare runs after it, each behind one condition: ECN marking
+// (ECN_DUE), a PFC frame (meta.pfc_event), PSN tracking, postcards.
 #ifndef WEFT_PORT_EGRESS_P4
 #define WEFT_PORT_EGRESS_P4
+
+// Per (egress port, priority): 0 = not pausing; p + 1 = we paused upstream port p. Data-plane
+// state only (set_queue_config_pfc).
+@id(ID_PFC_STATE_REG)
+register<bit<16>>(NUM_PORT_QUEUES) pfc_state_reg;
+
+// The histogram bucket of this packet's enqueue depth: min(enq_qdepth >> shift, 15).
+#define HISTOGRAM_CELL(base, shift)                                                            \
+    (base + ((sm.enq_qdepth >> shift) > QDEPTH_HIST_BUCKETS - 1                               \
+             ? (bit<32>)(QDEPTH_HIST_BUCKETS - 1) : (bit<32>)(sm.enq_qdepth >> shift)))
+
+// Counters, depth sample and ECN thresholds of one queue.
+#define QUEUE_STATS(port_index, queue_index, histogram_base, histogram_shift,                  \
+                    ecn_enabled, kmin, kmax, pmax_percent)                                     \
+    port_tx_counter.count(port_index);                                                        \
+    queue_tx_counter.count(queue_index);                                                      \
+    queue_depth_reg.write(port_index, sm.deq_qdepth);                                         \
+    queue_depth_histogram.count(HISTOGRAM_CELL(histogram_base, histogram_shift));            \
+    meta.ecn_cfg = ecn_enabled == 1 ? queue_index ++ kmin ++ kmax ++ pmax_percent : ECN_CFG_OFF;
 
 control PortEgress(inout headers_t hdr,
                    inout local_metadata_t meta,
@@ -19,17 +45,73 @@ control PortEgress(inout headers_t hdr,
     @id(ID_QUEUE_TX_COUNTER)
     counter(NUM_PORT_QUEUES, CounterType.packets_and_bytes) queue_tx_counter;
 
-    apply {
+    // Written by the plugin for every (port, queue) of its ports, from CONFIG_DB
+    // WRED_PROFILE/QUEUE (ECN, moved at run time by its tuner), BUFFER_PG/BUFFER_PROFILE and
+    // PORT_QOS_MAP (PFC), converted to packets:
+    //   port_index      = port           (the cells of port_tx_counter and queue_depth_reg)
+    //   queue_index     = port * 8 + queue (queue_tx_counter, ecn_mark_counter, PFC state)
+    //   histogram_base  = port * 16      (queue_depth_histogram)
+    //   histogram_shift queue-depth histogram bucket = enq_qdepth >> shift (saturating at 15)
+    //   ecn_enabled     0: no marking (kmin, kmax, pmax_percent ignored)
+    //   kmin, kmax      packets; pmax_percent 0..100
+    // and, set_queue_config_pfc only (lossless queues with PFC):
+    //   xoff            pause when a lossless packet leaves the queue at depth >= xoff
+    //   xon             resume when a packet leaves the queue at depth <= xon
+    //   quanta          pause time in the PAUSE frame (512-bit-time units)
+    @id(ID_SET_QUEUE_CONFIG)
+    action set_queue_config(bit<32> port_index, bit<32> queue_index, bit<32> histogram_base,
+                            bit<8> histogram_shift, bit<1> ecn_enabled, bit<32> kmin,
+                            bit<32> kmax, bit<32> pmax_percent) {
+        QUEUE_STATS(port_index, queue_index, histogram_base, histogram_shift, ecn_enabled,
+                    kmin, kmax, pmax_percent)
+    }
+
+    @id(ID_SET_QUEUE_CONFIG_PFC)
+    action set_queue_config_pfc(bit<32> port_index, bit<32> queue_index, bit<32> histogram_base,
+                                bit<8> histogram_shift, bit<1> ecn_enabled, bit<32> kmin,
+                                bit<32> kmax, bit<32> pmax_percent,
+                                bit<32> xoff, bit<32> xon, bit<16> quanta) {
+        QUEUE_STATS(port_index, queue_index, histogram_base, histogram_shift, ecn_enabled,
+                    kmin, kmax, pmax_percent)
+        PFC_STATE(queue_index, xoff, xon, quanta)
+    }
+
+    // A queue without an entry: counted and sampled like the others (indices computed here),
+    // no ECN, no PFC. The plugin sets histogram_shift here too.
+    @id(ID_QUEUE_CONFIG_DEFAULT)
+    action queue_config_default(bit<8> histogram_shift) {
+        QUEUE_STATS((bit<32>)sm.egress_port,
+                    (bit<32>)sm.egress_port * NUM_QUEUES + (bit<32>)sm.priority,
+                    (bit<32>)sm.egress_port * QDEPTH_HIST_BUCKETS,
+                    histogram_shift, 1w0, 32w0, 32w0, 32w0)
+    }
+
+    @id(ID_QUEUE_CONFIG_TABLE)
+    @weft_owner("plugin", "from CONFIG_DB WRED_PROFILE, QUEUE, BUFFER_PG, BUFFER_PROFILE and PORT_QOS_MAP")
+    table queue_config_table {
+        key = {
+            sm.egress_port : exact @name("port") @format(PORT_NAME);
+            sm.priority : exact @name("queue");
+        }
+        actions = {
+            set_queue_config;
+            set_queue_config_pfc;
+            @defaultonly queue_config_default;
+        }
+        default_action = queue_config_default(0);
+        size = QUEUE_CONFIG_TABLE_SIZE;
+    }
+
+    // Packet-out, PFC frames and postcards: sent, not queued traffic of a class.
+    @hidden action count_tx() {
         port_tx_counter.count((bit<32>)sm.egress_port);
-        if (sm.instance_type == INSTANCE_TYPE_NORMAL && meta.from_cpu == 0) {
-            queue_tx_counter.count((bit<32>)sm.egress_port * NUM_QUEUES
-                                   + (bit<32>)meta.traffic_class);
-            queue_depth_reg.write((bit<32>)sm.egress_port, (bit<32>)sm.deq_qdepth);
-            bit<32> bucket = (bit<32>)(sm.enq_qdepth >> meta.histogram_shift);
-            if (bucket >= QDEPTH_HIST_BUCKETS) {
-                bucket = QDEPTH_HIST_BUCKETS - 1;
-            }
-            queue_depth_histogram.count((bit<32>)sm.egress_port * QDEPTH_HIST_BUCKETS + bucket);
+    }
+
+    apply {
+        if (meta.from_cpu == 0 && sm.instance_type == INSTANCE_TYPE_NORMAL) {
+            queue_config_table.apply();
+        } else {
+            count_tx();
         }
     }
 }

@@ -22,10 +22,25 @@ control PsnTracker(inout headers_t hdr,
     @id(ID_PSN_EXPECTED_REG)
     register<bit<32>>(PSN_SLOTS) psn_expected_reg;
 
-    // Host-facing ports, written by the controller.
+    // Host-facing ports, written by the controller. The slot (crc16 of the destination address
+    // as 128 bits and the destination QP) and its state, and what this packet means for it.
     @id(ID_ENABLE_PSN_TRACKING)
     action enable_psn_tracking() {
         meta.psn_track = 1;
+        meta.psn_key = (hdr.ipv4.isValid() ? (bit<128>)hdr.ipv4.dst_addr : hdr.ipv6.dst_addr)
+                       ++ hdr.bth.dst_qp;
+        hash(meta.psn_slot, HashAlgorithm.crc16, 32w0, { meta.psn_key }, (bit<32>)PSN_SLOTS);
+        psn_expected_reg.read(meta.psn_state, meta.psn_slot);
+        // diff = psn - expected: 0 in order, below half the PSN space skipped ahead, else older.
+        meta.psn_event =
+              (meta.psn_state[24:24] == 1 && hdr.bth.psn != meta.psn_state[23:0]
+               && hdr.bth.psn - meta.psn_state[23:0] < 24w0x800000
+               ? PSN_EVENT_OUT_OF_ORDER : PSN_EVENT_NONE)
+            | (meta.psn_state[24:24] == 1 && hdr.bth.psn - meta.psn_state[23:0] >= 24w0x800000
+               ? PSN_EVENT_REGRESSION : PSN_EVENT_NONE);
+        // The first packet of a slot starts tracking; a regression leaves the expected PSN.
+        psn_expected_reg.write(meta.psn_slot, meta.psn_event == PSN_EVENT_REGRESSION
+                                              ? meta.psn_state : 8w1 ++ (hdr.bth.psn + 1));
     }
 
     @id(ID_PSN_TRACKING_DISABLED)
@@ -49,36 +64,20 @@ control PsnTracker(inout headers_t hdr,
         size = PSN_TRACKING_TABLE_SIZE;
     }
 
+    @hidden action count_out_of_order() {
+        psn_out_of_order_counter.count(meta.psn_slot);
+    }
+
+    @hidden action count_regression() {
+        psn_regression_counter.count(meta.psn_slot);
+    }
+
     apply {
-        if (hdr.bth.isValid()) {
-            psn_tracking_table.apply();
-            if (meta.psn_track == 1) {
-                bit<32> slot = 0;
-                if (hdr.ipv4.isValid()) {
-                    hash(slot, HashAlgorithm.crc16, 32w0,
-                         { (bit<128>)hdr.ipv4.dst_addr, hdr.bth.dst_qp }, (bit<32>)PSN_SLOTS);
-                } else if (hdr.ipv6.isValid()) {
-                    hash(slot, HashAlgorithm.crc16, 32w0,
-                         { hdr.ipv6.dst_addr, hdr.bth.dst_qp }, (bit<32>)PSN_SLOTS);
-                }
-                bit<32> slot_state;
-                psn_expected_reg.read(slot_state, slot);
-                bit<24> psn = hdr.bth.psn;
-                bit<24> next_psn = psn + 1;
-                if (slot_state[24:24] == 0) {
-                    psn_expected_reg.write(slot, 8w1 ++ next_psn);
-                } else {
-                    bit<24> diff = psn - slot_state[23:0];
-                    if (diff == 0) {
-                        psn_expected_reg.write(slot, 8w1 ++ next_psn);
-                    } else if (diff < 24w0x800000) {
-                        psn_out_of_order_counter.count(slot);
-                        psn_expected_reg.write(slot, 8w1 ++ next_psn);
-                    } else {
-                        psn_regression_counter.count(slot);
-                    }
-                }
-            }
+        psn_tracking_table.apply();
+        if (meta.psn_event == PSN_EVENT_OUT_OF_ORDER) {
+            count_out_of_order();
+        } else if (meta.psn_event == PSN_EVENT_REGRESSION) {
+            count_regression();
         }
     }
 }

@@ -6,6 +6,6 @@
 // port (PortEgress) and read by adaptive multipath in ingress. A port is only sampled while
 // packets leave it, so an idle port reads as its last value: 0 once its queue has drained.
 @id(ID_QUEUE_DEPTH_REG)
-register<bit<32>>(NUM_PORTS) queue_depth_reg;
+register<bit<19>>(NUM_PORTS) queue_depth_reg;
 
 #endif

@@ -1,5 +1,6 @@
-// Weft pipeline: TTL check and longest-prefix-match routing for IPv4 and IPv6.
-// A route resolves to one nexthop or to a multipath (WCMP) group.
+// Weft pipeline: longest-prefix-match routing for IPv4 and IPv6 (packets that passed ROUTABLE:
+// configured port, router MAC, TTL left). A route resolves to one nexthop or to a multipath
+// (WCMP) group.
 #ifndef WEFT_ROUTING_P4
 #define WEFT_ROUTING_P4
 
@@ -11,25 +12,27 @@ control Routing(inout headers_t hdr,
     @id(ID_SET_NEXTHOP_ID)
     action set_nexthop_id(@refers_to(nexthop_table, nexthop_id) nexthop_id_t nexthop_id) {
         meta.nexthop_id = nexthop_id;
-        meta.is_multipath = 0;
     }
 
+    // wcmp_group_id 0 is reserved: meta.wcmp_group_id != 0 is what makes a packet multipath.
     @id(ID_SET_WCMP_GROUP_ID)
     action set_wcmp_group_id(@refers_to(wcmp_group_table, wcmp_group_id)
                              wcmp_group_id_t wcmp_group_id) {
         meta.wcmp_group_id = wcmp_group_id;
-        meta.is_multipath = 1;
     }
 
-    // A null route (blackhole), counted as a drop.
+    // A null route (blackhole), counted as a drop. nexthop_id stays 0, so nothing after routing
+    // forwards the packet (nexthop_table's miss keeps this reason).
     @id(ID_DROP_ROUTE)
     action drop_route() {
-        WEFT_DROP(DROP_REASON_ROUTE_DROP)
+        meta.drop_reason = DROP_REASON_ROUTE_DROP;
+        mark_to_drop(sm);
     }
 
     @id(ID_ROUTE_MISS)
     action route_miss() {
-        WEFT_DROP(DROP_REASON_NO_ROUTE)
+        meta.drop_reason = DROP_REASON_NO_ROUTE;
+        mark_to_drop(sm);
     }
 
     @id(ID_IPV4_TABLE)
@@ -66,17 +69,9 @@ control Routing(inout headers_t hdr,
 
     apply {
         if (hdr.ipv4.isValid()) {
-            if (hdr.ipv4.ttl <= 1) {
-                WEFT_DROP(DROP_REASON_TTL_EXPIRED)
-            } else {
-                ipv4_table.apply();
-            }
-        } else if (hdr.ipv6.isValid()) {
-            if (hdr.ipv6.hop_limit <= 1) {
-                WEFT_DROP(DROP_REASON_TTL_EXPIRED)
-            } else {
-                ipv6_table.apply();
-            }
+            ipv4_table.apply();
+        } else {
+            ipv6_table.apply();
         }
     }
 }

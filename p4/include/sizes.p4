@@ -16,7 +16,6 @@
 #define NUM_PORT_QUEUES 4096          // NUM_PORTS * NUM_QUEUES, index port * 8 + queue
 
 #define PORT_CONFIG_TABLE_SIZE 512
-#define QOS_CLASSIFY_TABLE_SIZE 64    // one entry per DSCP value
 #define IPV4_TABLE_SIZE 131072
 #define IPV6_TABLE_SIZE 131072
 #define MULTIPATH_MODE_TABLE_SIZE 8192
@@ -26,8 +25,7 @@
 #define NEXTHOP_TABLE_SIZE 65536      // nexthop_id is bit<16>; also the member counter size
 #define PFC_WATCHDOG_TABLE_SIZE 4096
 #define POSTCARD_WATCH_TABLE_SIZE 256
-#define ECN_THRESHOLD_TABLE_SIZE 4096
-#define PFC_THRESHOLD_TABLE_SIZE 4096
+#define QUEUE_CONFIG_TABLE_SIZE 4096  // (port, queue): NUM_PORT_QUEUES
 #define PSN_TRACKING_TABLE_SIZE 512
 
 #define FLOWLET_SLOTS 65536           // power of two: the slot is flow_hash & (FLOWLET_SLOTS - 1)

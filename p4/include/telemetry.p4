@@ -1,6 +1,7 @@
 // Weft pipeline: telemetry postcards.
 //
-//   ingress  TelemetryIngress  postcard_watch_table hit -> flag WATCHED; else 1 in N (switch
+//   ingress  TelemetryIngress  (only while switch_config_table's postcard_session is set)
+//                              postcard_watch_table hit -> flag WATCHED; else 1 in N (switch
 //                              config) -> flag SAMPLED
 //   egress   TelemetryEgress   flagged packet: record queue/time facts, clone E2E to the
 //                              postcard session (unless this packet already clones a PFC frame);
@@ -43,69 +44,76 @@ control TelemetryIngress(inout headers_t hdr,
         size = POSTCARD_WATCH_TABLE_SIZE;
     }
 
+    // 1 in postcard_sample_n (0: never) of the packets not watched; the flow hash for the card.
+    @hidden action postcard_sample() {
+        FLOW_KEY_HASH
+        random(meta.postcard_r, 32w0, SWITCH_CFG_POSTCARD_SAMPLE_N - 1);
+        meta.postcard_flags = meta.postcard_flags == 0 && SWITCH_CFG_POSTCARD_SAMPLE_N != 0
+                              && meta.postcard_r == 0
+            ? POSTCARD_FLAG_SAMPLED : meta.postcard_flags;
+    }
+
     apply {
-        // No postcard session, no postcards: skip the (ternary, 300-bit key) lookup entirely.
-        if (meta.postcard_session == 0) {
-            return;
-        }
         flow_key.apply(hdr, meta, sm);
         postcard_watch_table.apply();
-        if (meta.postcard_flags == 0 && meta.postcard_sample_n != 0) {
-            bit<32> r;
-            random(r, 32w0, meta.postcard_sample_n - 1);
-            if (r == 0) {
-                meta.postcard_flags = POSTCARD_FLAG_SAMPLED;
-            }
-        }
-        if (meta.postcard_flags != 0 && meta.is_multipath == 0) {
-            COMPUTE_FLOW_HASH
-        }
+        postcard_sample();
     }
 }
 
 control TelemetryEgress(inout headers_t hdr,
                         inout local_metadata_t meta,
                         inout standard_metadata_t sm) {
+    // A flagged packet (that clones no PFC frame): record the facts, clone to the session.
+    @hidden action postcard_clone() {
+        meta.clone_kind = CLONE_KIND_POSTCARD;
+        meta.pc_flags = meta.postcard_flags;
+        meta.pc_switch_id = SWITCH_CFG_SWITCH_ID;
+        meta.pc_ingress_port = (bit<16>)sm.ingress_port;
+        meta.pc_egress_port = (bit<16>)sm.egress_port;
+        meta.pc_queue = (bit<8>)sm.priority;
+        meta.pc_enq_qdepth = (bit<32>)sm.enq_qdepth;
+        meta.pc_deq_timedelta = sm.deq_timedelta;
+        meta.pc_ingress_ts = sm.ingress_global_timestamp;
+        meta.pc_egress_ts = sm.egress_global_timestamp;
+        meta.pc_flow_hash = meta.flow_hash;
+        clone_preserving_field_list(CloneType.E2E, SWITCH_CFG_POSTCARD_SESSION, FL_CLONE);
+    }
+
+    // The clone becomes the postcard.
+    @hidden action postcard_build() {
+        hdr.postcard.setValid();
+        hdr.postcard.version = POSTCARD_VERSION;
+        hdr.postcard.flags = meta.pc_flags;
+        hdr.postcard.next_ether_type = hdr.ethernet.ether_type;
+        hdr.postcard.switch_id = meta.pc_switch_id;
+        hdr.postcard.ingress_port = meta.pc_ingress_port;
+        hdr.postcard.egress_port = meta.pc_egress_port;
+        hdr.postcard.queue = meta.pc_queue;
+        hdr.postcard.reserved = 0;
+        hdr.postcard.reserved2 = 0;
+        hdr.postcard.enq_qdepth = meta.pc_enq_qdepth;
+        hdr.postcard.deq_timedelta = meta.pc_deq_timedelta;
+        hdr.postcard.ingress_ts = meta.pc_ingress_ts;
+        hdr.postcard.egress_ts = meta.pc_egress_ts;
+        hdr.postcard.flow_hash = meta.pc_flow_hash;
+        hdr.ethernet.ether_type = ETHERTYPE_POSTCARD;
+        truncate(POSTCARD_TRUNCATE_BYTES);
+    }
+
+    @hidden action postcard_packet_in() {
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = meta.pc_ingress_port;
+        hdr.packet_in.reason = PACKET_IN_REASON_POSTCARD;
+    }
+
     apply {
         if (sm.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
-            if (meta.clone_kind == CLONE_KIND_POSTCARD) {
-                hdr.postcard.setValid();
-                hdr.postcard.version = POSTCARD_VERSION;
-                hdr.postcard.flags = meta.pc_flags;
-                hdr.postcard.next_ether_type = hdr.ethernet.ether_type;
-                hdr.postcard.switch_id = meta.pc_switch_id;
-                hdr.postcard.ingress_port = meta.pc_ingress_port;
-                hdr.postcard.egress_port = meta.pc_egress_port;
-                hdr.postcard.queue = meta.pc_queue;
-                hdr.postcard.reserved = 0;
-                hdr.postcard.reserved2 = 0;
-                hdr.postcard.enq_qdepth = meta.pc_enq_qdepth;
-                hdr.postcard.deq_timedelta = meta.pc_deq_timedelta;
-                hdr.postcard.ingress_ts = meta.pc_ingress_ts;
-                hdr.postcard.egress_ts = meta.pc_egress_ts;
-                hdr.postcard.flow_hash = meta.pc_flow_hash;
-                hdr.ethernet.ether_type = ETHERTYPE_POSTCARD;
-                if (sm.egress_port == CPU_PORT) {
-                    hdr.packet_in.setValid();
-                    hdr.packet_in.ingress_port = meta.pc_ingress_port;
-                    hdr.packet_in.reason = PACKET_IN_REASON_POSTCARD;
-                }
-                truncate(POSTCARD_TRUNCATE_BYTES);
+            postcard_build();
+            if (sm.egress_port == CPU_PORT) {
+                postcard_packet_in();
             }
-        } else if (meta.postcard_flags != 0 && meta.clone_kind == CLONE_KIND_NONE
-                   && meta.postcard_session != 0) {
-            meta.clone_kind = CLONE_KIND_POSTCARD;
-            meta.pc_flags = meta.postcard_flags;
-            meta.pc_switch_id = meta.switch_id;
-            meta.pc_ingress_port = (bit<16>)sm.ingress_port;
-            meta.pc_egress_port = (bit<16>)sm.egress_port;
-            meta.pc_queue = (bit<8>)sm.priority;
-            meta.pc_enq_qdepth = (bit<32>)sm.enq_qdepth;
-            meta.pc_deq_timedelta = sm.deq_timedelta;
-            meta.pc_ingress_ts = sm.ingress_global_timestamp;
-            meta.pc_egress_ts = sm.egress_global_timestamp;
-            meta.pc_flow_hash = meta.flow_hash;
-            clone_preserving_field_list(CloneType.E2E, meta.postcard_session, FL_CLONE);
+        } else {
+            postcard_clone();
         }
     }
 }

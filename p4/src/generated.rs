@@ -128,7 +128,7 @@ pub mod tables {
         pub const ALIAS: &str = "switch_config_table";
         pub const ID: u32 = 0x02000002;
         pub const SIZE: u64 = 1;
-        pub const ACTION_IDS: &[u32] = &[0x01000003];
+        pub const ACTION_IDS: &[u32] = &[0x0100001c];
         pub const ACTION_PROFILE_ID: Option<u32> = None;
         pub const NEEDS_PRIORITY: bool = false;
         /// The P4RT_TABLE (SONiC) name.
@@ -136,7 +136,7 @@ pub mod tables {
         /// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).
         pub const WRITE_RANK: u8 = 0;
         pub const OWNER: crate::contract::Owner = crate::contract::Owner::Plugin {
-            reason: "switch_id = device id",
+            reason: "switch settings, DSCP classification and watchdog ports from CONFIG_DB and the device id",
         };
         /// What entries of this table refer to (`@refers_to`).
         pub const REFERS_TO: &[crate::contract::RefersTo] = &[];
@@ -151,13 +151,25 @@ pub mod tables {
             owner: OWNER,
             key: &[],
             actions: &[crate::contract::EntryAction {
-                id: 0x01000003,
+                id: 0x0100001c,
                 alias: "set_switch_config",
                 params: &[
                     crate::contract::ParamField {
+                        id: 5,
+                        name: "dscp_class_map",
+                        bitwidth: 256,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
+                        id: 6,
+                        name: "dscp_mapped",
+                        bitwidth: 64,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
                         id: 4,
-                        name: "histogram_shift",
-                        bitwidth: 8,
+                        name: "hash_seed",
+                        bitwidth: 32,
                         format: weft_appdb::Format::Hex,
                     },
                     crate::contract::ParamField {
@@ -176,6 +188,12 @@ pub mod tables {
                         id: 1,
                         name: "switch_id",
                         bitwidth: 32,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
+                        id: 7,
+                        name: "watchdog_ports",
+                        bitwidth: 256,
                         format: weft_appdb::Format::Hex,
                     },
                 ],
@@ -231,75 +249,6 @@ pub mod tables {
         };
         /// Key fields.
         pub mod fields {}
-    }
-    /// `ingress.qos.qos_classify_table`
-    pub mod qos_classify_table {
-        pub const NAME: &str = "ingress.qos.qos_classify_table";
-        pub const ALIAS: &str = "qos_classify_table";
-        pub const ID: u32 = 0x02000004;
-        pub const SIZE: u64 = 64;
-        pub const ACTION_IDS: &[u32] = &[0x01000005, 0x01000006];
-        pub const ACTION_PROFILE_ID: Option<u32> = None;
-        pub const NEEDS_PRIORITY: bool = false;
-        /// The P4RT_TABLE (SONiC) name.
-        pub const SONIC_NAME: &str = "FIXED_QOS_CLASSIFY_TABLE";
-        /// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).
-        pub const WRITE_RANK: u8 = 0;
-        pub const OWNER: crate::contract::Owner = crate::contract::Owner::Plugin {
-            reason: "from CONFIG_DB DSCP_TO_TC_MAP and PORT_QOS_MAP",
-        };
-        /// What entries of this table refer to (`@refers_to`).
-        pub const REFERS_TO: &[crate::contract::RefersTo] = &[];
-        /// Tables whose entries refer to entries of this one.
-        pub const REFERRED_BY: &[u32] = &[];
-        pub const CONTRACT: crate::contract::TableContract = crate::contract::TableContract {
-            id: ID,
-            name: NAME,
-            alias: ALIAS,
-            sonic_name: SONIC_NAME,
-            write_rank: WRITE_RANK,
-            owner: OWNER,
-            key: &[crate::contract::KeyField {
-                id: 1,
-                name: "dscp",
-                bitwidth: 6,
-                kind: weft_p4rt::MatchKind::Exact,
-                format: weft_appdb::Format::Hex,
-                referable: false,
-            }],
-            actions: &[crate::contract::EntryAction {
-                id: 0x01000005,
-                alias: "set_traffic_class",
-                params: &[
-                    crate::contract::ParamField {
-                        id: 2,
-                        name: "lossless",
-                        bitwidth: 1,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 1,
-                        name: "traffic_class",
-                        bitwidth: 3,
-                        format: weft_appdb::Format::Hex,
-                    },
-                ],
-            }],
-            refers_to: REFERS_TO,
-            referred_by: REFERRED_BY,
-            action_profile_id: ACTION_PROFILE_ID,
-        };
-        /// Key fields.
-        pub mod fields {
-            /// exact, 6 bits
-            pub mod dscp {
-                pub const NAME: &str = "dscp";
-                pub const ID: u32 = 1;
-                pub const BITWIDTH: u32 = 6;
-                pub const KIND: weft_p4rt::MatchKind = weft_p4rt::MatchKind::Exact;
-                pub const FORMAT: weft_appdb::Format = weft_appdb::Format::Hex;
-            }
-        }
     }
     /// `ingress.routing.ipv4_table`
     pub mod ipv4_table {
@@ -1419,114 +1368,21 @@ pub mod tables {
             })
         }
     }
-    /// `egress.pfc.pfc_threshold_table`
-    pub mod pfc_threshold_table {
-        pub const NAME: &str = "egress.pfc.pfc_threshold_table";
-        pub const ALIAS: &str = "pfc_threshold_table";
-        pub const ID: u32 = 0x0200000e;
+    /// `egress.port.queue_config_table`
+    pub mod queue_config_table {
+        pub const NAME: &str = "egress.port.queue_config_table";
+        pub const ALIAS: &str = "queue_config_table";
+        pub const ID: u32 = 0x02000010;
         pub const SIZE: u64 = 4096;
-        pub const ACTION_IDS: &[u32] = &[0x01000018, 0x01000019];
+        pub const ACTION_IDS: &[u32] = &[0x0100001d, 0x0100001e, 0x0100001f];
         pub const ACTION_PROFILE_ID: Option<u32> = None;
         pub const NEEDS_PRIORITY: bool = false;
         /// The P4RT_TABLE (SONiC) name.
-        pub const SONIC_NAME: &str = "FIXED_PFC_THRESHOLD_TABLE";
+        pub const SONIC_NAME: &str = "FIXED_QUEUE_CONFIG_TABLE";
         /// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).
         pub const WRITE_RANK: u8 = 0;
         pub const OWNER: crate::contract::Owner = crate::contract::Owner::Plugin {
-            reason: "from CONFIG_DB BUFFER_PG, BUFFER_PROFILE and PORT_QOS_MAP",
-        };
-        /// What entries of this table refer to (`@refers_to`).
-        pub const REFERS_TO: &[crate::contract::RefersTo] = &[];
-        /// Tables whose entries refer to entries of this one.
-        pub const REFERRED_BY: &[u32] = &[];
-        pub const CONTRACT: crate::contract::TableContract = crate::contract::TableContract {
-            id: ID,
-            name: NAME,
-            alias: ALIAS,
-            sonic_name: SONIC_NAME,
-            write_rank: WRITE_RANK,
-            owner: OWNER,
-            key: &[
-                crate::contract::KeyField {
-                    id: 1,
-                    name: "port",
-                    bitwidth: 9,
-                    kind: weft_p4rt::MatchKind::Exact,
-                    format: weft_appdb::Format::Port,
-                    referable: false,
-                },
-                crate::contract::KeyField {
-                    id: 2,
-                    name: "priority",
-                    bitwidth: 3,
-                    kind: weft_p4rt::MatchKind::Exact,
-                    format: weft_appdb::Format::Hex,
-                    referable: false,
-                },
-            ],
-            actions: &[crate::contract::EntryAction {
-                id: 0x01000018,
-                alias: "set_pfc_thresholds",
-                params: &[
-                    crate::contract::ParamField {
-                        id: 3,
-                        name: "quanta",
-                        bitwidth: 16,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 1,
-                        name: "xoff",
-                        bitwidth: 32,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 2,
-                        name: "xon",
-                        bitwidth: 32,
-                        format: weft_appdb::Format::Hex,
-                    },
-                ],
-            }],
-            refers_to: REFERS_TO,
-            referred_by: REFERRED_BY,
-            action_profile_id: ACTION_PROFILE_ID,
-        };
-        /// Key fields.
-        pub mod fields {
-            /// exact, 9 bits
-            pub mod port {
-                pub const NAME: &str = "port";
-                pub const ID: u32 = 1;
-                pub const BITWIDTH: u32 = 9;
-                pub const KIND: weft_p4rt::MatchKind = weft_p4rt::MatchKind::Exact;
-                pub const FORMAT: weft_appdb::Format = weft_appdb::Format::Port;
-            }
-            /// exact, 3 bits
-            pub mod priority {
-                pub const NAME: &str = "priority";
-                pub const ID: u32 = 2;
-                pub const BITWIDTH: u32 = 3;
-                pub const KIND: weft_p4rt::MatchKind = weft_p4rt::MatchKind::Exact;
-                pub const FORMAT: weft_appdb::Format = weft_appdb::Format::Hex;
-            }
-        }
-    }
-    /// `egress.ecn.ecn_threshold_table`
-    pub mod ecn_threshold_table {
-        pub const NAME: &str = "egress.ecn.ecn_threshold_table";
-        pub const ALIAS: &str = "ecn_threshold_table";
-        pub const ID: u32 = 0x0200000d;
-        pub const SIZE: u64 = 4096;
-        pub const ACTION_IDS: &[u32] = &[0x01000016, 0x01000017];
-        pub const ACTION_PROFILE_ID: Option<u32> = None;
-        pub const NEEDS_PRIORITY: bool = false;
-        /// The P4RT_TABLE (SONiC) name.
-        pub const SONIC_NAME: &str = "FIXED_ECN_THRESHOLD_TABLE";
-        /// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).
-        pub const WRITE_RANK: u8 = 0;
-        pub const OWNER: crate::contract::Owner = crate::contract::Owner::Plugin {
-            reason: "from CONFIG_DB WRED_PROFILE and QUEUE",
+            reason: "from CONFIG_DB WRED_PROFILE, QUEUE, BUFFER_PG, BUFFER_PROFILE and PORT_QOS_MAP",
         };
         /// What entries of this table refer to (`@refers_to`).
         pub const REFERS_TO: &[crate::contract::RefersTo] = &[];
@@ -1557,30 +1413,134 @@ pub mod tables {
                     referable: false,
                 },
             ],
-            actions: &[crate::contract::EntryAction {
-                id: 0x01000016,
-                alias: "set_ecn_thresholds",
-                params: &[
-                    crate::contract::ParamField {
-                        id: 2,
-                        name: "kmax",
-                        bitwidth: 32,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 1,
-                        name: "kmin",
-                        bitwidth: 32,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 3,
-                        name: "pmax_percent",
-                        bitwidth: 32,
-                        format: weft_appdb::Format::Hex,
-                    },
-                ],
-            }],
+            actions: &[
+                crate::contract::EntryAction {
+                    id: 0x0100001d,
+                    alias: "set_queue_config",
+                    params: &[
+                        crate::contract::ParamField {
+                            id: 5,
+                            name: "ecn_enabled",
+                            bitwidth: 1,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 3,
+                            name: "histogram_base",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 4,
+                            name: "histogram_shift",
+                            bitwidth: 8,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 7,
+                            name: "kmax",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 6,
+                            name: "kmin",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 8,
+                            name: "pmax_percent",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 1,
+                            name: "port_index",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 2,
+                            name: "queue_index",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                    ],
+                },
+                crate::contract::EntryAction {
+                    id: 0x0100001e,
+                    alias: "set_queue_config_pfc",
+                    params: &[
+                        crate::contract::ParamField {
+                            id: 5,
+                            name: "ecn_enabled",
+                            bitwidth: 1,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 3,
+                            name: "histogram_base",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 4,
+                            name: "histogram_shift",
+                            bitwidth: 8,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 7,
+                            name: "kmax",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 6,
+                            name: "kmin",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 8,
+                            name: "pmax_percent",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 1,
+                            name: "port_index",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 11,
+                            name: "quanta",
+                            bitwidth: 16,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 2,
+                            name: "queue_index",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 9,
+                            name: "xoff",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                        crate::contract::ParamField {
+                            id: 10,
+                            name: "xon",
+                            bitwidth: 32,
+                            format: weft_appdb::Format::Hex,
+                        },
+                    ],
+                },
+            ],
             refers_to: REFERS_TO,
             referred_by: REFERRED_BY,
             action_profile_id: ACTION_PROFILE_ID,
@@ -1709,7 +1669,6 @@ pub mod tables {
         ("ingress.port.port_config_table", 0x02000001),
         ("ingress.port.switch_config_table", 0x02000002),
         ("ingress.port.port_status_table", 0x02000003),
-        ("ingress.qos.qos_classify_table", 0x02000004),
         ("ingress.routing.ipv4_table", 0x02000005),
         ("ingress.routing.ipv6_table", 0x02000006),
         ("ingress.multipath.multipath_mode_table", 0x02000007),
@@ -1717,8 +1676,7 @@ pub mod tables {
         ("ingress.nexthop.nexthop_table", 0x0200000a),
         ("ingress.pfc_watchdog.pfc_watchdog_table", 0x0200000b),
         ("ingress.telemetry.postcard_watch_table", 0x0200000c),
-        ("egress.pfc.pfc_threshold_table", 0x0200000e),
-        ("egress.ecn.ecn_threshold_table", 0x0200000d),
+        ("egress.port.queue_config_table", 0x02000010),
         ("egress.psn.psn_tracking_table", 0x0200000f),
     ];
     /// Every table's contract, in P4Info order.
@@ -1726,7 +1684,6 @@ pub mod tables {
         port_config_table::CONTRACT,
         switch_config_table::CONTRACT,
         port_status_table::CONTRACT,
-        qos_classify_table::CONTRACT,
         ipv4_table::CONTRACT,
         ipv6_table::CONTRACT,
         multipath_mode_table::CONTRACT,
@@ -1734,8 +1691,7 @@ pub mod tables {
         nexthop_table::CONTRACT,
         pfc_watchdog_table::CONTRACT,
         postcard_watch_table::CONTRACT,
-        pfc_threshold_table::CONTRACT,
-        ecn_threshold_table::CONTRACT,
+        queue_config_table::CONTRACT,
         psn_tracking_table::CONTRACT,
     ];
     /// The highest write rank.
@@ -1771,7 +1727,7 @@ pub mod actions {
     pub mod set_switch_config {
         pub const NAME: &str = "ingress.port.set_switch_config";
         pub const ALIAS: &str = "set_switch_config";
-        pub const ID: u32 = 0x01000003;
+        pub const ID: u32 = 0x0100001c;
         /// Parameters.
         pub mod params {
             /// 32 bits
@@ -1792,11 +1748,29 @@ pub mod actions {
                 pub const ID: u32 = 3;
                 pub const BITWIDTH: u32 = 32;
             }
-            /// 8 bits
-            pub mod histogram_shift {
-                pub const NAME: &str = "histogram_shift";
+            /// 32 bits
+            pub mod hash_seed {
+                pub const NAME: &str = "hash_seed";
                 pub const ID: u32 = 4;
-                pub const BITWIDTH: u32 = 8;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 256 bits
+            pub mod dscp_class_map {
+                pub const NAME: &str = "dscp_class_map";
+                pub const ID: u32 = 5;
+                pub const BITWIDTH: u32 = 256;
+            }
+            /// 64 bits
+            pub mod dscp_mapped {
+                pub const NAME: &str = "dscp_mapped";
+                pub const ID: u32 = 6;
+                pub const BITWIDTH: u32 = 64;
+            }
+            /// 256 bits
+            pub mod watchdog_ports {
+                pub const NAME: &str = "watchdog_ports";
+                pub const ID: u32 = 7;
+                pub const BITWIDTH: u32 = 256;
             }
         }
     }
@@ -1814,35 +1788,6 @@ pub mod actions {
                 pub const BITWIDTH: u32 = 256;
             }
         }
-    }
-    /// `ingress.qos.set_traffic_class`
-    pub mod set_traffic_class {
-        pub const NAME: &str = "ingress.qos.set_traffic_class";
-        pub const ALIAS: &str = "set_traffic_class";
-        pub const ID: u32 = 0x01000005;
-        /// Parameters.
-        pub mod params {
-            /// 3 bits
-            pub mod traffic_class {
-                pub const NAME: &str = "traffic_class";
-                pub const ID: u32 = 1;
-                pub const BITWIDTH: u32 = 3;
-            }
-            /// 1 bits
-            pub mod lossless {
-                pub const NAME: &str = "lossless";
-                pub const ID: u32 = 2;
-                pub const BITWIDTH: u32 = 1;
-            }
-        }
-    }
-    /// `ingress.qos.qos_default`
-    pub mod qos_default {
-        pub const NAME: &str = "ingress.qos.qos_default";
-        pub const ALIAS: &str = "qos_default";
-        pub const ID: u32 = 0x01000006;
-        /// Parameters.
-        pub mod params {}
     }
     /// `ingress.routing.set_nexthop_id`
     pub mod set_nexthop_id {
@@ -2029,75 +1974,152 @@ pub mod actions {
         /// Parameters.
         pub mod params {}
     }
-    /// `egress.pfc.set_pfc_thresholds`
-    pub mod set_pfc_thresholds {
-        pub const NAME: &str = "egress.pfc.set_pfc_thresholds";
-        pub const ALIAS: &str = "set_pfc_thresholds";
-        pub const ID: u32 = 0x01000018;
+    /// `egress.port.set_queue_config`
+    pub mod set_queue_config {
+        pub const NAME: &str = "egress.port.set_queue_config";
+        pub const ALIAS: &str = "set_queue_config";
+        pub const ID: u32 = 0x0100001d;
         /// Parameters.
         pub mod params {
             /// 32 bits
-            pub mod xoff {
-                pub const NAME: &str = "xoff";
+            pub mod port_index {
+                pub const NAME: &str = "port_index";
                 pub const ID: u32 = 1;
                 pub const BITWIDTH: u32 = 32;
             }
             /// 32 bits
-            pub mod xon {
-                pub const NAME: &str = "xon";
+            pub mod queue_index {
+                pub const NAME: &str = "queue_index";
                 pub const ID: u32 = 2;
                 pub const BITWIDTH: u32 = 32;
             }
-            /// 16 bits
-            pub mod quanta {
-                pub const NAME: &str = "quanta";
+            /// 32 bits
+            pub mod histogram_base {
+                pub const NAME: &str = "histogram_base";
                 pub const ID: u32 = 3;
-                pub const BITWIDTH: u32 = 16;
+                pub const BITWIDTH: u32 = 32;
             }
-        }
-    }
-    /// `egress.pfc.pfc_disabled`
-    pub mod pfc_disabled {
-        pub const NAME: &str = "egress.pfc.pfc_disabled";
-        pub const ALIAS: &str = "pfc_disabled";
-        pub const ID: u32 = 0x01000019;
-        /// Parameters.
-        pub mod params {}
-    }
-    /// `egress.ecn.set_ecn_thresholds`
-    pub mod set_ecn_thresholds {
-        pub const NAME: &str = "egress.ecn.set_ecn_thresholds";
-        pub const ALIAS: &str = "set_ecn_thresholds";
-        pub const ID: u32 = 0x01000016;
-        /// Parameters.
-        pub mod params {
+            /// 8 bits
+            pub mod histogram_shift {
+                pub const NAME: &str = "histogram_shift";
+                pub const ID: u32 = 4;
+                pub const BITWIDTH: u32 = 8;
+            }
+            /// 1 bits
+            pub mod ecn_enabled {
+                pub const NAME: &str = "ecn_enabled";
+                pub const ID: u32 = 5;
+                pub const BITWIDTH: u32 = 1;
+            }
             /// 32 bits
             pub mod kmin {
                 pub const NAME: &str = "kmin";
-                pub const ID: u32 = 1;
+                pub const ID: u32 = 6;
                 pub const BITWIDTH: u32 = 32;
             }
             /// 32 bits
             pub mod kmax {
                 pub const NAME: &str = "kmax";
-                pub const ID: u32 = 2;
+                pub const ID: u32 = 7;
                 pub const BITWIDTH: u32 = 32;
             }
             /// 32 bits
             pub mod pmax_percent {
                 pub const NAME: &str = "pmax_percent";
-                pub const ID: u32 = 3;
+                pub const ID: u32 = 8;
                 pub const BITWIDTH: u32 = 32;
             }
         }
     }
-    /// `egress.ecn.ecn_disabled`
-    pub mod ecn_disabled {
-        pub const NAME: &str = "egress.ecn.ecn_disabled";
-        pub const ALIAS: &str = "ecn_disabled";
-        pub const ID: u32 = 0x01000017;
+    /// `egress.port.set_queue_config_pfc`
+    pub mod set_queue_config_pfc {
+        pub const NAME: &str = "egress.port.set_queue_config_pfc";
+        pub const ALIAS: &str = "set_queue_config_pfc";
+        pub const ID: u32 = 0x0100001e;
         /// Parameters.
-        pub mod params {}
+        pub mod params {
+            /// 32 bits
+            pub mod port_index {
+                pub const NAME: &str = "port_index";
+                pub const ID: u32 = 1;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 32 bits
+            pub mod queue_index {
+                pub const NAME: &str = "queue_index";
+                pub const ID: u32 = 2;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 32 bits
+            pub mod histogram_base {
+                pub const NAME: &str = "histogram_base";
+                pub const ID: u32 = 3;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 8 bits
+            pub mod histogram_shift {
+                pub const NAME: &str = "histogram_shift";
+                pub const ID: u32 = 4;
+                pub const BITWIDTH: u32 = 8;
+            }
+            /// 1 bits
+            pub mod ecn_enabled {
+                pub const NAME: &str = "ecn_enabled";
+                pub const ID: u32 = 5;
+                pub const BITWIDTH: u32 = 1;
+            }
+            /// 32 bits
+            pub mod kmin {
+                pub const NAME: &str = "kmin";
+                pub const ID: u32 = 6;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 32 bits
+            pub mod kmax {
+                pub const NAME: &str = "kmax";
+                pub const ID: u32 = 7;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 32 bits
+            pub mod pmax_percent {
+                pub const NAME: &str = "pmax_percent";
+                pub const ID: u32 = 8;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 32 bits
+            pub mod xoff {
+                pub const NAME: &str = "xoff";
+                pub const ID: u32 = 9;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 32 bits
+            pub mod xon {
+                pub const NAME: &str = "xon";
+                pub const ID: u32 = 10;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 16 bits
+            pub mod quanta {
+                pub const NAME: &str = "quanta";
+                pub const ID: u32 = 11;
+                pub const BITWIDTH: u32 = 16;
+            }
+        }
+    }
+    /// `egress.port.queue_config_default`
+    pub mod queue_config_default {
+        pub const NAME: &str = "egress.port.queue_config_default";
+        pub const ALIAS: &str = "queue_config_default";
+        pub const ID: u32 = 0x0100001f;
+        /// Parameters.
+        pub mod params {
+            /// 8 bits
+            pub mod histogram_shift {
+                pub const NAME: &str = "histogram_shift";
+                pub const ID: u32 = 1;
+                pub const BITWIDTH: u32 = 8;
+            }
+        }
     }
     /// `egress.psn.enable_psn_tracking`
     pub mod enable_psn_tracking {
@@ -2119,10 +2141,8 @@ pub mod actions {
     pub const ALL: &[(&str, u32)] = &[
         ("ingress.port.set_port_config", 0x01000001),
         ("ingress.port.port_not_configured", 0x01000002),
-        ("ingress.port.set_switch_config", 0x01000003),
+        ("ingress.port.set_switch_config", 0x0100001c),
         ("ingress.port.set_port_down_mask", 0x01000004),
-        ("ingress.qos.set_traffic_class", 0x01000005),
-        ("ingress.qos.qos_default", 0x01000006),
         ("ingress.routing.set_nexthop_id", 0x01000007),
         ("ingress.routing.set_wcmp_group_id", 0x01000008),
         ("ingress.routing.drop_route", 0x01000009),
@@ -2138,10 +2158,9 @@ pub mod actions {
         ("ingress.pfc_watchdog.pfc_watchdog_none", 0x01000013),
         ("ingress.telemetry.watch_postcard", 0x01000014),
         ("ingress.telemetry.postcard_watch_miss", 0x01000015),
-        ("egress.pfc.set_pfc_thresholds", 0x01000018),
-        ("egress.pfc.pfc_disabled", 0x01000019),
-        ("egress.ecn.set_ecn_thresholds", 0x01000016),
-        ("egress.ecn.ecn_disabled", 0x01000017),
+        ("egress.port.set_queue_config", 0x0100001d),
+        ("egress.port.set_queue_config_pfc", 0x0100001e),
+        ("egress.port.queue_config_default", 0x0100001f),
         ("egress.psn.enable_psn_tracking", 0x0100001a),
         ("egress.psn.psn_tracking_disabled", 0x0100001b),
     ];
@@ -2313,9 +2332,17 @@ pub mod registers {
     pub mod queue_depth_reg {
         pub const NAME: &str = "queue_depth_reg";
         pub const ALIAS: &str = "queue_depth_reg";
-        pub const ID: u32 = 0x16000001;
+        pub const ID: u32 = 0x16000007;
         pub const SIZE: u64 = 512;
-        pub const BITWIDTH: u32 = 32;
+        pub const BITWIDTH: u32 = 19;
+    }
+    /// `pfc_state_reg`
+    pub mod pfc_state_reg {
+        pub const NAME: &str = "pfc_state_reg";
+        pub const ALIAS: &str = "pfc_state_reg";
+        pub const ID: u32 = 0x16000005;
+        pub const SIZE: u64 = 4096;
+        pub const BITWIDTH: u32 = 16;
     }
     /// `ingress.multipath.group_last_choice_reg`
     pub mod group_last_choice_reg {
@@ -2340,14 +2367,6 @@ pub mod registers {
         pub const ID: u32 = 0x16000004;
         pub const SIZE: u64 = 65536;
         pub const BITWIDTH: u32 = 64;
-    }
-    /// `egress.pfc.pfc_state_reg`
-    pub mod pfc_state_reg {
-        pub const NAME: &str = "egress.pfc.pfc_state_reg";
-        pub const ALIAS: &str = "pfc_state_reg";
-        pub const ID: u32 = 0x16000005;
-        pub const SIZE: u64 = 4096;
-        pub const BITWIDTH: u32 = 16;
     }
     /// `egress.psn.psn_expected_reg`
     pub mod psn_expected_reg {

@@ -46,5 +46,17 @@ pub fn p4info() -> Result<weft_p4rt::P4Info, weft_p4rt::Error> {
     weft_p4rt::P4Info::from_bytes(P4INFO_BINARY)
 }
 
+/// The multipath hash seed of a switch (`set_switch_config`'s `hash_seed`, see
+/// `p4/include/multipath.p4`): splitmix64's finaliser of the device id, low 32 bits. Distinct
+/// switches get unrelated seeds, so HASH mode picks members independently hop after hop
+/// instead of repeating the previous switch's choice (ECMP polarisation). Seed 0 would be the
+/// unseeded hash; no device id maps to it in practice, and the pipeline uses `seed | 1` anyway.
+pub fn hash_seed(device_id: u64) -> u32 {
+    let mut z = device_id.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) as u32
+}
+
 #[cfg(test)]
 mod tests;

@@ -89,9 +89,8 @@ def make_switch(request, binary, nports):
         raise
 
 
-@pytest.fixture
-def switch(request, bmv2_binary):
-    sw = make_switch(request, bmv2_binary, nports=4)
+def _switch_fixture(request, binary):
+    sw = make_switch(request, binary, nports=4)
     try:
         yield sw
     finally:
@@ -101,3 +100,14 @@ def switch(request, bmv2_binary):
         sw.bmv2.close()
         if not alive:
             pytest.fail(f"BMv2 died during the test; its output:\n{out}")
+
+
+@pytest.fixture
+def switch(request, bmv2_binary):
+    yield from _switch_fixture(request, bmv2_binary)
+
+
+@pytest.fixture
+def switch2(request, bmv2_binary):
+    """A second, independent switch (for tests comparing two switches)."""
+    yield from _switch_fixture(request, bmv2_binary)

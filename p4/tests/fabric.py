@@ -6,6 +6,7 @@ Port p: router MAC 02:00:00:00:00:0p, neighbor MAC 02:00:00:00:bb:0p, nexthop id
 import ipaddress
 import struct
 import time
+import zlib
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
@@ -95,6 +96,67 @@ def wcmp_group(c, group_id, members, mode=MODE_HASH, gap_us=0, epoch=1, watch=Fa
                       "set_multipath_mode",
                       {"mode": mode, "flowlet_gap_us": gap_us, "epoch": epoch}, priority=10),
     ])
+
+
+def switch_config(c, classes=None, switch_id=0, sample_n=0, session=0, hash_seed=0,
+                  watchdog_ports=()):
+    """switch_config_table's default action: postcard settings, the hash seed, the DSCP
+    classification (`classes`: {dscp: (traffic_class, lossless)}) and the ports that have
+    pfc_watchdog_table entries. Each call sets all of them (unset ones to 0)."""
+    class_map = mapped = 0
+    for dscp, (tc, lossless) in (classes or {}).items():
+        class_map |= ((int(bool(lossless)) << 3) | tc) << (4 * dscp)
+        mapped |= 1 << dscp
+    ports = 0
+    for p in watchdog_ports:
+        ports |= 1 << p
+    c.set_default("switch_config_table", "set_switch_config",
+                  {"switch_id": switch_id, "postcard_sample_n": sample_n,
+                   "postcard_session": session, "hash_seed": hash_seed,
+                   "dscp_class_map": class_map, "dscp_mapped": mapped,
+                   "watchdog_ports": ports})
+
+
+def queue_config(c, port, queue, ecn=None, pfc=None, histogram_shift=0, modify=False):
+    """queue_config_table entry of (port, queue): ecn = (kmin, kmax, pmax_percent) or None,
+    pfc = (xoff, xon, quanta) or None; the counter cells are the queue's own."""
+    params = {"port_index": port, "queue_index": port * 8 + queue,
+              "histogram_base": port * 16, "histogram_shift": histogram_shift,
+              "ecn_enabled": int(ecn is not None)}
+    kmin, kmax, pmax = ecn if ecn is not None else (0, 0, 0)
+    params.update({"kmin": kmin, "kmax": kmax, "pmax_percent": pmax})
+    action = "set_queue_config"
+    if pfc is not None:
+        action = "set_queue_config_pfc"
+        params.update(dict(zip(("xoff", "xon", "quanta"), pfc)))
+    write = c.modify if modify else c.insert
+    write("queue_config_table", {"port": port, "queue": queue}, action, params)
+
+
+def crc16_arc(data):
+    """BMv2's crc16 (CRC-16/ARC: reflected poly 0x8005, init 0, no final xor)."""
+    c = 0
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0xA001 if c & 1 else c >> 1
+    return c
+
+
+def flow_hash4(src, dst, proto, sport, dport, dst_qp=0):
+    """The pipeline's flow hash of an IPv4 flow (p4/include/flow.p4): crc32 of the 40-byte key
+    (addresses zero-extended to 128 bits) modulo 0xffffffff."""
+    key = (bytes(12) + ipaddress.IPv4Address(src).packed + bytes(12)
+           + ipaddress.IPv4Address(dst).packed
+           + struct.pack("!BHH", proto, sport, dport) + dst_qp.to_bytes(3, "big"))
+    return zlib.crc32(key) % 0xFFFFFFFF
+
+
+def hash_member(flow_hash, seed, members):
+    """Index of the member HASH mode picks among `members` equal-weight members (in the order
+    they were written): the selector's crc16 of flow_hash * (seed | 1), modulo the count."""
+    key = (flow_hash * (seed | 1)) & 0xFFFFFFFF
+    return crc16_arc(key.to_bytes(4, "big")) % members
 
 
 def set_down_ports(c, ports):

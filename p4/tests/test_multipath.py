@@ -7,8 +7,8 @@ from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 
 from fabric import (DROP_NO_LIVE_MEMBER, MODE_ADAPTIVE, MODE_FLOWLET, MODE_HASH, MODE_SPRAY,
-                    basic_router, clear, collect, route4, send_paced, set_down_ports, udp4,
-                    wait_for, wcmp_group)
+                    basic_router, clear, collect, flow_hash4, hash_member, route4, send_paced,
+                    set_down_ports, switch_config, udp4, wait_for, wcmp_group)
 
 MEMBERS = [2, 3]
 
@@ -182,8 +182,7 @@ def test_mode_per_traffic_class_overrides_the_group_default(switch):
     member in class 0 and spreads packet by packet in class 3."""
     c = switch.p4rt
     basic_router(c)
-    c.insert("qos_classify_table", {"dscp": 26}, "set_traffic_class",
-             {"traffic_class": 3, "lossless": 0})
+    switch_config(c, classes={26: (3, False)})
     wcmp_group(c, 1, [(2, 1), (3, 1)], mode=MODE_HASH)
     c.insert("multipath_mode_table", {"wcmp_group_id": 1, "traffic_class": (3, 0x7)},
              "set_multipath_mode", {"mode": MODE_SPRAY, "flowlet_gap_us": 0, "epoch": 1},
@@ -196,3 +195,44 @@ def test_mode_per_traffic_class_overrides_the_group_default(switch):
     send_paced(switch.port(1), [udp4(sport=999, tos=26 << 2)] * 100)
     got = spread(collect(switch, MEMBERS, 100))
     assert sum(got.values()) == 100 and min(got.values()) >= 20, got
+
+
+def test_two_switches_with_different_hash_seeds_spread_the_same_flows_differently(switch,
+                                                                                 switch2):
+    """The same 200 flows through two switches with the same group: with different seeds each
+    switch still keeps every flow on one member and splits evenly, but their picks agree only
+    as often as chance has it (about half the flows, where equal seeds agree on all: the
+    polarisation seeds exist to break); every pick is the one the hash formula (and
+    weft-simulate's model) predicts, bit for bit. Equal seeds then agree on every flow."""
+    seeds = {1: 0x2545F491, 2: 0x9E3779B9}
+    sports = [20000 + 7 * i for i in range(200)]
+
+    def picks(sw):
+        clear(sw)
+        send_paced(sw.port(1), [udp4(sport=s) for s in sports])
+        got = collect(sw, MEMBERS, len(sports))
+        by_flow = {}
+        for port, frames in got.items():
+            for f in frames:
+                by_flow.setdefault(f[UDP].sport, set()).add(port)
+        assert sorted(by_flow) == sorted(sports), "lost or extra flows"
+        assert all(len(v) == 1 for v in by_flow.values()), "a flow took two paths"
+        return {s: v.pop() for s, v in by_flow.items()}
+
+    for i, sw in ((1, switch), (2, switch2)):
+        basic_router(sw.p4rt)
+        switch_config(sw.p4rt, hash_seed=seeds[i])
+        wcmp_group(sw.p4rt, 1, [(2, 1), (3, 1)], mode=MODE_HASH)
+        route4(sw.p4rt, "10.0.2.0/24", group=1)
+    a, b = picks(switch), picks(switch2)
+    for sw_picks, seed in ((a, seeds[1]), (b, seeds[2])):
+        on_2 = sum(1 for p in sw_picks.values() if p == 2)
+        assert 70 <= on_2 <= 130, on_2  # 35%..65%: > 4 sd of a fair split
+        for s, port in sw_picks.items():
+            h = flow_hash4("10.0.1.1", "10.0.2.1", 17, s, 2000)
+            assert MEMBERS[hash_member(h, seed, 2)] == port, (s, seed)
+    agree = sum(1 for s in sports if a[s] == b[s])
+    # Independent picks agree on 100 +- 7 flows; correlated (polarised) ones on all 200.
+    assert 60 <= agree <= 140, agree
+    switch_config(switch2.p4rt, hash_seed=seeds[1])
+    assert picks(switch2) == a

@@ -9,7 +9,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from fabric import (DROP_PFC_WATCHDOG, PFC_CLONE_SESSION_BASE, basic_router, collect, mac_str,
-                    route4, router_mac, send_paced, udp4, wait_for)
+                    queue_config, route4, router_mac, send_paced, switch_config, udp4, wait_for)
 
 DSCP_LOSSLESS = 26
 TC_LOSSLESS = 3
@@ -17,9 +17,8 @@ ECT0 = 0b10
 CE = 0b11
 
 
-def classify(c):
-    c.insert("qos_classify_table", {"dscp": DSCP_LOSSLESS}, "set_traffic_class",
-             {"traffic_class": TC_LOSSLESS, "lossless": 1})
+def classify(c, watchdog_ports=()):
+    switch_config(c, classes={DSCP_LOSSLESS: (TC_LOSSLESS, True)}, watchdog_ports=watchdog_ports)
 
 
 def test_ecn_marks_ce_above_kmax_under_congestion_and_never_below_kmin(switch):
@@ -29,8 +28,7 @@ def test_ecn_marks_ce_above_kmax_under_congestion_and_never_below_kmin(switch):
     c = switch.p4rt
     basic_router(c)
     route4(c, "10.0.2.0/24", nexthop=2)
-    c.insert("ecn_threshold_table", {"port": 2, "queue": 0}, "set_ecn_thresholds",
-             {"kmin": 5, "kmax": 15, "pmax_percent": 20})
+    queue_config(c, 2, 0, ecn=(5, 15, 20))
     switch.set_queue_rate(2, 20)
     send_paced(switch.port(1), [udp4(tos=ECT0, sport=i) for i in range(60)], gap=0.002)
     got = collect(switch, [2], 60, timeout=30)[2]
@@ -53,8 +51,7 @@ def test_ecn_never_marks_an_uncongested_queue(switch):
     c = switch.p4rt
     basic_router(c)
     route4(c, "10.0.2.0/24", nexthop=2)
-    c.insert("ecn_threshold_table", {"port": 2, "queue": 0}, "set_ecn_thresholds",
-             {"kmin": 5, "kmax": 15, "pmax_percent": 100})
+    queue_config(c, 2, 0, ecn=(5, 15, 100))
     send_paced(switch.port(1), [udp4(tos=ECT0, sport=i) for i in range(50)], gap=0.005)
     got = collect(switch, [2], 50)[2]
     assert len(got) == 50
@@ -80,8 +77,7 @@ def test_pfc_pause_goes_upstream_over_xoff_and_resume_follows_under_xon(switch):
     basic_router(c)
     classify(c)
     route4(c, "10.0.2.0/24", nexthop=2)
-    c.insert("pfc_threshold_table", {"port": 2, "priority": TC_LOSSLESS}, "set_pfc_thresholds",
-             {"xoff": 10, "xon": 2, "quanta": 0xFFFF})
+    queue_config(c, 2, TC_LOSSLESS, pfc=(10, 2, 0xFFFF))
     c.clone_session(PFC_CLONE_SESSION_BASE + 1, [1])
     switch.set_queue_rate(2, 20)
     send_paced(switch.port(1), [udp4(tos=DSCP_LOSSLESS << 2, sport=i) for i in range(30)])
@@ -118,7 +114,7 @@ def test_received_pfc_frames_are_counted_per_port_and_priority_and_not_forwarded
 def test_pfc_watchdog_drop_drops_only_that_port_and_priority_and_forward_restores(switch):
     c = switch.p4rt
     basic_router(c)
-    classify(c)
+    classify(c, watchdog_ports=[2])
     route4(c, "10.0.2.0/24", nexthop=2)
     c.insert("pfc_watchdog_table", {"port": 2, "priority": TC_LOSSLESS}, "pfc_watchdog_drop")
     frames = [udp4(tos=DSCP_LOSSLESS << 2, sport=1)] * 5 + [udp4(tos=0, sport=2)] * 5

@@ -5,7 +5,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from fabric import (CPU_PORT, ETHERTYPE_POSTCARD, PACKET_IN_REASON_POSTCARD, basic_router,
-                    collect, ip4, roce4, route4, send_paced, udp4, wait_for)
+                    collect, ip4, roce4, route4, send_paced, switch_config, udp4, wait_for)
 
 def parse_postcard(payload):
     """(fields, rest) of Ethernet payload bytes that start with a postcard header (40 bytes)."""
@@ -50,10 +50,8 @@ def test_psn_tracking_is_off_on_ports_without_an_entry(switch):
     assert psn_totals(c) == (0, 0)
 
 
-def setup_postcards(c, session, ports, sample_n=0):
-    c.set_default("switch_config_table", "set_switch_config",
-                  {"switch_id": 0xABCD, "postcard_sample_n": sample_n,
-                   "postcard_session": session, "histogram_shift": 0})
+def setup_postcards(c, session, ports, sample_n=0, classes=None):
+    switch_config(c, classes=classes, switch_id=0xABCD, sample_n=sample_n, session=session)
     c.clone_session(session, ports)
 
 
@@ -61,9 +59,7 @@ def test_watched_flow_sends_a_postcard_packet_in_with_sane_fields(switch):
     c = switch.p4rt
     basic_router(c)
     route4(c, "10.0.2.0/24", nexthop=2)
-    c.insert("qos_classify_table", {"dscp": 26}, "set_traffic_class",
-             {"traffic_class": 3, "lossless": 0})
-    setup_postcards(c, 100, [CPU_PORT])
+    setup_postcards(c, 100, [CPU_PORT], classes={26: (3, False)})
     c.insert("postcard_watch_table",
              {"ip_protocol": (17, 0xFF), "l4_dst_port": (9999, 0xFFFF),
               "dst_addr": (ip4("10.0.2.1"), (1 << 128) - 1)},

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 use weft_sonic_db::{
     FieldValues, KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb,
-    SonicDbError, SonicDbId, Table,
+    SonicDbError, SonicDbId, Table, dump_tables,
 };
 use weft_sonic_schema::Row;
 use weft_sonic_schema::state::{PLUGIN_STATUS_KEY, PluginStatus};
@@ -86,16 +86,18 @@ pub async fn read_installed(db: &str) -> Result<Installed, String> {
 
 async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
     let sonic = SonicDb::from_endpoint(db)?;
-    let state = Table::new(sonic.connect(SonicDbId::ApplStateDb).await?, P4RT_TABLE)?;
-    let mut entries = state.dump().await?;
+    let state = sonic.connect(SonicDbId::ApplStateDb).await?;
+    let mut entries = dump_tables(&state, &[P4RT_TABLE])
+        .await?
+        .remove(P4RT_TABLE)
+        .unwrap_or_default();
     for f in entries.values_mut() {
         f.sort();
     }
     let mut config = BTreeMap::new();
     let conn = sonic.connect(SonicDbId::ConfigDb).await?;
-    for table in weft_sonic_schema::config::owned_tables() {
-        let t = Table::new(conn.clone(), table)?;
-        for (k, mut v) in t.dump().await? {
+    for (table, rows) in dump_tables(&conn, &weft_sonic_schema::config::owned_tables()).await? {
+        for (k, mut v) in rows {
             v.sort();
             config.insert(format!("{table}|{k}"), v);
         }

@@ -4,14 +4,18 @@
 //!    ip_proto(8) l4_src_port(16) l4_dst_port(16) dst_qp(24)`, IPv4 addresses zero-extended,
 //!    fields concatenated big-endian (BMv2 deparses the field list into bytes; every field is
 //!    byte-aligned). `hash(..., base 0, max 0xffffffff)` is `base + crc % max`.
-//! 2. HASH mode puts `flow_hash` into the 32-bit selector key; the action selector hashes that
-//!    key with crc16 (4 bytes, big-endian) and picks member `crc16 % group size` among the
-//!    group's member handles in handle order (BMv2's `GroupMgr::get_from_hash`).
+//! 2. HASH mode puts `flow_hash × (seed | 1)` (mod 2³²) into the 32-bit selector key, `seed`
+//!    being the switch's hash seed (`weft_p4::hash_seed` of its device id, which the plugin
+//!    writes into `set_switch_config`); the action selector hashes that key with crc16
+//!    (4 bytes, big-endian) and picks member `crc16 % group size` among the group's member
+//!    handles in handle order (BMv2's `GroupMgr::get_from_hash`).
 //!
 //! BMv2's crc32 is CRC-32/ISO-HDLC (reflected, poly 0x04C11DB7, init and xorout 0xFFFFFFFF);
 //! its crc16 is CRC-16/ARC (reflected, poly 0x8005, init 0, xorout 0): `calculations.cpp`.
-//! Every switch computes the same key with the same functions, so successive hops of one flow
-//! make correlated choices (see the README on ECMP polarization).
+//! Every switch computes the same key with the same functions; without the seed successive
+//! hops of one flow made correlated choices (ECMP polarization, see the README). The seed
+//! multiplies rather than XORs: both CRCs are affine over GF(2), so an XORed seed would only
+//! permute the members and keep the correlation.
 
 use std::net::Ipv4Addr;
 
@@ -106,10 +110,20 @@ impl FlowKey {
         (u64::from(crc32(&self.bytes())) % 0xffff_ffff) as u32
     }
 
-    /// The action selector's hash of the selector key in HASH mode.
-    pub fn selector_hash(&self) -> u16 {
-        crc16(&self.flow_hash().to_be_bytes())
+    /// The action selector's hash of the selector key in HASH mode on a switch with hash seed
+    /// `seed` (0: the unseeded hash, `crc16(flow_hash)`).
+    pub fn selector_hash(&self, seed: u32) -> u16 {
+        crc16(&self.flow_hash().wrapping_mul(seed | 1).to_be_bytes())
     }
+}
+
+/// The hash seed of the switch with `device_id`: must equal `weft_p4::hash_seed` (a test in
+/// `tests/model.rs` checks it), repeated here so the model does not depend on the pipeline crate.
+pub fn hash_seed(device_id: u64) -> u32 {
+    let mut z = device_id.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) as u32
 }
 
 /// splitmix64: the model's deterministic randomness (spray samples, flowlet picks, random
@@ -172,7 +186,7 @@ mod tests {
             dst_qp: qp,
         };
         let spread: std::collections::HashSet<u16> =
-            (0..64).map(|q| k(q).selector_hash() % 2).collect();
+            (0..64).map(|q| k(q).selector_hash(0) % 2).collect();
         assert_eq!(spread.len(), 2);
     }
 

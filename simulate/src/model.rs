@@ -42,6 +42,10 @@ pub struct Params {
     /// Every link at this many bytes per second instead of its speed (the testbed, where one
     /// rate limits every port); the caller builds the fabric with it.
     pub uniform_capacity: Option<f64>,
+    /// Each switch hashes HASH-mode flows with its own seed (`hash::hash_seed` of its device
+    /// id), as the plugin sets it; false: every switch unseeded, as the pipeline ran before it
+    /// had a seed (reports recorded then).
+    pub hash_seeds: bool,
 }
 
 impl Default for Params {
@@ -52,6 +56,7 @@ impl Default for Params {
             seed: 1,
             latency: true,
             uniform_capacity: None,
+            hash_seeds: true,
         }
     }
 }
@@ -228,7 +233,7 @@ pub fn simulate(fab: &Fabric, fib: &Fib, w: &Workload, p: &Params) -> Outcome {
     } else {
         0.0
     };
-    let mut placer = Placer::new(fab, fib, p.seed);
+    let mut placer = Placer::new(fab, fib, p.seed, p.hash_seeds);
     let mut steps = Vec::new();
     let mut per_link = vec![0.0; fab.len()];
     let (mut offered, mut delivered, mut dropped, mut unroutable) = (0.0, 0.0, 0.0, 0.0);

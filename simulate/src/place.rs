@@ -61,6 +61,8 @@ pub struct Placer<'a> {
     fab: &'a Fabric<'a>,
     router: Router<'a>,
     seed: u64,
+    /// Each switch's hash seed (from its device id), by switch index.
+    seeds: Vec<u32>,
     loads: Vec<f64>,
     offered: f64,
     delivered: f64,
@@ -82,13 +84,26 @@ enum FluidDest {
 }
 
 impl<'a> Placer<'a> {
-    pub fn new(fab: &'a Fabric<'a>, fib: &'a Fib, seed: u64) -> Placer<'a> {
+    /// `hash_seeds`: each switch hashes with its seed (see [`crate::model::Params`]).
+    pub fn new(fab: &'a Fabric<'a>, fib: &'a Fib, seed: u64, hash_seeds: bool) -> Placer<'a> {
         Placer {
             router: Router::new(fab.t, fib),
             last: fib
                 .switches
                 .iter()
                 .map(|s| vec![None; s.groups.len()])
+                .collect(),
+            seeds: fab
+                .t
+                .switches
+                .iter()
+                .map(|s| {
+                    if hash_seeds {
+                        crate::hash::hash_seed(s.device_id)
+                    } else {
+                        0
+                    }
+                })
                 .collect(),
             fab,
             seed,
@@ -169,8 +184,8 @@ impl<'a> Placer<'a> {
         }
         self.loads[up as usize] += f.bytes;
         let mut s = self.fab.t.hosts[f.src].switch;
-        let h16 = f.key.selector_hash();
         for _ in 0..MAX_HOPS {
+            let h16 = f.key.selector_hash(self.seeds[s]);
             let port_link = match self.router.decide(s, f.dst) {
                 Next::Drop => None,
                 Next::Port(p) => self.fab.port(s, p),

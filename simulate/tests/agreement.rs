@@ -106,8 +106,8 @@ fn the_model_agrees_with_the_testbed_within_15_percent_without_oversubscription_
         );
         let kind = coll.parse().expect("collective");
         let spec = spec_of(&t, r, kind);
-        let with = model_outcome(&t, &links, class, mode(m), &spec, gap, true);
-        let bw = model_outcome(&t, &links, class, mode(m), &spec, gap, false);
+        let with = model_outcome(&t, &links, class, mode(m), &spec, gap, true, r.hash_seeds);
+        let bw = model_outcome(&t, &links, class, mode(m), &spec, gap, false, r.hash_seeds);
         let oversubscribed =
             bw.ratio > 1.0 + 1e-9 || !bw.steps.iter().all(|s| s.ideal_cut.contains("NIC"));
         let measured = median(ratios.clone());

@@ -99,7 +99,7 @@ fn loads(
     }
     let f = fib(&tm, &compile(&tm, &ls), &c);
     let fab = Fabric::new(&tm, down);
-    let mut p = Placer::new(&fab, &f, 1);
+    let mut p = Placer::new(&fab, &f, 1, true);
     for_each_flow(&fab, w, &bw(), 0, |fl| p.place(&fl));
     let l = p.finish();
     (l.bytes, l.offered, l.delivered, tm)
@@ -242,8 +242,9 @@ fn spine_of(t: &Topology, names: &[&str], src: usize) -> u16 {
         dst_qp: qp_number(src as u32, 0),
     };
     // A leaf's group: its two uplinks, equal weights, members in nexthop order (spine1's port
-    // first); BMv2 picks member crc16(flow hash) % 2.
-    key.selector_hash() % 2
+    // first); BMv2 picks member crc16(flow hash × (seed | 1)) % 2, seed = the leaf's.
+    let leaf = &t.switches[h(names[src]).switch];
+    key.selector_hash(weft_simulate::hash::hash_seed(leaf.device_id)) % 2
 }
 
 #[test]
@@ -318,43 +319,57 @@ fn permutations<'a>(xs: &[&'a str; 4]) -> Vec<Vec<&'a str>> {
     out
 }
 
-#[test]
-fn ecmp_polarizes_a_fat_tree_every_spine_uses_the_core_uplink_its_leaves_hashed_to() {
-    // Every switch hashes the same key with the same function: a leaf sends a flow to its i-th
-    // spine when crc16 % (k/2) = i, and that spine then picks its i-th core uplink for it.
-    let t = fat_tree(4);
+/// How many core uplinks each spine of a k=4 fat-tree uses for an all-to-all under ECMP, with
+/// the switches' hash seeds as given.
+fn spine_uplinks_used(t: &Topology) -> Vec<(String, usize, usize)> {
     let down = vec![false; t.links.len()];
-    let w = all_hosts(&t, Kind::AllToAll, 1 << 20);
-    let (bytes, ..) = loads(&t, &down, RoutingMode::Ecmp, &w);
-    let fab = Fabric::new(&t, &down);
-    let (_, spray_bytes, ..) = {
-        let (b, o, d, tm) = loads(&t, &down, RoutingMode::Spray, &w);
-        (tm, b, o, d)
-    };
+    let w = all_hosts(t, Kind::AllToAll, 1 << 20);
+    let (bytes, ..) = loads(t, &down, RoutingMode::Ecmp, &w);
+    let fab = Fabric::new(t, &down);
+    let mut out = Vec::new();
     for (s, sw) in t.switches.iter().enumerate() {
         if sw.role != weft_topology::Role::Spine {
             continue;
         }
-        // pod<P>-spine<A>: A is the spine's index in its pod (1-based).
-        let idx: usize = sw
-            .name
-            .rsplit("spine")
-            .next()
-            .and_then(|x| x.parse().ok())
-            .expect("spine index");
-        let ups: Vec<(usize, f64, f64)> = t
+        let ups: Vec<f64> = t
             .neighbours(s)
             .filter(|(_, _, e)| t.switches[e.switch].role == weft_topology::Role::Superspine)
-            .enumerate()
-            .map(|(i, (_, pi, _))| {
-                let d = fab.port(s, pi).expect("port").0 as usize;
-                (i, bytes[d], spray_bytes[d])
-            })
+            .map(|(_, pi, _)| bytes[fab.port(s, pi).expect("port").0 as usize])
             .collect();
-        for (i, b, sb) in ups {
-            assert_eq!(b > 0.0, i == idx - 1, "{}: uplink {i} carries {b}", sw.name);
-            assert!(sb > 0.0, "spray uses every uplink");
-        }
+        out.push((
+            sw.name.clone(),
+            ups.iter().filter(|b| **b > 0.0).count(),
+            ups.len(),
+        ));
+    }
+    out
+}
+
+#[test]
+fn the_model_seeds_each_switch_like_the_pipeline() {
+    // Pinned in weft_p4's tests too: the model and the plugin must agree on every seed.
+    assert_eq!(weft_simulate::hash::hash_seed(0), 0x7b1d_cdaf);
+    for id in [1u64, 7, 1 << 40] {
+        assert_eq!(weft_simulate::hash::hash_seed(id), weft_p4::hash_seed(id));
+    }
+}
+
+#[test]
+fn per_switch_hash_seeds_keep_ecmp_from_polarizing_a_fat_tree() {
+    // Unseeded (every switch hashing the same key the same way) a leaf sends a flow to its
+    // i-th spine when crc16 % (k/2) = i, and that spine picks its i-th core uplink for it:
+    // each spine uses one of its uplinks. With the per-switch seeds the plugin writes, the
+    // spines' picks are independent of their leaves': every spine uses all its uplinks.
+    let t = fat_tree(4);
+    for (name, used, of) in spine_uplinks_used(&t) {
+        assert_eq!(used, of, "{name} uses {used} of its {of} core uplinks");
+    }
+    // The same fabric with every switch's seed forced equal (what the seed is for): polarized.
+    let mut same = fat_tree(4);
+    let one = same.switches[0].device_id;
+    same.switches.iter_mut().for_each(|s| s.device_id = one);
+    for (name, used, _) in spine_uplinks_used(&same) {
+        assert_eq!(used, 1, "{name}: equal seeds polarize");
     }
 }
 

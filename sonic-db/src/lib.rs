@@ -43,5 +43,5 @@ pub use response::{
     response_channel, response_message,
 };
 pub use subscriber::{SubscriberOptions, SubscriberStateTable};
-pub use table::{P4rtSnapshot, Table, merge_hash};
+pub use table::{P4rtSnapshot, Table, dump_tables, merge_hash};
 pub use types::{FieldValues, KeyOpFieldValues, Op};

@@ -285,6 +285,100 @@ impl Table {
     }
 }
 
+/// One page of a server-side dump. ARGV: cursor, page size, MATCH pattern, then the key prefixes
+/// wanted. Returns `{next cursor, key, {f, v, ...}, key, {...}, ...}` for the hashes on that
+/// page whose key starts with one of the prefixes (other types are skipped, as a key that
+/// vanished is).
+const DUMP_PAGE: &str = r#"
+local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[3], 'COUNT', ARGV[2])
+local out = {r[1]}
+for _, k in ipairs(r[2]) do
+    for i = 4, #ARGV do
+        local p = ARGV[i]
+        if string.sub(k, 1, #p) == p then
+            local fv = redis.pcall('HGETALL', k)
+            if type(fv) == 'table' and fv.err == nil and #fv > 0 then
+                out[#out + 1] = k
+                out[#out + 1] = fv
+            end
+            break
+        end
+    end
+end
+return out
+"#;
+
+/// Every row of several tables of one database, read by a script a page at a time: one round
+/// trip per page of keys instead of a SCAN and a pipelined HGETALL per table (reading a
+/// switch's installed state is ~30 times fewer round trips). Keys are table → key → fields.
+pub async fn dump_tables(
+    conn: &DbConnection,
+    tables: &[&str],
+) -> Result<BTreeMap<String, BTreeMap<String, FieldValues>>, SonicDbError> {
+    let sep = conn.db().separator();
+    let mut prefixes = Vec::with_capacity(tables.len());
+    for t in tables {
+        check_table_name(t, sep)?;
+        prefixes.push(format!("{t}{sep}"));
+    }
+    let mut out: BTreeMap<String, BTreeMap<String, FieldValues>> = tables
+        .iter()
+        .map(|t| (t.to_string(), BTreeMap::new()))
+        .collect();
+    if tables.is_empty() {
+        return Ok(out);
+    }
+    // One table: let SCAN filter by its prefix; several: every key, filtered in the script.
+    let pattern = match prefixes.as_slice() {
+        [one] => format!("{}*", glob_escape(one)),
+        _ => "*".to_string(),
+    };
+    let script = redis::Script::new(DUMP_PAGE);
+    let mut conn = conn.clone();
+    let mut cursor = "0".to_string();
+    loop {
+        let mut inv = script.prepare_invoke();
+        inv.arg(&cursor).arg(SCAN_COUNT).arg(&pattern);
+        for p in &prefixes {
+            inv.arg(p);
+        }
+        let reply: redis::Value = inv
+            .invoke_async(conn.raw())
+            .await
+            .map_err(|e| SonicDbError::redis(format!("dump {}", tables.join(",")), e))?;
+        let bad = || SonicDbError::UnexpectedReply {
+            context: format!("dump {}", tables.join(",")),
+            detail: "not {cursor, key, fields, ...}".into(),
+        };
+        let redis::Value::Array(items) = reply else {
+            return Err(bad());
+        };
+        let mut items = items.into_iter();
+        cursor = match items.next() {
+            Some(v) => redis::from_redis_value::<String>(v).map_err(|_| bad())?,
+            None => return Err(bad()),
+        };
+        while let (Some(k), Some(fv)) = (items.next(), items.next()) {
+            let k: String = redis::from_redis_value(k).map_err(|_| bad())?;
+            let flat: Vec<String> = redis::from_redis_value(fv).map_err(|_| bad())?;
+            if let Some((i, p)) = prefixes
+                .iter()
+                .enumerate()
+                .find(|(_, p)| k.starts_with(p.as_str()))
+            {
+                let key = k[p.len()..].to_string();
+                if let Some(t) = out.get_mut(tables[i]) {
+                    t.insert(key, pairs(flat));
+                }
+            }
+        }
+        if cursor == "0" {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// A P4RT_TABLE read back from Redis (APPL_STATE_DB for what is installed, APPL_DB for the live side).
 #[derive(Debug, Clone, Default)]
 pub struct P4rtSnapshot {

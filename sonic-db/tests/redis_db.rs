@@ -389,6 +389,64 @@ async fn switches_sharing_a_server_by_db_base_never_see_each_others_tables() {
     assert!(SonicDb::from_endpoint(&format!("{}?db_base=17", srv.url())).is_err());
 }
 
+/// The scripted dump reads what a Table dump reads, for several tables at once, over many pages,
+/// and leaves out other tables (also ones whose name starts alike) and keys that are no hashes.
+#[tokio::test]
+async fn dump_tables_reads_exactly_each_tables_hashes_in_pages() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut conn = db.connect(SonicDbId::ConfigDb).await.expect("config");
+    let mut c = conn.raw().clone();
+    for i in 0..2500 {
+        let _: () = redis::cmd("HSET")
+            .arg(format!("PORT|Ethernet{i}"))
+            .arg("speed")
+            .arg("100000")
+            .arg("mtu")
+            .arg(i.to_string())
+            .query_async(&mut c)
+            .await
+            .expect("hset");
+    }
+    for (k, f) in [
+        ("PORT_QOS_MAP|Ethernet0", "pfc_enable"),
+        ("QUEUE|Ethernet0|3", "wred_profile"),
+        ("BUFFER_PG|Ethernet0|3", "profile"),
+    ] {
+        let _: () = redis::cmd("HSET")
+            .arg(k)
+            .arg(f)
+            .arg("x")
+            .query_async(&mut c)
+            .await
+            .expect("hset");
+    }
+    let port = Table::new(conn.clone(), "PORT").expect("table");
+    let mut want = port.dump().await.expect("table dump");
+    let _: () = redis::cmd("SET")
+        .arg("PORT|not-a-hash")
+        .arg("v")
+        .query_async(&mut c)
+        .await
+        .expect("set");
+    let got = weft_sonic_db::dump_tables(&conn, &["PORT", "QUEUE", "WRED_PROFILE"])
+        .await
+        .expect("dump");
+    assert_eq!(got["PORT"].len(), 2500);
+    let mut got_port = got["PORT"].clone();
+    for v in got_port.values_mut().chain(want.values_mut()) {
+        v.sort();
+    }
+    assert_eq!(got_port, want);
+    assert_eq!(got["QUEUE"].keys().collect::<Vec<_>>(), vec!["Ethernet0|3"]);
+    assert!(got["WRED_PROFILE"].is_empty());
+    assert!(!got.contains_key("PORT_QOS_MAP"));
+    let one = weft_sonic_db::dump_tables(&conn, &["QUEUE"])
+        .await
+        .expect("one table");
+    assert_eq!(one["QUEUE"], got["QUEUE"]);
+}
+
 #[tokio::test]
 async fn consumer_poll_finds_keys_staged_without_a_publish() {
     let srv = server();

@@ -144,7 +144,7 @@ pub struct Cli {
     /// Bytes per queued packet for threshold conversion [default: the port's MTU].
     #[arg(long, value_name = "BYTES")]
     pub cell_bytes: Option<u32>,
-    /// PFC pause quanta written to pfc_threshold_table [default: 65535].
+    /// PFC pause quanta written to queue_config_table (set_queue_config_pfc) [default: 65535].
     #[arg(long, value_name = "N")]
     pub pfc_quanta: Option<u16>,
     /// Give BMv2 each member's watch_port. Off by default: PI crashes BMv2 when every watch

@@ -9,6 +9,7 @@
 //! | `COUNTERS:EthernetN:<q>` | `SAI_QUEUE_STAT_PACKETS`, `SAI_QUEUE_STAT_BYTES` | `queue_tx_counter[port×8+q]` |
 //! | | `SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS` | `ecn_mark_counter[port×8+q]` |
 //! | `COUNTERS:WEFT_SWITCH` | `WEFT_DROP_<REASON>_PKTS`, `_OCTETS` | `drop_reason_counter[reason]` |
+//! | | `WEFT_PSN_OUT_OF_ORDER_PKTS`, `WEFT_PSN_REGRESSION_PKTS` | `psn_out_of_order_counter`, `psn_regression_counter` (sum of every QP slot, one wildcard read each) |
 //! | `COUNTERS:WEFT_NEXTHOP:<0xid>` | `WEFT_MULTIPATH_MEMBER_PKTS`, `_OCTETS` | `multipath_member_counter[nexthop_id]` |
 //!
 //! `COUNTERS_PORT_NAME_MAP` maps each port name to its own key (SONiC maps to SAI object ids,
@@ -80,6 +81,15 @@ pub fn reads(info: &P4Info, ports: &PortMap, nexthops: &BTreeSet<u32>) -> Vec<En
             c::multipath_member_counter::NAME,
             i64::from(*nh),
         ));
+    }
+    // Every QP slot of the PSN counters in one wildcard read each (summed into one row).
+    for name in [
+        c::psn_out_of_order_counter::NAME,
+        c::psn_regression_counter::NAME,
+    ] {
+        out.extend(info.counter_entry(name, None).ok().map(|ce| Entity {
+            entity: Some(entity::Entity::CounterEntry(ce)),
+        }));
     }
     out
 }
@@ -181,7 +191,14 @@ pub fn rows(ports: &PortMap, nexthops: &BTreeSet<u32>, cells: &Cells) -> Vec<Cou
             sw.drops.insert(label.to_string(), v);
         }
     }
-    if !sw.drops.is_empty() {
+    let sum = |id: u32| -> Option<u64> {
+        let mut cells_of = cells.range((id, i64::MIN)..=(id, i64::MAX)).peekable();
+        cells_of.peek()?;
+        Some(cells_of.map(|(_, v)| v.0).sum())
+    };
+    sw.psn_out_of_order = sum(c::psn_out_of_order_counter::ID);
+    sw.psn_regressions = sum(c::psn_regression_counter::ID);
+    if !sw.drops.is_empty() || sw.psn_out_of_order.is_some() {
         out.push(CountersRow::Switch(sw));
     }
     for nh in nexthops {
@@ -232,6 +249,8 @@ mod tests {
         cells.insert((c::ecn_mark_counter::ID, 8 + 3), (2, 0));
         cells.insert((c::drop_reason_counter::ID, 5), (7, 700));
         cells.insert((c::multipath_member_counter::ID, 5), (9, 900));
+        cells.insert((c::psn_out_of_order_counter::ID, 17), (3, 0));
+        cells.insert((c::psn_out_of_order_counter::ID, 4000), (4, 0));
         let r: std::collections::BTreeMap<String, FieldValues> =
             rows(&ports, &[5].into(), &cells).iter().map(wire).collect();
         let f = |k: &str, f: &str| {
@@ -259,5 +278,11 @@ mod tests {
             f("WEFT_NEXTHOP:0x5", "WEFT_MULTIPATH_MEMBER_PKTS").as_deref(),
             Some("9")
         );
+        assert_eq!(
+            f("WEFT_SWITCH", "WEFT_PSN_OUT_OF_ORDER_PKTS").as_deref(),
+            Some("7"),
+            "summed over the QP slots"
+        );
+        assert_eq!(f("WEFT_SWITCH", "WEFT_PSN_REGRESSION_PKTS"), None);
     }
 }

@@ -113,60 +113,16 @@ pub struct Daemon {
     metrics: Arc<weft_telemetry::PluginMetrics>,
     /// Decoded postcards not yet in STATE_DB `WEFT_POSTCARDS`.
     postcards: Vec<weft_sonic_schema::state::PostcardHop>,
-}
-
-/// The PSN anomaly counters (two wildcard reads of every QP slot) are read every this many
-/// counter intervals.
-const PSN_EVERY: u64 = 5;
-
-/// Reads the PSN anomaly counters every `every` in a task of its own: the wildcard reads of
-/// 2 × 4096 cells take long on BMv2, and the session loop must not wait on them (a CONFIG_DB
-/// change and a batch queued behind one would race). Totals go to the metrics and to
-/// COUNTERS:WEFT_SWITCH. Errors are logged at debug and retried next time: the session loop
-/// notices a lost switch on its own.
-async fn psn_task(
-    client: Client,
-    reads: Vec<weft_p4rt::proto::p4::v1::Entity>,
-    sonic: SonicDb,
-    metrics: Arc<weft_telemetry::PluginMetrics>,
-    every: Option<Duration>,
-) {
-    let Some(every) = every else { return };
-    if reads.is_empty() {
-        return;
-    }
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let cells = match client.read(reads.clone()).await {
-            Ok(r) => crate::counters::cells(&r),
-            Err(e) => {
-                tracing::debug!(error = %e, "PSN counter read");
-                continue;
-            }
-        };
-        let (ooo, reg) = crate::counters::psn_totals(&cells);
-        metrics.set_psn(ooo, reg);
-        let sw = weft_sonic_schema::counters::SwitchCounters {
-            psn_out_of_order: Some(ooo),
-            psn_regressions: Some(reg),
-            ..Default::default()
-        };
-        let write = async {
-            let conn = sonic.connect(SonicDbId::CountersDb).await?;
-            Table::new(conn, "COUNTERS")?
-                .merge_many(&[(sw.key(), sw.to_fields())])
-                .await
-        };
-        if let Err(e) = write.await {
-            tracing::debug!(error = %e, "PSN counters to COUNTERS_DB");
-        }
-    }
+    /// The last drift audit, and the keys it reported (STATE_DB `WEFT_DRIFT`).
+    audited: Option<Instant>,
+    drifted: Vec<String>,
 }
 
 /// Postcards held for the next flush at most; more are dropped (and counted).
 const POSTCARD_BUFFER: usize = 20_000;
+
+/// How often the plugin reads the switch back and compares it with what it installed.
+pub const AUDIT_INTERVAL: Duration = Duration::from_secs(2);
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -217,6 +173,8 @@ impl Daemon {
             started: Instant::now(),
             metrics: Arc::new(weft_telemetry::PluginMetrics::new(cfg.switch_name.clone())),
             postcards: Vec::new(),
+            audited: None,
+            drifted: Vec::new(),
             cfg,
         })
     }
@@ -335,13 +293,6 @@ impl Daemon {
                 batch_tx,
             )),
             tokio::spawn(config_watch_task(self.sonic.clone(), cfg_tx)),
-            tokio::spawn(psn_task(
-                self.client.clone(),
-                crate::counters::psn_reads(self.info()),
-                self.sonic.clone(),
-                self.metrics.clone(),
-                self.cfg.counter_interval.map(|d| d * PSN_EVERY as u32),
-            )),
         ]);
         let (mut responder, mut responder_failed) =
             match Responder::start(&self.sonic, appl_live.clone()).await {
@@ -891,6 +842,45 @@ impl Daemon {
         self.write_status().await?;
         let records = self.features.tuning_records();
         self.publish(&records).await?;
+        if self.audited.is_none_or(|t| t.elapsed() >= AUDIT_INTERVAL) {
+            self.audited = Some(Instant::now());
+            self.audit().await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the switch back and records in STATE_DB `WEFT_DRIFT` the entries it no longer
+    /// holds as installed (the next full sync repairs them; `weft diagnose` names them).
+    async fn audit(&mut self) -> Result<(), End> {
+        let drift = self.engine.audit().await?;
+        let keys: Vec<String> = drift.iter().map(|(k, _)| k.clone()).collect();
+        if drift.is_empty() && self.drifted.is_empty() {
+            return Ok(());
+        }
+        use weft_sonic_schema::state::{DriftKind, DriftState};
+        let mut p = Publish::default();
+        for (k, state) in &drift {
+            let row = DriftState {
+                key: k.clone(),
+                state: if *state == "missing" {
+                    DriftKind::Missing
+                } else {
+                    DriftKind::Modified
+                },
+            };
+            p.state
+                .push((DriftState::TABLE, row.key(), row.to_fields()));
+        }
+        for k in &self.drifted {
+            if !keys.contains(k) {
+                p.state_delete.push((DriftState::TABLE, k.clone()));
+            }
+        }
+        if !drift.is_empty() {
+            tracing::warn!(entries = drift.len(), first = %drift[0].0, "the switch lost entries behind the plugin's back");
+        }
+        self.drifted = keys;
+        self.publish(&p).await?;
         Ok(())
     }
 

@@ -643,14 +643,41 @@ impl<S: SwitchIo> Engine<S> {
                 )),
             }])
             .await?);
-        add(self
-            .switch
-            .read(vec![table_entity(TableEntry {
-                table_id: t::switch_config_table::ID,
-                is_default_action: true,
-                ..Default::default()
-            })])
-            .await?);
+        for table_id in [t::switch_config_table::ID, t::queue_config_table::ID] {
+            add(self
+                .switch
+                .read(vec![table_entity(TableEntry {
+                    table_id,
+                    is_default_action: true,
+                    ..Default::default()
+                })])
+                .await?);
+        }
+        Ok(out)
+    }
+
+    /// Entries (APPL_STATE_DB keys) the switch no longer holds as installed: an object of theirs
+    /// is missing or differs on the switch (someone wrote to it behind the plugin's back).
+    /// Sorted; `missing` or `modified` each.
+    pub async fn audit(&self) -> Result<Vec<(String, &'static str)>, SwitchLost> {
+        let current = self.read_switch().await?;
+        let mut out = Vec::new();
+        for (key, inst) in &self.installed {
+            let mut state = None;
+            for (k, want) in &inst.objects {
+                match current.get(k) {
+                    None => {
+                        state = Some("missing");
+                        break;
+                    }
+                    Some(have) if !crate::objects::same(have, want) => state = Some("modified"),
+                    Some(_) => {}
+                }
+            }
+            if let Some(s) = state {
+                out.push((key.clone(), s));
+            }
+        }
         Ok(out)
     }
 
@@ -1038,8 +1065,8 @@ mod tests {
             ),
             set("garbage", &[("action", "x")]),
             set(
-                r#"FIXED_QOS_CLASSIFY_TABLE:{"match/dscp":"0x1a"}"#,
-                &[("action", "set_traffic_class")],
+                r#"FIXED_QUEUE_CONFIG_TABLE:{"match/port":"Ethernet0","match/queue":"0x3"}"#,
+                &[("action", "set_queue_config")],
             ),
             KeyOpFieldValues::del(r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x9"}"#),
             nexthop("0x01", "Ethernet0"),
@@ -1130,10 +1157,12 @@ mod tests {
         let info = e.translator.info().clone();
         let owned: Objects = [crate::qos::switch_config(
             &info,
-            crate::qos::SwitchSettings {
+            &crate::qos::SwitchSettings {
                 device_id: 3,
                 ..Default::default()
             },
+            &BTreeMap::new(),
+            &Default::default(),
         )
         .expect("switch config")]
         .into_iter()

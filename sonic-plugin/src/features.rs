@@ -3,11 +3,13 @@
 //! here does I/O: the daemon reads and writes.
 //!
 //! ```text
-//!   SwitchIntent (CONFIG_DB) ──► qos::objects        classify, PFC thresholds, clone sessions,
-//!                           │                        switch config
-//!                           ├─► Tuning::objects      ecn_threshold_table (static or tuned)
-//!                           └─► Watchdog::objects    pfc_watchdog_table (stormed queues)
-//!   Features::desired = all three ─► Engine::apply_owned / full_sync
+//!   SwitchIntent (CONFIG_DB) ──► qos::objects        switch config (DSCP map, hash seed,
+//!                           │        ▲               watchdog ports), queue_config_table
+//!                           │        │               (ECN + PFC per queue), clone sessions
+//!                           ├─► Tuning::thresholds   ECN per queue (static or tuned)
+//!                           └─► Watchdog::objects    pfc_watchdog_table (stormed queues),
+//!                                                    and its ports for the switch config
+//!   Features::desired = all of it ─► Engine::apply_owned / full_sync
 //!
 //!   counter reads ──► Watchdog::observe ─► PFC_WD_STATE rows, COUNTERS watchdog fields
 //!                 ──► Tuning::observe   ─► WEFT_ECN_TUNING rows, histograms, new ECN entries
@@ -28,7 +30,7 @@ use weft_sonic_schema::state::{EcnTuningState, PfcWdState, WdStatus};
 use crate::config::QueueModel;
 use crate::counters::{Cells, QUEUES};
 use crate::intent::{QueueKey, SwitchIntent};
-use crate::objects::{ObjKey, Objects};
+use crate::objects::Objects;
 use crate::qos::{self, SwitchSettings};
 use crate::tuning::Tuning;
 use crate::watchdog::{Watchdog, WdEvent};
@@ -114,13 +116,23 @@ impl Features {
             Some((n, _)) => (n, POSTCARD_SESSION),
             None => (0, 0),
         };
+        let ports = &self.intent.ports;
+        let port_id = |p: &str| ports.id(p);
         let settings = SwitchSettings {
             device_id: self.device_id,
+            hash_seed: weft_p4::hash_seed(self.device_id),
             histogram_shift: self.tuning.shift,
             postcard_sample_n,
             postcard_session,
+            watchdog_ports: self.wd.ports_with_entries(&port_id),
         };
-        let mut o = qos::objects(info, &self.intent, &self.model, settings)?;
+        let mut o = qos::objects(
+            info,
+            &self.intent,
+            &self.model,
+            &settings,
+            &self.tuning.thresholds(),
+        )?;
         if postcard_session != 0 {
             // Postcards go to the CPU port: packet-ins to this plugin.
             qos::put(
@@ -137,13 +149,7 @@ impl Features {
                 },
             );
         }
-        let ports = &self.intent.ports;
-        o.extend(self.wd.objects(info, &|p| ports.id(p))?);
-        for e in self.tuning.objects(info)? {
-            if let Some(k) = ObjKey::of(&e) {
-                o.insert(k, e);
-            }
-        }
+        o.extend(self.wd.objects(info, &port_id)?);
         Ok(o)
     }
 

@@ -136,8 +136,8 @@ mod tests {
     fn owned_tables_are_the_plugin_annotated_ones() {
         let owned = owned_tables();
         assert_eq!(
-            owned.get(&t::qos_classify_table::ID).copied(),
-            Some("from CONFIG_DB DSCP_TO_TC_MAP and PORT_QOS_MAP")
+            owned.get(&t::queue_config_table::ID).copied(),
+            Some("from CONFIG_DB WRED_PROFILE, QUEUE, BUFFER_PG, BUFFER_PROFILE and PORT_QOS_MAP")
         );
         assert!(!owned.contains_key(&t::nexthop_table::ID));
         let info = weft_p4info().expect("p4info");

@@ -4,11 +4,18 @@
 //! the static values when tuning is off.
 //!
 //! ```text
-//!   dscp map + lossless classes ─► qos_classify_table dscp → (tc, lossless)
-//!   (port, q) pause threshold, xon ─► pfc_threshold_table (port, q) → xoff, xon, quanta
+//!   device id, hash seed, dscp map + lossless classes, watchdog ports
+//!                                  ─► switch_config_table default set_switch_config
+//!   (port, q) ECN (the tuner's) and/or pause threshold, xon
+//!                                  ─► queue_config_table (port, q) → set_queue_config(_pfc)
+//!   histogram shift                ─► queue_config_table default queue_config_default
 //!   ports with PFC on ─► clone session PFC_CLONE_SESSION_BASE + port → replica on port
-//!   device id, histogram shift ─► switch_config_table default set_switch_config
 //! ```
+//!
+//! The pipeline reads the DSCP map from the switch config's parameters (4 bits per DSCP:
+//! lossless << 3 | class, and a bit per mapped DSCP) rather than from a table: one table hit
+//! less per packet. A queue's ECN and PFC settings share its one queue_config_table entry,
+//! which also carries the queue's counter indices (computed here once, not per packet).
 //!
 //! Units: SONiC gives thresholds in bytes, BMv2 queues count packets. With `cell` = the port's
 //! MTU (`PORT|EthernetN mtu`, or `--cell-bytes`) and `scale` = `--bmv2-queue-scale`:
@@ -21,6 +28,8 @@
 //! ```
 //!
 //! `depth` is `--queue-depth` (BMv2's default 64).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use weft_p4::{actions as a, constants, tables as t};
 use weft_p4rt::proto::p4::v1::{Entity, TableEntry, entity};
@@ -73,14 +82,20 @@ pub fn convert(
     PacketThresholds { ecn, pfc }
 }
 
-/// The switch-wide settings: switch id, postcard sampling and session, histogram shift.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The switch-wide settings: switch id, hash seed, postcard sampling and session, histogram
+/// shift, and the egress ports with `pfc_watchdog_table` entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SwitchSettings {
     pub device_id: u64,
+    pub hash_seed: u32,
     pub postcard_sample_n: u32,
     pub postcard_session: u32,
     pub histogram_shift: u8,
+    pub watchdog_ports: BTreeSet<u32>,
 }
+
+/// ECN thresholds in packets (kmin, kmax, pmax percent) by (port id, queue): the tuner's.
+pub type EcnByQueue = BTreeMap<(u32, u8), (u32, u32, u32)>;
 
 pub(crate) fn entity_of(te: TableEntry) -> Entity {
     Entity {
@@ -94,8 +109,42 @@ pub(crate) fn put(out: &mut Objects, e: Entity) {
     }
 }
 
+/// A big-endian bit string of `bits` bits with bit `i` set for every `i` in `set` (below `bits`).
+fn bit_string(set: impl IntoIterator<Item = u32>, bits: u32) -> Vec<u8> {
+    let nbytes = bits.div_ceil(8) as usize;
+    let mut out = vec![0u8; nbytes];
+    for i in set.into_iter().filter(|i| *i < bits) {
+        out[nbytes - 1 - (i / 8) as usize] |= 1 << (i % 8);
+    }
+    out
+}
+
+/// `dscp_class_map` and `dscp_mapped` of `set_switch_config` (see `p4/include/qos.p4`):
+/// nibble d = lossless << 3 | class of DSCP d; bit d = DSCP d is mapped. DSCPs above 63 and
+/// classes above 7 cannot be expressed and are left out (the intent reader warns of them).
+pub fn dscp_map(dscp: &BTreeMap<u8, u8>, lossless: &BTreeSet<u8>) -> (Vec<u8>, Vec<u8>) {
+    let map_bits = a::set_switch_config::params::dscp_class_map::BITWIDTH;
+    let mapped_bits = a::set_switch_config::params::dscp_mapped::BITWIDTH;
+    let mut map = vec![0u8; map_bits.div_ceil(8) as usize];
+    let mut mapped = Vec::new();
+    for (&d, &c) in dscp.iter().filter(|(d, c)| **d < 64 && **c < 8) {
+        let nibble = (u8::from(lossless.contains(&c)) << 3) | c;
+        let bit = 4 * u32::from(d);
+        let byte = map.len() - 1 - (bit / 8) as usize;
+        map[byte] |= nibble << (bit % 8);
+        mapped.push(u32::from(d));
+    }
+    (map, bit_string(mapped, mapped_bits))
+}
+
 /// The switch_config_table default action.
-pub fn switch_config(info: &P4Info, s: SwitchSettings) -> Result<Entity, weft_p4rt::Error> {
+pub fn switch_config(
+    info: &P4Info,
+    s: &SwitchSettings,
+    dscp: &BTreeMap<u8, u8>,
+    lossless: &BTreeSet<u8>,
+) -> Result<Entity, weft_p4rt::Error> {
+    let (map, mapped) = dscp_map(dscp, lossless);
     let call = info
         .action_call(a::set_switch_config::NAME)?
         .param(
@@ -110,9 +159,15 @@ pub fn switch_config(info: &P4Info, s: SwitchSettings) -> Result<Entity, weft_p4
             a::set_switch_config::params::postcard_session::NAME,
             s.postcard_session,
         )?
+        .param(a::set_switch_config::params::hash_seed::NAME, s.hash_seed)?
+        .param(a::set_switch_config::params::dscp_class_map::NAME, map)?
+        .param(a::set_switch_config::params::dscp_mapped::NAME, mapped)?
         .param(
-            a::set_switch_config::params::histogram_shift::NAME,
-            s.histogram_shift,
+            a::set_switch_config::params::watchdog_ports::NAME,
+            bit_string(
+                s.watchdog_ports.iter().copied(),
+                a::set_switch_config::params::watchdog_ports::BITWIDTH,
+            ),
         )?;
     Ok(entity_of(
         info.table_entry(t::switch_config_table::NAME)?
@@ -122,15 +177,92 @@ pub fn switch_config(info: &P4Info, s: SwitchSettings) -> Result<Entity, weft_p4
     ))
 }
 
-/// The desired QoS objects (everything but ECN thresholds) for `intent`.
+/// The queue_config_table default action: queues without an entry are counted and sampled
+/// with this histogram shift, no ECN, no PFC.
+pub fn queue_config_default(
+    info: &P4Info,
+    histogram_shift: u8,
+) -> Result<Entity, weft_p4rt::Error> {
+    let call = info.action_call(a::queue_config_default::NAME)?.param(
+        a::queue_config_default::params::histogram_shift::NAME,
+        histogram_shift,
+    )?;
+    Ok(entity_of(
+        info.table_entry(t::queue_config_table::NAME)?
+            .default_entry()
+            .action(call)?
+            .build()?,
+    ))
+}
+
+/// The queue_config_table entry of one (port, queue) with ECN and/or PFC.
+fn queue_config(
+    info: &P4Info,
+    port: u32,
+    queue: u8,
+    histogram_shift: u8,
+    ecn: Option<(u32, u32, u32)>,
+    pfc: Option<(u32, u32, u16)>,
+) -> Result<Entity, weft_p4rt::Error> {
+    let queues = crate::counters::QUEUES;
+    let buckets = crate::tuning::HIST_BUCKETS;
+    let (kmin, kmax, pmax) = ecn.unwrap_or((0, 0, 0));
+    let enabled = u8::from(ecn.is_some());
+    let call = match pfc {
+        None => {
+            use a::set_queue_config::params as p;
+            info.action_call(a::set_queue_config::NAME)?
+                .param(p::port_index::NAME, port)?
+                .param(p::queue_index::NAME, port * queues + u32::from(queue))?
+                .param(p::histogram_base::NAME, port * buckets)?
+                .param(p::histogram_shift::NAME, histogram_shift)?
+                .param(p::ecn_enabled::NAME, enabled)?
+                .param(p::kmin::NAME, kmin)?
+                .param(p::kmax::NAME, kmax)?
+                .param(p::pmax_percent::NAME, pmax)?
+        }
+        Some((xoff, xon, quanta)) => {
+            use a::set_queue_config_pfc::params as p;
+            info.action_call(a::set_queue_config_pfc::NAME)?
+                .param(p::port_index::NAME, port)?
+                .param(p::queue_index::NAME, port * queues + u32::from(queue))?
+                .param(p::histogram_base::NAME, port * buckets)?
+                .param(p::histogram_shift::NAME, histogram_shift)?
+                .param(p::ecn_enabled::NAME, enabled)?
+                .param(p::kmin::NAME, kmin)?
+                .param(p::kmax::NAME, kmax)?
+                .param(p::pmax_percent::NAME, pmax)?
+                .param(p::xoff::NAME, xoff)?
+                .param(p::xon::NAME, xon)?
+                .param(p::quanta::NAME, quanta)?
+        }
+    };
+    Ok(entity_of(
+        info.table_entry(t::queue_config_table::NAME)?
+            .exact(t::queue_config_table::fields::port::NAME, port)?
+            .exact(t::queue_config_table::fields::queue::NAME, queue)?
+            .action(call)?
+            .build()?,
+    ))
+}
+
+/// The desired QoS objects for `intent`, with the tuner's ECN thresholds `ecn`.
 pub fn objects(
     info: &P4Info,
     intent: &SwitchIntent,
     model: &QueueModel,
-    settings: SwitchSettings,
+    settings: &SwitchSettings,
+    ecn: &EcnByQueue,
 ) -> Result<Objects, weft_p4rt::Error> {
     let mut out = Objects::new();
-    put(&mut out, switch_config(info, settings)?);
+    put(
+        &mut out,
+        switch_config(info, settings, &intent.dscp, &intent.lossless_classes)?,
+    );
+    put(
+        &mut out,
+        queue_config_default(info, settings.histogram_shift)?,
+    );
     for port in &intent.pfc_ports {
         if let Some(id) = intent.ports.id(port) {
             let session = constants::PFC_CLONE_SESSION_BASE + id;
@@ -147,43 +279,28 @@ pub fn objects(
             );
         }
     }
-    for (&d, &c) in &intent.dscp {
-        let call = info
-            .action_call(a::set_traffic_class::NAME)?
-            .param(a::set_traffic_class::params::traffic_class::NAME, c)?
-            .param(
-                a::set_traffic_class::params::lossless::NAME,
-                u8::from(intent.lossless_classes.contains(&c)),
-            )?;
-        let te = info
-            .table_entry(t::qos_classify_table::NAME)?
-            .exact(t::qos_classify_table::fields::dscp::NAME, d)?
-            .action(call)?
-            .build()?;
-        put(&mut out, entity_of(te));
-    }
+    let mut pfc: BTreeMap<(u32, u8), (u32, u32, u16)> = BTreeMap::new();
     for ((_, q), qi) in &intent.queues {
         let (Some(id), Some(pause)) = (qi.port_id, qi.pause) else {
             continue;
         };
-        let Some((xoff, xon)) = convert(model, qi.cell, None, Some(pause)).pfc else {
-            continue;
-        };
-        let call = info
-            .action_call(a::set_pfc_thresholds::NAME)?
-            .param(a::set_pfc_thresholds::params::xoff::NAME, xoff)?
-            .param(a::set_pfc_thresholds::params::xon::NAME, xon)?
-            .param(
-                a::set_pfc_thresholds::params::quanta::NAME,
-                model.pfc_quanta,
-            )?;
-        let te = info
-            .table_entry(t::pfc_threshold_table::NAME)?
-            .exact(t::pfc_threshold_table::fields::port::NAME, id)?
-            .exact(t::pfc_threshold_table::fields::priority::NAME, *q)?
-            .action(call)?
-            .build()?;
-        put(&mut out, entity_of(te));
+        if let Some((xoff, xon)) = convert(model, qi.cell, None, Some(pause)).pfc {
+            pfc.insert((id, *q), (xoff, xon, model.pfc_quanta));
+        }
+    }
+    let queues: BTreeSet<(u32, u8)> = pfc.keys().chain(ecn.keys()).copied().collect();
+    for (id, q) in queues {
+        put(
+            &mut out,
+            queue_config(
+                info,
+                id,
+                q,
+                settings.histogram_shift,
+                ecn.get(&(id, q)).copied(),
+                pfc.get(&(id, q)).copied(),
+            )?,
+        );
     }
     Ok(out)
 }
@@ -237,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn qos_rows_become_classify_pfc_entries_and_clone_sessions_but_no_ecn_entries() {
+    fn qos_rows_become_the_switch_dscp_map_queue_entries_and_clone_sessions() {
         let info = crate::pipeline::weft_p4info().expect("p4info");
         let port = |id: &'static str| -> [(&'static str, &'static str); 4] {
             [
@@ -281,30 +398,85 @@ mod tests {
             ("BUFFER_PG", "Ethernet0|3", &[("profile", "P")]),
         ];
         let i = intent(rows, &QueueModel::default());
+        let settings = SwitchSettings {
+            device_id: 7,
+            ..Default::default()
+        };
         let objs = objects(
             &info,
             &i,
             &QueueModel::default(),
-            SwitchSettings {
-                device_id: 7,
-                ..Default::default()
-            },
+            &settings,
+            &EcnByQueue::new(),
         )
         .expect("objects");
         let tables: Vec<u32> = objs.keys().filter_map(ObjKey::table_id).collect();
         let count = |id: u32| tables.iter().filter(|t| **t == id).count();
-        assert_eq!(count(t::qos_classify_table::ID), 2);
-        assert_eq!(
-            count(t::ecn_threshold_table::ID),
-            0,
-            "ECN entries are the tuner's"
-        );
-        assert_eq!(count(t::pfc_threshold_table::ID), 1);
+        // The PFC queue's entry and the default; no ECN values were given (they are the tuner's).
+        assert_eq!(count(t::queue_config_table::ID), 2);
         assert_eq!(count(t::switch_config_table::ID), 1);
+        let queue_entry = |objs: &Objects| -> TableEntry {
+            objs.values()
+                .find_map(|e| match &e.entity {
+                    Some(entity::Entity::TableEntry(te))
+                        if te.table_id == t::queue_config_table::ID && !te.is_default_action =>
+                    {
+                        Some(te.clone())
+                    }
+                    _ => None,
+                })
+                .expect("queue entry")
+        };
+        let action_id = |te: &TableEntry| match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+            Some(weft_p4rt::proto::p4::v1::table_action::Type::Action(a)) => a.action_id,
+            _ => 0,
+        };
+        assert_eq!(action_id(&queue_entry(&objs)), a::set_queue_config_pfc::ID);
+        // With the tuner's ECN values the same queue keeps one entry, now with both.
+        let ecn: EcnByQueue = [((1, 3), (3, 8, 20))].into();
+        let with_ecn =
+            objects(&info, &i, &QueueModel::default(), &settings, &ecn).expect("objects");
+        let tables: Vec<u32> = with_ecn.keys().filter_map(ObjKey::table_id).collect();
+        assert_eq!(
+            tables
+                .iter()
+                .filter(|t| **t == t::queue_config_table::ID)
+                .count(),
+            2
+        );
+        assert_ne!(queue_entry(&with_ecn), queue_entry(&objs));
         assert!(objs.contains_key(&ObjKey::CloneSession {
             session_id: constants::PFC_CLONE_SESSION_BASE + 1
         }));
         assert_eq!(i.warnings.len(), 1, "{:?}", i.warnings);
         assert!(i.warnings[0].contains("WRED_PROFILE|NOPE"));
+    }
+}
+
+#[cfg(test)]
+mod map_tests {
+    use super::*;
+
+    #[test]
+    fn the_dscp_map_puts_lossless_and_class_in_the_nibble_of_each_mapped_dscp() {
+        let dscp: BTreeMap<u8, u8> = [(0, 0), (26, 3), (63, 5)].into();
+        let lossless: BTreeSet<u8> = [3].into();
+        let (map, mapped) = dscp_map(&dscp, &lossless);
+        assert_eq!((map.len(), mapped.len()), (32, 8));
+        let nibble = |d: usize| (map[31 - d / 2] >> (4 * (d % 2))) & 0xf;
+        assert_eq!(nibble(26), 0b1011, "lossless class 3");
+        assert_eq!(nibble(63), 5);
+        assert_eq!(nibble(0), 0);
+        assert_eq!(nibble(1), 0);
+        let bit = |d: usize| (mapped[7 - d / 8] >> (d % 8)) & 1;
+        assert_eq!((bit(0), bit(26), bit(63), bit(1)), (1, 1, 1, 0));
+    }
+
+    #[test]
+    fn watchdog_ports_become_bits_of_a_256_bit_mask() {
+        let m = bit_string([0, 2, 255, 300], 256);
+        assert_eq!(m.len(), 32);
+        assert_eq!(m[31], 0b101);
+        assert_eq!(m[0], 0x80);
     }
 }

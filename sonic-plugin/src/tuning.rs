@@ -1,9 +1,10 @@
-//! ECN thresholds, static or tuned at run time: the only producer of `ecn_threshold_table`.
-//! Every queue with an ECN profile gets its entry from here: the static values when tuning is
+//! ECN thresholds, static or tuned at run time: the only producer of the ECN part of
+//! `queue_config_table` entries (the queue's PFC part is [`crate::qos`]'s).
+//! Every queue with an ECN profile gets its values from here: the static values when tuning is
 //! off (or the controller gave no envelope), the tuned values otherwise. Every
 //! `--tuning-interval-ms` (default 50 ms) the plugin samples each tuned (egress port, queue),
 //! feeds the sample to that queue's [`weft_tuning::Tuner`] and, on a change, writes
-//! `ecn_threshold_table` and records it.
+//! the queue's `queue_config_table` entry and records it.
 //!
 //! ```text
 //!   SwitchIntent (static ECN + envelope per queue) ─► QueueState ─► Tuner::new(static)
@@ -13,7 +14,7 @@
 //!            queue_tx / ecn_mark_counter[p×8+q] marked / sent               → marked_fraction
 //!            pfc_tx_pause_counter[*×8+q]        PAUSEs this queue caused    → pfc_sent
 //!            pfc_rx_pause_counter[p×8+q]                                    → pfc_received
-//!   Change ─► owned objects (ecn_threshold_table entry with the tuned values) ─► P4Runtime
+//!   Change ─► owned objects (queue_config_table entry with the tuned values) ─► P4Runtime
 //!          ─► STATE_DB WEFT_ECN_TUNING|EthernetN|<q> + a tracing event
 //! ```
 //!
@@ -24,7 +25,7 @@
 //! * **Histogram.** The pipeline keeps one depth histogram per port (`enq_qdepth` of the
 //!   packet's own queue, all queues together), so every tuned queue of a port sees the port's
 //!   histogram; with one congested class per port (the lossless one) that is its queue. The
-//!   plugin sets `histogram_shift` so the 16 buckets span `--queue-depth` (64 packets → shift 2,
+//!   plugin sets `histogram_shift` (every queue_config_table entry and its default) so the 16 buckets span `--queue-depth` (64 packets → shift 2,
 //!   4-packet buckets). Mean uses bucket midpoints; percentiles use the bucket's upper edge, so
 //!   they err towards acting.
 //! * **Line rate.** `PORT|EthernetN speed` (Mb/s) over `cell` bytes per packet, unless
@@ -50,7 +51,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use weft_appdb::PortMap;
-use weft_p4::{actions as a, counters as c, tables as t};
+use weft_p4::counters as c;
 use weft_p4rt::P4Info;
 use weft_p4rt::proto::p4::v1::{Entity, entity};
 use weft_tuning::{Change, Envelope, Params, Sample, Thresholds, Tuner};
@@ -360,29 +361,21 @@ impl Tuning {
         (write, gone)
     }
 
-    /// The `ecn_threshold_table` entries of every queue with an ECN profile: tuned values where
-    /// a tuner runs, the static values elsewhere.
-    pub fn objects(&self, info: &P4Info) -> Result<Vec<Entity>, weft_p4rt::Error> {
-        let mut out = Vec::new();
+    /// The ECN thresholds (in packets) of every queue with an ECN profile, by (port id,
+    /// queue): tuned values where a tuner runs, the static values elsewhere. They become the
+    /// ECN part of the queue's `queue_config_table` entry ([`crate::qos::objects`]).
+    pub fn thresholds(&self) -> crate::qos::EcnByQueue {
+        let mut out = crate::qos::EcnByQueue::new();
         for ((_, q), s) in &self.queues {
             let Some(id) = s.intent.config.port_id else {
                 continue;
             };
-            let (kmin, kmax, pmax) = to_packets(&self.model, &s.intent.config, s.current);
-            let call = info
-                .action_call(a::set_ecn_thresholds::NAME)?
-                .param(a::set_ecn_thresholds::params::kmin::NAME, kmin)?
-                .param(a::set_ecn_thresholds::params::kmax::NAME, kmax)?
-                .param(a::set_ecn_thresholds::params::pmax_percent::NAME, pmax)?;
-            out.push(table_entity(
-                info.table_entry(t::ecn_threshold_table::NAME)?
-                    .exact(t::ecn_threshold_table::fields::port::NAME, id)?
-                    .exact(t::ecn_threshold_table::fields::queue::NAME, *q)?
-                    .action(call)?
-                    .build()?,
-            ));
+            out.insert(
+                (id, *q),
+                to_packets(&self.model, &s.intent.config, s.current),
+            );
         }
-        Ok(out)
+        out
     }
 
     /// Whether any queue has a tuner.
@@ -615,12 +608,6 @@ impl Tuning {
     }
 }
 
-fn table_entity(te: weft_p4rt::proto::p4::v1::TableEntry) -> Entity {
-    Entity {
-        entity: Some(entity::Entity::TableEntry(te)),
-    }
-}
-
 pub fn now_ms() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -631,7 +618,6 @@ pub fn now_ms() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::ObjKey;
 
     use crate::intent::tests::intent;
 
@@ -859,18 +845,17 @@ mod tests {
     }
 
     #[test]
-    fn tuned_entries_replace_the_static_ones_and_an_identical_reapply_keeps_them() {
-        let info = crate::pipeline::weft_p4info().expect("p4info");
+    fn tuned_values_replace_the_static_ones_and_an_identical_reapply_keeps_them() {
         let v = fabric_view(ENV, "400000");
         let mut tu = Tuning::new(model(), BTreeMap::new());
         let (write, gone) = tu.reconfigure(&v, &BTreeMap::new());
         assert_eq!((write.len(), gone.len()), (2, 0));
         assert!(v.warnings.is_empty(), "{:?}", v.warnings);
-        let statics = tu.objects(&info).expect("objects");
+        let statics = tu.thresholds();
         assert_eq!(
             statics.len(),
             2,
-            "one ECN entry per queue, from the static values"
+            "ECN thresholds for each queue, from the static values"
         );
         let key = ("Ethernet0".to_string(), 3);
         tu.queues.get_mut(&key).expect("queue").current = Thresholds {
@@ -878,16 +863,15 @@ mod tests {
             kmax: 400_000,
             pmax: 0.8,
         };
-        let tuned = tu.objects(&info).expect("objects");
-        let keys = |es: &[Entity]| -> Vec<ObjKey> { es.iter().filter_map(ObjKey::of).collect() };
+        let tuned = tu.thresholds();
         assert_eq!(
-            keys(&tuned),
-            keys(&statics),
-            "the tuned entry takes the static one's key"
+            tuned.keys().collect::<Vec<_>>(),
+            statics.keys().collect::<Vec<_>>(),
+            "the tuned values take the static ones' queue"
         );
         assert_ne!(
             tuned, statics,
-            "the tuned entry differs from the static one"
+            "the tuned values differ from the static ones"
         );
         let qc = tu.queues[&key].intent.config.clone();
         assert_eq!(
@@ -906,7 +890,7 @@ mod tests {
     }
 
     #[test]
-    fn tuning_off_yields_the_static_entries_and_restarts_resume_only_matching_records() {
+    fn tuning_off_yields_the_static_values_and_restarts_resume_only_matching_records() {
         let mut env: Vec<(&str, &str)> = ENV.to_vec();
         env.retain(|(k, _)| *k != "tuning");
         env.push(("tuning", "off"));
@@ -920,11 +904,10 @@ mod tests {
             "untuned queues are still sampled and published"
         );
         assert_eq!(tu.queues[&key].reason, "tuning-off");
-        let info = crate::pipeline::weft_p4info().expect("p4info");
         assert_eq!(
-            tu.objects(&info).expect("objects").len(),
+            tu.thresholds().len(),
             2,
-            "static ECN entries, one per queue"
+            "static ECN values, one set per queue"
         );
 
         let rec = |static_kmin: u64| -> BTreeMap<QueueKey, EcnTuningState> {

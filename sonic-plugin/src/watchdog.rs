@@ -9,7 +9,7 @@
 //!   operational ──(PAUSE in every poll for detection_time)──► stormed ──(no PAUSE for restoration_time)──► operational
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use weft_p4::{actions as a, tables as t};
@@ -113,6 +113,16 @@ impl Watchdog {
                 .and_modify(|q| q.config = cfg)
                 .or_insert_with(|| QueueWd::new(cfg));
         }
+    }
+
+    /// The egress ports with pfc_watchdog_table entries (the switch config's
+    /// `watchdog_ports`: only their lossless packets look the table up).
+    pub fn ports_with_entries(&self, port_id: &dyn Fn(&str) -> Option<u32>) -> BTreeSet<u32> {
+        self.queues
+            .iter()
+            .filter(|(_, q)| q.stormed && q.config.action != WdAction::Alert)
+            .filter_map(|((port, _), _)| port_id(port))
+            .collect()
     }
 
     /// pfc_watchdog_table entries for the stormed queues (`alert` installs nothing).

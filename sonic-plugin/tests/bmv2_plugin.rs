@@ -91,12 +91,10 @@ fn counts(d: &serde_json::Value) -> Vec<(String, usize)> {
 
 fn expected() -> Vec<(String, usize)> {
     let mut v: Vec<(String, usize)> = [
-        ("egress.ecn.ecn_threshold_table", 2),
-        ("egress.pfc.pfc_threshold_table", 1),
+        ("egress.port.queue_config_table", 2),
         ("ingress.multipath.wcmp_group_table", 1),
         ("ingress.nexthop.nexthop_table", 2),
         ("ingress.port.port_config_table", 2),
-        ("ingress.qos.qos_classify_table", 2),
         ("ingress.routing.ipv4_table", 3),
         ("members", 2),
         ("groups", 1),

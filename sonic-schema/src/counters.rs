@@ -321,21 +321,20 @@ impl Row for QueueCounters {
 pub struct SwitchCounters {
     /// Reason label (lower case, as the pipeline names it) → (packets, bytes).
     pub drops: BTreeMap<String, (u64, u64)>,
-    /// RoCE packets toward host ports whose PSN skipped ahead, all QP slots summed.
+    /// RoCE PSN anomalies at the host-facing ports, summed over the pipeline's QP slots.
     pub psn_out_of_order: Option<u64>,
-    /// RoCE packets toward host ports with an older PSN than seen (retransmissions).
     pub psn_regressions: Option<u64>,
 }
 
 const PSN_OOO: &str = "WEFT_PSN_OUT_OF_ORDER_PKTS";
-const PSN_REG: &str = "WEFT_PSN_REGRESSION_PKTS";
+const PSN_REGRESSION: &str = "WEFT_PSN_REGRESSION_PKTS";
 
 impl Row for SwitchCounters {
     const TABLE: &'static str = "COUNTERS";
     const DB: SonicDbId = SonicDbId::CountersDb;
     const OWNER: Owner = Owner::Plugin;
     const KEY_FORM: &'static str = "WEFT_SWITCH";
-    const DOC: &'static str = "Switch-wide drops by reason (`<REASON>`: the pipeline's drop reasons upper-cased), and RoCE PSN anomalies toward host ports (every QP slot summed; read every 5th counter poll).";
+    const DOC: &'static str = "Switch-wide drops by reason (`<REASON>`: the pipeline's drop reasons upper-cased) and RoCE PSN anomalies.";
     const FIELDS: &'static [FieldDoc] = &[
         FieldDoc {
             name: "WEFT_DROP_<REASON>_PKTS",
@@ -353,13 +352,13 @@ impl Row for SwitchCounters {
             name: PSN_OOO,
             expected: "packets",
             optional: true,
-            doc: "psn_out_of_order_counter, all slots",
+            doc: "RoCE packets toward a host whose PSN skipped ahead (psn_out_of_order_counter, all slots)",
         },
         FieldDoc {
-            name: PSN_REG,
+            name: PSN_REGRESSION,
             expected: "packets",
             optional: true,
-            doc: "psn_regression_counter, all slots",
+            doc: "RoCE packets toward a host with an older PSN: retransmissions or late packets",
         },
     ];
     fn key(&self) -> String {
@@ -372,26 +371,13 @@ impl Row for SwitchCounters {
             o.push((format!("WEFT_DROP_{r}_PKTS"), p.to_string()));
             o.push((format!("WEFT_DROP_{r}_OCTETS"), b.to_string()));
         }
-        if let Some(v) = self.psn_out_of_order {
-            o.push((PSN_OOO.to_string(), v.to_string()));
-        }
-        if let Some(v) = self.psn_regressions {
-            o.push((PSN_REG.to_string(), v.to_string()));
-        }
+        put(&mut o, PSN_OOO, self.psn_out_of_order);
+        put(&mut o, PSN_REGRESSION, self.psn_regressions);
         o
     }
     fn from_fields(_key: &str, f: &FieldValues) -> Result<Self, SchemaError> {
         let mut drops: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        let mut out = SwitchCounters::default();
         for (name, v) in f {
-            if name == PSN_OOO {
-                out.psn_out_of_order = v.trim().parse().ok();
-                continue;
-            }
-            if name == PSN_REG {
-                out.psn_regressions = v.trim().parse().ok();
-                continue;
-            }
             let Some(rest) = name.strip_prefix("WEFT_DROP_") else {
                 continue;
             };
@@ -404,8 +390,11 @@ impl Row for SwitchCounters {
                 drops.entry(r.to_ascii_lowercase()).or_default().1 = n;
             }
         }
-        out.drops = drops;
-        Ok(out)
+        Ok(SwitchCounters {
+            drops,
+            psn_out_of_order: get(f, PSN_OOO),
+            psn_regressions: get(f, PSN_REGRESSION),
+        })
     }
 }
 

@@ -234,6 +234,21 @@ impl LockRow {
     }
 }
 
+word_enum! {
+    /// How an installed entry differs on the switch.
+    pub enum DriftKind { Missing = "missing", Modified = "modified" }
+}
+
+row! {
+    /// An entry APPL_STATE_DB holds as installed that the switch no longer holds so: removed
+    /// (`missing`) or rewritten (`modified`) behind the plugin's back. The plugin's periodic
+    /// read-back writes it and deletes it once the switch agrees again.
+    pub struct DriftState in StateDb "WEFT_DRIFT" by Plugin, key "P4RT_TABLE key" {
+        pub key: String;
+        pub state: DriftKind = "state",
+    }
+}
+
 pub(crate) fn catalogue() -> Vec<TableDoc> {
     vec![
         doc_of::<PortState>(),
@@ -242,6 +257,7 @@ pub(crate) fn catalogue() -> Vec<TableDoc> {
         doc_of::<PluginStatus>(),
         doc_of::<LockRow>(),
         doc_of::<PostcardHop>(),
+        doc_of::<DriftState>(),
     ]
 }
 

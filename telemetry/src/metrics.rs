@@ -362,7 +362,11 @@ impl SwitchSnapshot {
                         },
                     );
                 }
-                CountersRow::Switch(sw) => s.drops = sw.drops.clone(),
+                CountersRow::Switch(sw) => {
+                    s.drops = sw.drops.clone();
+                    s.psn_out_of_order = sw.psn_out_of_order;
+                    s.psn_regressions = sw.psn_regressions;
+                }
                 CountersRow::Nexthop(n) => {
                     s.members.insert(n.nexthop_id, (n.packets, n.bytes));
                 }

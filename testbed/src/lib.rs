@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 
+pub mod fault;
 pub mod workload;
 
 #[derive(Debug, thiserror::Error)]
@@ -943,7 +944,9 @@ pub fn restart_process(dir: &Path, name: &str) -> Result<u32> {
 /// Removes everything a testbed started: processes by PID, namespaces (with their veths), and
 /// the state file. Works from the state file, and without one from the namespace names.
 pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
-    let mut done = Vec::new();
+    // What faults started first (their qdiscs, queue rates and routes go with the namespaces
+    // and switches).
+    let mut done = fault::stop_processes(state_dir);
     let st = State::load(state_dir).ok();
     if let Some(st) = &st {
         let alive: Vec<bool> = st.processes.iter().map(|p| pid_alive(p.pid)).collect();
@@ -1011,6 +1014,21 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
         }
         let _ = fs::remove_file(state_dir.join("udp_probe.py"));
         let _ = fs::remove_file(state_dir.join("spread-recv.json"));
+        // What faults left: their scripts, logs, saved entries, receiver reports.
+        if let Ok(rd) = fs::read_dir(state_dir) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with("fault-")
+                    || n.starts_with("blackhole-")
+                    || n.starts_with("incast-")
+                    || n == "pfc_storm.py"
+                    || n == "p4rt_route.py"
+                    || n == "wire_impair.py"
+                {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
         if fs::remove_dir(state_dir).is_ok() {
             done.push(format!("removed {}", state_dir.display()));
         }

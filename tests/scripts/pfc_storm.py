@@ -3,6 +3,7 @@
 a NIC stuck in a pause storm keeps pausing its switch port.
 
   pfc_storm.py --iface eth0 --priority 3 --quanta 65535 --interval-ms 5 --seconds 20
+  pfc_storm.py ... --on-ms 100 --off-ms 400     (in stretches: a receiver that keeps stalling)
 
 Frame: dst 01:80:c2:00:00:01, EtherType 0x8808, opcode 0x0101, class-enable vector with the
 priority's bit, eight 16-bit quanta (only the enabled class's is non-zero), padded to 60 bytes.
@@ -33,6 +34,9 @@ def main():
     ap.add_argument("--quanta", type=int, default=0xFFFF)
     ap.add_argument("--interval-ms", type=float, default=5)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--on-ms", type=float, default=0, help="pause for this long, then")
+    ap.add_argument("--off-ms", type=float, default=0, help="stay quiet this long (0: never)")
+    ap.add_argument("--ready", help="create this file once the first frame is sent")
     a = ap.parse_args()
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((a.iface, 0))
@@ -49,12 +53,18 @@ def main():
     period = a.interval_ms / 1000.0
     n = int(a.seconds / period)
     t0 = time.monotonic()
+    cycle = (a.on_ms + a.off_ms) / 1000.0
     for i in range(n):
-        delay = t0 + i * period - time.monotonic()
+        at = t0 + i * period
+        if a.off_ms > 0 and (at - t0) % cycle >= a.on_ms / 1000.0:
+            continue
+        delay = at - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         s.send(f)
         sent += 1
+        if sent == 1 and a.ready:
+            open(a.ready, "w").close()
     done()
 
 

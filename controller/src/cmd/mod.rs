@@ -3,6 +3,7 @@
 //! 3 "not yet" (changes found, problems found, not running).
 
 pub mod counters;
+pub mod diagnose;
 pub mod doctor;
 pub mod fabric;
 pub mod graph;

@@ -302,3 +302,60 @@ pub fn spread(file: &str, dir: Option<PathBuf>, src: &str, dst: &str) -> anyhow:
         Outcome::Failed
     })
 }
+
+/// `weft testbed fault FILE KIND TARGET…`, `… list`, `… clear`.
+pub fn fault(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    kind: tb::fault::FaultKind,
+    targets: &[String],
+    params: &tb::fault::Params,
+    output: OutputFormat,
+) -> anyhow::Result<Outcome> {
+    use tb::fault::FaultKind;
+    let st = load_state(file_or_name, dir)?;
+    need_switches(&st, "inject faults into")?;
+    let tools = tb::fault::Tools::locate();
+    match kind {
+        FaultKind::List => {
+            let faults = tb::fault::list(&st.state_dir);
+            match output {
+                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&faults)?),
+                OutputFormat::Text => {
+                    if faults.is_empty() {
+                        outln!("no faults in place");
+                    }
+                    for f in &faults {
+                        outln!("{} {}: {}", f.kind.as_str(), f.target, f.detail);
+                    }
+                }
+            }
+        }
+        FaultKind::Clear => {
+            let done = tb::fault::clear(&st, &tools)?;
+            match output {
+                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&done)?),
+                OutputFormat::Text => {
+                    for l in &done {
+                        outln!("{l}");
+                    }
+                    outln!("faults cleared");
+                }
+            }
+            if !tb::fault::list(&st.state_dir).is_empty() {
+                return Ok(Outcome::Failed);
+            }
+        }
+        _ => {
+            let f = tb::fault::inject(&st, &tools, kind, targets, params)?;
+            match output {
+                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&f)?),
+                OutputFormat::Text => {
+                    outln!("{} {}: {}", f.kind.as_str(), f.target, f.detail);
+                    outln!("undo: weft testbed fault {file_or_name} clear (or testbed down)");
+                }
+            }
+        }
+    }
+    Ok(Outcome::Ok)
+}

@@ -82,6 +82,10 @@ pub struct Report {
     /// Cases worse than the baseline by more than the threshold.
     #[serde(default)]
     pub regressions: Vec<String>,
+    /// Whether the switches hashed with per-switch seeds (the plugin sets them); reports
+    /// recorded before the pipeline had seeds lack the field: false.
+    #[serde(default)]
+    pub hash_seeds: bool,
 }
 
 fn default_mtu() -> usize {
@@ -165,6 +169,7 @@ pub fn ideal(t: &Topology, down: &[bool], spec: &Spec, rate: f64) -> f64 {
 
 /// The model's outcome for the testbed's traffic: links at the NICs' rate, the class's flowlet
 /// gap as applied.
+#[allow(clippy::too_many_arguments)]
 pub fn model_outcome(
     t: &Topology,
     links: &weft_compiler::LinkState,
@@ -173,6 +178,7 @@ pub fn model_outcome(
     spec: &Spec,
     gap: Duration,
     latency: bool,
+    hash_seeds: bool,
 ) -> weft_simulate::Outcome {
     let mut t = t.clone();
     for c in &mut t.qos.classes {
@@ -191,6 +197,7 @@ pub fn model_outcome(
         nic_rate: Some(spec.line_rate()),
         uniform_capacity: Some(spec.line_rate()),
         latency,
+        hash_seeds,
         ..Params::default()
     };
     model(&t, links, class, mode, &w, &p)
@@ -204,7 +211,7 @@ fn model_ratio(
     spec: &Spec,
     gap: Duration,
 ) -> f64 {
-    model_outcome(t, links, class, mode, spec, gap, true).ratio
+    model_outcome(t, links, class, mode, spec, gap, true, true).ratio
 }
 
 /// The spec a report's runs used (for recomputing the model from a recorded report).
@@ -404,6 +411,7 @@ pub fn run(
         measured_between: (src, dst),
         cases,
         regressions: Vec::new(),
+        hash_seeds: true,
     };
     if let Some(b) = &a.baseline {
         let base: Report = serde_json::from_str(

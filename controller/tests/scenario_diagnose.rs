@@ -1,0 +1,557 @@
+//! Scoring `weft diagnose` against faults injected with `weft testbed fault` on the emulated
+//! small leaf-spine fabric: real BMv2, redis-server and plugin per switch, paced RoCE-class UDP
+//! between every host and the next as background traffic. Needs root and BMv2; without them it
+//! prints SKIPPED (WEFT_REQUIRE_BMV2=1 makes it fail).
+//!
+//! Per fault kind, WEFT_DIAGNOSE_TRIALS (default 3) trials with targets drawn from a seeded
+//! generator (WEFT_DIAGNOSE_SEED, default 16), plus as many healthy windows. A trial injects the
+//! fault, runs `weft diagnose --window W --output json` with W = 1 s, then 6 s, until
+//! the top finding names the injected kind and target (time to diagnosis: from the fault's
+//! onset, when `weft testbed fault` returns, to the end of that run), clears the fault and waits until diagnose sees a healthy fabric
+//! again. Prints precision, recall and time to diagnosis per kind; fails below 0.9 precision
+//! or recall overall, or on any finding in a healthy window.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use weft_testbed as tb;
+
+const TEST: &str = "scenario_diagnose";
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// DSCP 26 (the lossless `roce` class) with ECT(0).
+const TOS_ROCE_ECT0: &str = "106";
+const WINDOWS: [&str; 2] = ["1s", "6s"];
+
+struct Fixture {
+    dir: PathBuf,
+    fabric: String,
+    background: Vec<Child>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        for c in &mut self.background {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
+            let _ = Command::new("cp")
+                .arg("-r")
+                .arg(self.dir.join("state"))
+                .arg(&keep)
+                .status();
+            eprintln!("logs kept in {}", keep.display());
+        }
+        let _ = tb::down(&self.dir.join("state"), &self.fabric);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A small deterministic generator (xorshift64*): the trials' targets are reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[(self.next() % v.len() as u64) as usize]
+    }
+}
+
+/// One injection: the fault command's arguments and what the top finding must say.
+#[derive(Debug, Clone)]
+struct Trial {
+    kind: &'static str,
+    args: Vec<String>,
+    finding: &'static str,
+    /// The finding's target must contain this.
+    target: String,
+}
+
+#[derive(Debug, Default)]
+struct Score {
+    trials: u32,
+    correct: u32,
+    /// Top findings of this kind reported (right or wrong), and the wrong ones.
+    reported: u32,
+    wrong: u32,
+    t2d: Vec<f64>,
+}
+
+fn diagnose(weft: &Path, file: &Path, window: &str) -> serde_json::Value {
+    diagnose_rec(weft, file, window, None)
+}
+
+/// With WEFT_DIAGNOSE_RECORD=DIR, where a window named `name` is recorded (the rule tests'
+/// `diagnose/tests/data/<finding kind>--<target>--<n>.json` form).
+fn record_path(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("WEFT_DIAGNOSE_RECORD")?;
+    let _ = std::fs::create_dir_all(&dir);
+    Some(PathBuf::from(dir).join(format!("{name}.json")))
+}
+
+fn diagnose_rec(
+    weft: &Path,
+    file: &Path,
+    window: &str,
+    record: Option<PathBuf>,
+) -> serde_json::Value {
+    let mut cmd = Command::new(weft);
+    cmd.args(["diagnose", &file.to_string_lossy(), "--window", window])
+        .args(["--interval", "500ms", "--output", "json"]);
+    if let Some(r) = &record {
+        cmd.arg("--record").arg(r);
+    }
+    let out = cmd.output().expect("weft diagnose");
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || code == Some(3),
+        "weft diagnose exit {code:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("diagnose JSON");
+    assert_eq!(
+        v["healthy"].as_bool(),
+        Some(code == Some(0)),
+        "exit status and `healthy` disagree: {v}"
+    );
+    v
+}
+
+fn top(v: &serde_json::Value) -> Option<(String, String)> {
+    let f = v["findings"].as_array()?.first()?;
+    Some((
+        f["kind"].as_str()?.to_string(),
+        f["target"].as_str()?.to_string(),
+    ))
+}
+
+fn fault(weft: &Path, file: &Path, state: &Path, args: &[String]) {
+    let out = Command::new(weft)
+        .args(["testbed", "fault", &file.to_string_lossy()])
+        .args(args)
+        .arg("--state-dir")
+        .arg(state)
+        .output()
+        .expect("weft testbed fault");
+    assert!(
+        out.status.success(),
+        "weft testbed fault {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_windows() {
+    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
+        return common::skip_or_fail(
+            TEST,
+            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
+        );
+    };
+    if !common::is_root() {
+        return common::skip_or_fail(TEST, "needs root for network namespaces");
+    }
+    let weft = Path::new(env!("CARGO_BIN_EXE_weft"));
+    for (bin, pkg) in [
+        ("weft-plugin", "weft-sonic-plugin"),
+        ("weft-traffic", "weft-traffic"),
+    ] {
+        if !weft.with_file_name(bin).exists() {
+            return common::skip_or_fail(
+                TEST,
+                &format!("{bin} not built next to weft (cargo build -p {pkg})"),
+            );
+        }
+    }
+    if !bmv2.with_file_name("simple_switch_CLI").exists() {
+        return common::skip_or_fail(TEST, "simple_switch_CLI not found next to BMv2");
+    }
+    let programs = tb::Programs {
+        bmv2,
+        redis: PathBuf::from("/usr/bin/redis-server"),
+        plugin: weft.with_file_name("weft-plugin"),
+    };
+    let trials: u32 = std::env::var("WEFT_DIAGNOSE_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let seed: u64 = std::env::var("WEFT_DIAGNOSE_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+
+    let (dir, fabric, text) = common::small_example("dgn");
+    let file = dir.join("fabric.yaml");
+    std::fs::write(&file, &text).expect("intent");
+    let topo = weft_topology::load_file(&file).expect("valid intent");
+    let mut f = Fixture {
+        dir: dir.clone(),
+        fabric: fabric.clone(),
+        background: Vec::new(),
+    };
+    let state = dir.join("state");
+    let t_up = Instant::now();
+    tb::up(
+        &topo,
+        &programs,
+        &tb::UpOptions {
+            state_dir: state.clone(),
+            plugin_args: ["--counter-interval", "300ms"].map(String::from).to_vec(),
+            db_only: false,
+        },
+    )
+    .expect("testbed up");
+    // Plugins still starting may refuse entries for ports their CONFIG_DB has not given an id
+    // yet (unknown port): apply again, as an operator would.
+    let mut out = None;
+    for _ in 0..4 {
+        let o = Command::new(weft)
+            .args(["apply", &file.to_string_lossy(), "--timeout", "90s"])
+            .output()
+            .expect("weft apply");
+        let ok = o.status.success();
+        out = Some(o);
+        if ok {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let out = out.expect("applied");
+    assert!(
+        out.status.success(),
+        "weft apply failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let st = tb::State::load(&state).expect("state");
+    let t0 = Instant::now();
+    let reachable = loop {
+        let r = tb::ping_all(&st, 1);
+        if r.iter().all(|x| x.2) || t0.elapsed() > Duration::from_secs(90) {
+            break r.iter().all(|x| x.2);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(reachable, "not all host pairs reachable");
+    println!("testbed up, applied and reachable in {:?}", t_up.elapsed());
+
+    // Background: every host sends 40 pkt/s of RoCE-class ECT(0) UDP (8 flows) to the next.
+    let probe = format!("{REPO}/tests/scripts/udp_probe.py");
+    let hosts: Vec<tb::HostState> = st.hosts.clone();
+    for h in &hosts {
+        let c = Command::new("ip")
+            .args(["netns", "exec", &h.netns, "python3", &probe, "recv"])
+            .args(["--port", "5000", "--seconds", "3600", "--out"])
+            .arg(dir.join(format!("bg-{}.json", h.name)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("receiver");
+        f.background.push(c);
+    }
+    for (i, h) in hosts.iter().enumerate() {
+        let next = &hosts[(i + 1) % hosts.len()];
+        let c = Command::new("ip")
+            .args(["netns", "exec", &h.netns, "python3", &probe, "send"])
+            .args([
+                "--dst",
+                &next.ipv4,
+                "--port",
+                "5000",
+                "--tos",
+                TOS_ROCE_ECT0,
+            ])
+            .args([
+                "--pps",
+                "40",
+                "--seconds",
+                "3600",
+                "--flows",
+                "8",
+                "--size",
+                "512",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("sender");
+        f.background.push(c);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+
+    // The trials, drawn from the seed.
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let host_names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    let fabric_ports: Vec<String> = st
+        .switches
+        .iter()
+        .flat_map(|s| {
+            tb::uplinks(&st, &s.name)
+                .into_iter()
+                .map(move |p| format!("{}:{p}", s.name))
+        })
+        .collect();
+    let spines: Vec<String> = st
+        .switches
+        .iter()
+        .filter(|s| s.name.starts_with("spine"))
+        .map(|s| s.name.clone())
+        .collect();
+    let tools = tb::fault::Tools::locate();
+    let leaf_of = |h: &str| h.split('-').next().unwrap_or(h).to_string();
+    let mut plan: Vec<Trial> = Vec::new();
+    for _ in 0..trials {
+        let h = rng.pick(&host_names).clone();
+        plan.push(Trial {
+            kind: "pfc-storm",
+            args: vec!["pfc-storm".into(), h.clone()],
+            finding: "pfc_storm",
+            target: h,
+        });
+        let h = rng.pick(&host_names).clone();
+        plan.push(Trial {
+            kind: "stuck-receiver",
+            args: vec![
+                "stuck-receiver".into(),
+                h.clone(),
+                "--rate".into(),
+                "10".into(),
+            ],
+            finding: "slow_receiver",
+            target: h,
+        });
+        let p = rng.pick(&fabric_ports).clone();
+        let pct = 25 + rng.next() % 11;
+        plan.push(Trial {
+            kind: "loss",
+            args: vec![
+                "loss".into(),
+                p.clone(),
+                "--percent".into(),
+                pct.to_string(),
+            ],
+            finding: "lossy_link",
+            target: p,
+        });
+        let p = rng.pick(&fabric_ports).clone();
+        plan.push(Trial {
+            kind: "slow",
+            args: vec!["slow".into(), p.clone(), "--rate".into(), "5".into()],
+            finding: "slow_link",
+            target: p,
+        });
+        let sw = rng.pick(&spines).clone();
+        let routes = tb::fault::routes(&st, &tools, &sw).expect("routes over P4Runtime");
+        let prefix = rng.pick(&routes).clone();
+        plan.push(Trial {
+            kind: "blackhole",
+            args: vec!["blackhole".into(), sw.clone(), prefix],
+            finding: "black_hole",
+            target: sw,
+        });
+        let h = rng.pick(&host_names).clone();
+        plan.push(Trial {
+            kind: "incast",
+            args: vec!["incast".into(), h.clone(), "--senders".into(), "4".into()],
+            finding: "congestion",
+            target: h,
+        });
+        let src = rng.pick(&host_names).clone();
+        let others: Vec<String> = host_names
+            .iter()
+            .filter(|h| leaf_of(h) != leaf_of(&src))
+            .cloned()
+            .collect();
+        let dst = rng.pick(&others).clone();
+        plan.push(Trial {
+            kind: "reorder",
+            args: vec![
+                "reorder".into(),
+                src,
+                dst.clone(),
+                "--delay".into(),
+                "20ms".into(),
+            ],
+            finding: "reordering",
+            target: dst,
+        });
+    }
+
+    let mut scores: BTreeMap<&'static str, Score> = BTreeMap::new();
+    let mut healthy_findings = Vec::new();
+    let settle = |what: &str| {
+        // Until diagnose sees a healthy fabric again (a watchdog restoring, drift rows
+        // cleared, queues drained: BMv2 keeps the departure times it gave the packets already
+        // queued at a lowered rate, so a backlog drains at the old rate), at most 30 s.
+        let t = Instant::now();
+        loop {
+            let v = diagnose(weft, &file, "4s");
+            if v["healthy"].as_bool() == Some(true) {
+                return;
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                panic!("still not healthy 30 s after clearing {what}: {v}");
+            }
+        }
+    };
+    let t_trials = Instant::now();
+    for i in 0..trials {
+        // A healthy window first, then this round's faults.
+        let v = diagnose_rec(
+            weft,
+            &file,
+            WINDOWS[1],
+            record_path(&format!("healthy--all--{i}")),
+        );
+        let found: Vec<String> = v["findings"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| format!("{} {}", x["kind"], x["target"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!(
+            "healthy window {i}: {}",
+            if found.is_empty() {
+                "nothing found".to_string()
+            } else {
+                found.join("; ")
+            }
+        );
+        if !found.is_empty() {
+            healthy_findings.push((i, v.clone()));
+            if let Some((k, _)) = top(&v) {
+                let s = scores.entry(kind_of_finding(&k)).or_default();
+                s.reported += 1;
+                s.wrong += 1;
+            }
+        }
+        for t in plan.iter().skip(i as usize * 7).take(7) {
+            // Time to diagnosis counts from the fault's onset: when the command returns (the
+            // PAUSE injectors return once their first frame is out).
+            let t_cmd = Instant::now();
+            fault(weft, &file, &state, &t.args);
+            let took = t_cmd.elapsed();
+            let injected = Instant::now();
+            let mut got = None;
+            for w in WINDOWS {
+                let rec = record_path(&format!("{}--{}--{i}", t.finding, t.target));
+                let v = diagnose_rec(weft, &file, w, rec);
+                let tp = top(&v);
+                let ok = tp
+                    .as_ref()
+                    .is_some_and(|(k, tg)| k == t.finding && tg.contains(&t.target));
+                if ok || w == WINDOWS[1] {
+                    got = Some((tp, ok, injected.elapsed(), w, v));
+                    break;
+                }
+            }
+            let Some((tp, ok, t2d, w, v)) = got else {
+                unreachable!()
+            };
+            println!(
+                "{:<15} {:<40} → {} (window {w}, {:.1} s after onset; injecting took {:.1} s){}",
+                t.kind,
+                t.args[1..].join(" "),
+                tp.as_ref()
+                    .map_or("nothing".to_string(), |(k, tg)| format!("{k} {tg}")),
+                t2d.as_secs_f64(),
+                took.as_secs_f64(),
+                if ok { "" } else { "  MISSED" }
+            );
+            if !ok {
+                println!("  {}", v["findings"]);
+            }
+            let s = scores.entry(t.kind).or_default();
+            s.trials += 1;
+            if ok {
+                s.correct += 1;
+                s.reported += 1;
+                s.t2d.push(t2d.as_secs_f64());
+            } else if let Some((k, _)) = &tp {
+                let s = scores.entry(kind_of_finding(k)).or_default();
+                s.reported += 1;
+                s.wrong += 1;
+            }
+            fault(weft, &file, &state, &["clear".to_string()]);
+            settle(t.kind);
+        }
+    }
+    let elapsed = t_trials.elapsed();
+
+    println!(
+        "\n{:<15} {:>6} {:>8} {:>10} {:>7} {:>12} {:>12}",
+        "kind", "trials", "correct", "precision", "recall", "t2d median", "t2d max"
+    );
+    let (mut tp, mut reported, mut total) = (0u32, 0u32, 0u32);
+    for (k, s) in &scores {
+        let mut t = s.t2d.clone();
+        t.sort_by(f64::total_cmp);
+        let med = t.get(t.len() / 2).copied();
+        let max = t.last().copied();
+        println!(
+            "{:<15} {:>6} {:>8} {:>10} {:>7} {:>12} {:>12}",
+            k,
+            s.trials,
+            s.correct,
+            ratio(s.reported - s.wrong, s.reported),
+            ratio(s.correct, s.trials),
+            med.map_or("-".into(), |x| format!("{x:.1} s")),
+            max.map_or("-".into(), |x| format!("{x:.1} s")),
+        );
+        tp += s.correct;
+        reported += s.reported;
+        total += s.trials;
+    }
+    let precision = f64::from(tp) / f64::from(reported.max(1));
+    let recall = f64::from(tp) / f64::from(total.max(1));
+    println!(
+        "overall: {tp} of {total} trials named kind and target; precision {precision:.2}, recall {recall:.2}; \
+         {trials} healthy windows, {} with findings; trials took {:.0} s (seed {seed})",
+        healthy_findings.len(),
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        healthy_findings.is_empty(),
+        "findings in healthy windows: {healthy_findings:?}"
+    );
+    assert!(
+        precision >= 0.9 && recall >= 0.9,
+        "precision {precision:.2} recall {recall:.2} below 0.9"
+    );
+}
+
+/// The fault kind a finding kind stands for (a wrong top finding counts against its kind's
+/// precision).
+fn kind_of_finding(k: &str) -> &'static str {
+    match k {
+        "pfc_storm" => "pfc-storm",
+        "slow_receiver" => "stuck-receiver",
+        "lossy_link" => "loss",
+        "slow_link" => "slow",
+        "black_hole" => "blackhole",
+        "congestion" => "incast",
+        "reordering" => "reorder",
+        _ => "other",
+    }
+}
+
+fn ratio(a: u32, b: u32) -> String {
+    if b == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", f64::from(a) / f64::from(b))
+    }
+}

@@ -1,0 +1,1240 @@
+//! Fault diagnosis for a RoCE fabric: pure rules over a window of counter snapshots.
+//!
+//! The input is a [`Window`]: the fabric's cabling ([`Fabric`]) and two or more [`Sample`]s of
+//! every switch's counters (COUNTERS_DB and STATE_DB as the plugin writes them, read by
+//! `weft diagnose`). [`diagnose`] turns it into [`Finding`]s ranked by confidence, each with
+//! the counters that moved ([`Evidence`]) and a suggested action. No rule does I/O or knows
+//! about the testbed; windows are JSON, so recorded ones replay in tests.
+//!
+//! ```text
+//!  rule              fires on                                          names
+//!  ───────────────   ───────────────────────────────────────────────   ─────────────────────
+//!  pfc_storm         a host (or port) pausing without being paused,    the origin host, the
+//!                    continuously (rate ≥ storm_pause_rate) or with    victims along the
+//!                    the PFC watchdog declaring the queue stormed       pause graph
+//!  slow_receiver     a host pausing in stretches while its leaf's      the host
+//!                    queue toward it builds (ECN marks / PAUSE sent)
+//!  congestion        an egress queue marking ECN toward a host that    the host, its senders,
+//!                    does not pause (incast); PAUSE sent by a switch   ECN before PFC or not
+//!                    that is not paused itself (back-pressure origin)
+//!  slow_link         an egress queue marking ECN toward a switch       SW:PORT
+//!                    (a link that drains slower than it is fed)
+//!  lossy_link        tx at one end ≠ rx at the other                   both ends, loss rate
+//!  black_hole        drops by reason no_route / no_nexthop, or the     the switch, the entries
+//!                    switch's read-back differing from APPL_STATE_DB
+//!  reordering        RoCE PSN out-of-order counts at a leaf            the host, routing mode
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// Priorities per port.
+pub const PRIORITIES: usize = 8;
+
+/// One end of a cable: a switch and port, or a host and its interface.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct End {
+    pub node: String,
+    pub port: String,
+}
+
+impl End {
+    pub fn new(node: &str, port: &str) -> End {
+        End {
+            node: node.into(),
+            port: port.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.node, self.port)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    pub a: End,
+    pub b: End,
+}
+
+/// What the rules need to know about the fabric besides counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fabric {
+    pub switches: Vec<String>,
+    pub hosts: Vec<String>,
+    /// Every cable, switch–switch and switch–host.
+    pub links: Vec<Link>,
+    /// Lossless priorities (PFC applies to them).
+    #[serde(default)]
+    pub lossless: Vec<u8>,
+    /// Routing mode per traffic class name (`ecmp`, `spray`, `adaptive`, …), for attribution.
+    #[serde(default)]
+    pub routing: BTreeMap<String, String>,
+    /// Each switch's tier (1 = leaf): a switch's ports toward the tier above form its uplink
+    /// group, whose members per-packet routing keeps evenly loaded.
+    #[serde(default)]
+    pub tiers: BTreeMap<String, u8>,
+}
+
+impl Fabric {
+    /// The far end of the cable at `e`.
+    pub fn peer(&self, e: &End) -> Option<&End> {
+        self.links.iter().find_map(|l| {
+            if &l.a == e {
+                Some(&l.b)
+            } else if &l.b == e {
+                Some(&l.a)
+            } else {
+                None
+            }
+        })
+    }
+    pub fn is_host(&self, node: &str) -> bool {
+        self.hosts.iter().any(|h| h == node)
+    }
+    /// The leaf port a host hangs off.
+    pub fn host_port(&self, host: &str) -> Option<End> {
+        self.links.iter().find_map(|l| {
+            if l.a.node == host {
+                Some(l.b.clone())
+            } else if l.b.node == host {
+                Some(l.a.clone())
+            } else {
+                None
+            }
+        })
+    }
+}
+
+/// A port's counters (`COUNTERS:EthernetN`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortSample {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    /// PFC PAUSE frames received / sent, per priority.
+    #[serde(default, skip_serializing_if = "all_zero")]
+    pub pfc_rx_pause: [u64; PRIORITIES],
+    #[serde(default, skip_serializing_if = "all_zero")]
+    pub pfc_tx_pause: [u64; PRIORITIES],
+    /// Egress queue-depth histogram: bucket b counts packets that found
+    /// `[b << shift, (b+1) << shift)` packets queued (empty when not published).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depth_histogram: Vec<u64>,
+    #[serde(default)]
+    pub histogram_shift: u8,
+}
+
+fn all_zero(a: &[u64; PRIORITIES]) -> bool {
+    a.iter().all(|x| *x == 0)
+}
+
+/// A queue's counters and watchdog state (`COUNTERS:EthernetN:q`, STATE_DB `PFC_WD_STATE`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueSample {
+    pub packets: u64,
+    pub ecn_marked: u64,
+    #[serde(default)]
+    pub wd_stormed: bool,
+    #[serde(default)]
+    pub wd_detected: u64,
+}
+
+/// An entry whose switch read-back differs from APPL_STATE_DB.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Drift {
+    /// The APPL_STATE_DB key (`P4RT_TABLE:FIXED_IPV4_TABLE:{…}`).
+    pub key: String,
+    /// `missing` (installed per APPL_STATE_DB, not on the switch) or `modified`.
+    pub state: String,
+}
+
+/// One switch at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchSample {
+    pub ports: BTreeMap<String, PortSample>,
+    /// By `EthernetN:q`.
+    #[serde(default)]
+    pub queues: BTreeMap<String, QueueSample>,
+    /// Drops by reason (`no_route`, `pfc_watchdog`, …).
+    #[serde(default)]
+    pub drops: BTreeMap<String, u64>,
+    /// RoCE PSN anomalies at this switch's host-facing ports (sum over QP slots).
+    #[serde(default)]
+    pub psn_out_of_order: u64,
+    #[serde(default)]
+    pub psn_regressions: u64,
+    #[serde(default)]
+    pub drift: Vec<Drift>,
+}
+
+/// Every switch at (about) one instant. A switch that could not be read is absent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Milliseconds since the window's start.
+    pub t_ms: u64,
+    pub switches: BTreeMap<String, SwitchSample>,
+}
+
+/// What `diagnose` looks at.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub fabric: Fabric,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    PfcStorm,
+    SlowReceiver,
+    Congestion,
+    SlowLink,
+    LossyLink,
+    BlackHole,
+    Reordering,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::PfcStorm => "pfc_storm",
+            Kind::SlowReceiver => "slow_receiver",
+            Kind::Congestion => "congestion",
+            Kind::SlowLink => "slow_link",
+            Kind::LossyLink => "lossy_link",
+            Kind::BlackHole => "black_hole",
+            Kind::Reordering => "reordering",
+        }
+    }
+}
+
+/// One counter that moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub switch: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    pub counter: String,
+    /// How much it moved over the window.
+    pub delta: u64,
+    pub per_second: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: Kind,
+    /// What is at fault: a host, `SW:PORT`, a link `A:P—B:Q`, or a switch.
+    pub target: String,
+    /// 0..1; findings below [`Thresholds::report`] are not reported.
+    pub confidence: f64,
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+    /// Who suffers from it (paused ports, senders, hosts behind the switch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub victims: Vec<String>,
+    pub action: String,
+}
+
+/// The rules' thresholds. Defaults suit the testbed and a real fabric alike: they are rates
+/// and fractions, not absolute counts, except the minimum counts that keep a few stray packets
+/// from making a finding.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// Findings below this confidence are not reported.
+    pub report: f64,
+    /// PAUSE frames per second from one origin that count as a storm without the watchdog.
+    pub storm_pause_rate: f64,
+    /// Minimum PAUSE frames received from a host in the window to consider it at all.
+    pub min_pauses: u64,
+    /// Minimum ECN marks on a queue, and marks per departure, for congestion.
+    pub min_marks: u64,
+    pub min_mark_fraction: f64,
+    /// A queue this deep (packets) counts as deep; a port whose histogram counted at least
+    /// `min_histogram` packets in the window, `min_deep_fraction` of them deep, is congested.
+    pub deep_queue: u64,
+    pub min_histogram: u64,
+    pub min_deep_fraction: f64,
+    /// Uplink groups under per-packet routing: a member departing at most `max_member_share`
+    /// of its busiest sibling (which departs at least `min_group_rate` lossless pkt/s) is slow.
+    pub min_group_rate: f64,
+    pub max_member_share: f64,
+    /// Minimum packets sent on a link direction, lost packets and loss fraction for a lossy link.
+    pub min_link_packets: u64,
+    pub min_lost: u64,
+    pub min_loss_fraction: f64,
+    /// How far apart (seconds) the two ends of a link may have read their counters (the
+    /// plugins poll independently: up to one counter interval, 300 ms on the testbed).
+    pub counter_skew_s: f64,
+    /// This many lossy links at once are one fabric-wide finding, not that many cables.
+    pub max_lossy_links: usize,
+    /// Minimum no-route drops for a black hole.
+    pub min_route_drops: u64,
+    /// Minimum out-of-order PSNs, and per packet sent toward the leaf's hosts.
+    pub min_ooo: u64,
+    pub min_ooo_fraction: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            report: 0.5,
+            storm_pause_rate: 100.0,
+            min_pauses: 5,
+            min_marks: 20,
+            min_mark_fraction: 0.02,
+            deep_queue: 8,
+            min_histogram: 20,
+            min_deep_fraction: 0.5,
+            min_group_rate: 10.0,
+            max_member_share: 0.3,
+            min_link_packets: 100,
+            min_lost: 15,
+            min_loss_fraction: 0.08,
+            counter_skew_s: 0.45,
+            max_lossy_links: 3,
+            min_route_drops: 10,
+            min_ooo: 20,
+            min_ooo_fraction: 0.05,
+        }
+    }
+}
+
+/// Differences between the window's first and last sample, per switch.
+struct Deltas<'a> {
+    w: &'a Window,
+    secs: f64,
+}
+
+fn sub(a: u64, b: u64) -> u64 {
+    // A counter that went backwards was reset (switch restarted): count from zero.
+    if a >= b { a - b } else { a }
+}
+
+impl<'a> Deltas<'a> {
+    fn new(w: &'a Window) -> Option<Deltas<'a>> {
+        let (f, l) = (w.samples.first()?, w.samples.last()?);
+        if w.samples.len() < 2 {
+            return None;
+        }
+        let secs = (l.t_ms.saturating_sub(f.t_ms) as f64 / 1000.0).max(0.001);
+        Some(Deltas { w, secs })
+    }
+    fn first(&self) -> &Sample {
+        &self.w.samples[0]
+    }
+    fn last(&self) -> &Sample {
+        &self.w.samples[self.w.samples.len() - 1]
+    }
+    /// The switch in both the first and the last sample.
+    fn pair(&self, sw: &str) -> Option<(&SwitchSample, &SwitchSample)> {
+        Some((
+            self.first().switches.get(sw)?,
+            self.last().switches.get(sw)?,
+        ))
+    }
+    fn port(&self, e: &End, f: impl Fn(&PortSample) -> u64) -> u64 {
+        self.pair(&e.node)
+            .and_then(|(a, b)| Some(sub(f(b.ports.get(&e.port)?), f(a.ports.get(&e.port)?))))
+            .unwrap_or(0)
+    }
+    fn queue(&self, sw: &str, key: &str, f: impl Fn(&QueueSample) -> u64) -> u64 {
+        self.pair(sw)
+            .and_then(|(a, b)| {
+                let qb = b.queues.get(key)?;
+                let qa = a.queues.get(key).cloned().unwrap_or_default();
+                Some(sub(f(qb), f(&qa)))
+            })
+            .unwrap_or(0)
+    }
+    fn switch(&self, sw: &str, f: impl Fn(&SwitchSample) -> u64) -> u64 {
+        self.pair(sw).map(|(a, b)| sub(f(b), f(a))).unwrap_or(0)
+    }
+    fn rate(&self, d: u64) -> f64 {
+        round2(d as f64 / self.secs)
+    }
+    fn ev(&self, sw: &str, port: Option<&str>, counter: impl Into<String>, d: u64) -> Evidence {
+        Evidence {
+            switch: sw.to_string(),
+            port: port.map(str::to_string),
+            counter: counter.into(),
+            delta: d,
+            per_second: self.rate(d),
+        }
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Every finding at or above `th.report`, highest confidence first (ties by kind, target).
+pub fn diagnose(w: &Window, th: &Thresholds) -> Vec<Finding> {
+    let mut out = all_findings(w, th);
+    out.retain(|f| f.confidence >= th.report);
+    out
+}
+
+/// Every finding any rule made, also those below the reporting threshold, ranked.
+pub fn all_findings(w: &Window, th: &Thresholds) -> Vec<Finding> {
+    let Some(d) = Deltas::new(w) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    pfc(&d, th, &mut out);
+    queues(&d, th, &mut out);
+    steered_around(&d, th, &mut out);
+    lossy_links(&d, th, &mut out);
+    black_holes(&d, th, &mut out);
+    reordering(&d, th, &mut out);
+    for f in &mut out {
+        f.confidence = round2(f.confidence.clamp(0.0, 1.0));
+    }
+    out.sort_by(|a, b| {
+        b.confidence
+            .total_cmp(&a.confidence)
+            .then(a.kind.cmp(&b.kind))
+            .then(a.target.cmp(&b.target))
+    });
+    // Two rules naming the same thing: the more confident one stays.
+    let mut seen = BTreeSet::new();
+    out.retain(|f| seen.insert((f.kind, f.target.clone())));
+    out
+}
+
+/// A switch port pausing its peer on `prio`, or being paused by it.
+fn pauses(d: &Deltas<'_>, e: &End, prio: usize) -> (u64, u64) {
+    (
+        d.port(e, |p| p.pfc_rx_pause[prio]),
+        d.port(e, |p| p.pfc_tx_pause[prio]),
+    )
+}
+
+fn switch_ports<'a>(d: &'a Deltas<'_>, sw: &str) -> Vec<&'a String> {
+    d.last()
+        .switches
+        .get(sw)
+        .map(|s| s.ports.keys().collect())
+        .unwrap_or_default()
+}
+
+/// Congestion evidence of the queues of `e` (ECN marks, departures) on `prio`.
+fn queue_marks(d: &Deltas<'_>, e: &End, prio: usize) -> (u64, u64) {
+    let key = format!("{}:{prio}", e.port);
+    (
+        d.queue(&e.node, &key, |q| q.ecn_marked),
+        d.queue(&e.node, &key, |q| q.packets),
+    )
+}
+
+/// The pause graph: who paused whom, followed from every node that pauses without being
+/// paused (the origins) to the ports it held up (the victims).
+fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let fab = &d.w.fabric;
+    for prio in 0..PRIORITIES {
+        // Edges pauser → paused switch port.
+        let mut paused_by: BTreeMap<End, Vec<End>> = BTreeMap::new();
+        let mut is_paused: BTreeSet<String> = BTreeSet::new();
+        let mut evidence: BTreeMap<String, Vec<Evidence>> = BTreeMap::new();
+        for sw in &fab.switches {
+            for port in switch_ports(d, sw) {
+                let e = End::new(sw, port);
+                let (rx, tx) = pauses(d, &e, prio);
+                if rx > 0
+                    && let Some(p) = fab.peer(&e)
+                {
+                    // p paused sw's egress toward it.
+                    paused_by.entry(p.clone()).or_default().push(e.clone());
+                    is_paused.insert(sw.clone());
+                    // Evidence of the pauser (a host or a switch) is where it was counted.
+                    evidence.entry(p.node.clone()).or_default().push(d.ev(
+                        sw,
+                        Some(port),
+                        format!("SAI_PORT_STAT_PFC_{prio}_RX_PKTS"),
+                        rx,
+                    ));
+                }
+                if tx > 0 {
+                    evidence.entry(sw.clone()).or_default().push(d.ev(
+                        sw,
+                        Some(port),
+                        format!("SAI_PORT_STAT_PFC_{prio}_TX_PKTS"),
+                        tx,
+                    ));
+                }
+            }
+        }
+        // Victims of an origin: the ports it paused, then whatever those switches paused.
+        let victims_of = |origin: &str| -> Vec<String> {
+            let mut seen: BTreeSet<String> = BTreeSet::new();
+            let mut queue: Vec<String> = vec![origin.to_string()];
+            let mut out = Vec::new();
+            while let Some(n) = queue.pop() {
+                if !seen.insert(n.clone()) {
+                    continue;
+                }
+                for (pauser, paused) in &paused_by {
+                    if pauser.node != n {
+                        continue;
+                    }
+                    for v in paused {
+                        out.push(v.to_string());
+                        queue.push(v.node.clone());
+                    }
+                }
+            }
+            out.sort();
+            out.dedup();
+            out
+        };
+        // Hosts that pause their leaf.
+        for h in &fab.hosts {
+            let Some(leaf) = fab.host_port(h) else {
+                continue;
+            };
+            let (rx, _) = pauses(d, &leaf, prio);
+            if rx < th.min_pauses {
+                continue;
+            }
+            let key = format!("{}:{prio}", leaf.port);
+            let wd_detected = d.queue(&leaf.node, &key, |q| q.wd_detected);
+            let wd_now = d
+                .last()
+                .switches
+                .get(&leaf.node)
+                .and_then(|s| s.queues.get(&key))
+                .is_some_and(|q| q.wd_stormed);
+            let wd_drops = d.switch(&leaf.node, |s| {
+                s.drops.get("pfc_watchdog").copied().unwrap_or(0)
+            });
+            let rate = d.rate(rx);
+            let mut ev = evidence.get(h).cloned().unwrap_or_default();
+            if wd_detected > 0 {
+                ev.push(d.ev(
+                    &leaf.node,
+                    Some(&key),
+                    "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED",
+                    wd_detected,
+                ));
+            } else if wd_now {
+                // Stormed since before the window.
+                ev.push(d.ev(&leaf.node, Some(&key), "PFC_WD_STATUS stormed", 0));
+            }
+            if wd_drops > 0 {
+                ev.push(d.ev(&leaf.node, None, "WEFT_DROP_PFC_WATCHDOG_PKTS", wd_drops));
+            }
+            let (marks, _) = queue_marks(d, &leaf, prio);
+            let cg = congestion(d, th, &leaf);
+            let upstream_pauses: u64 = switch_ports(d, &leaf.node)
+                .iter()
+                .map(|p| pauses(d, &End::new(&leaf.node, p), prio).1)
+                .sum();
+            let backed_up = cg.congested(th) || upstream_pauses > 0;
+            let mut victims = victims_of(h);
+            // A storm pauses continuously: PAUSE refreshed faster than storm_pause_rate. A host
+            // that stalls in stretches pauses less often; the watchdog may fire on either
+            // (a stretch longer than detection_time), so it only adds confidence.
+            let wd = wd_detected > 0 || wd_now;
+            let storm = rate >= th.storm_pause_rate;
+            if storm {
+                let mut confidence = if wd { 0.97 } else { 0.85 };
+                if !wd && cg.congested(th) {
+                    // Continuous pauses with traffic backing up: could be a stuck receiver.
+                    confidence = 0.75;
+                }
+                // The spreading: PAUSE the victims sent on in turn.
+                let spread: BTreeSet<String> = victims
+                    .iter()
+                    .filter_map(|v| v.split(':').next().map(str::to_string))
+                    .collect();
+                let mut ev = ev;
+                for n in &spread {
+                    if let Some(e) = evidence.get(n) {
+                        ev.extend(
+                            e.iter()
+                                .filter(|x| x.switch == *n && x.counter.ends_with("_TX_PKTS"))
+                                .cloned(),
+                        );
+                    }
+                }
+                if wd_drops > 0 {
+                    victims.push(format!(
+                        "{} lossless packets dropped by the watchdog on {}",
+                        wd_drops, leaf.node
+                    ));
+                }
+                out.push(Finding {
+                    kind: Kind::PfcStorm,
+                    target: h.clone(),
+                    confidence,
+                    summary: format!(
+                        "PFC storm: {h} sends PAUSE on priority {prio} continuously ({rate} frames/s into {leaf}){}",
+                        if wd_detected > 0 || wd_now {
+                            "; the PFC watchdog declared the queue stormed"
+                        } else {
+                            ""
+                        }
+                    ),
+                    evidence: ev,
+                    victims,
+                    action: format!(
+                        "Isolate {h}: check its NIC (a stuck or misbehaving NIC pauses forever); keep the PFC watchdog on {leaf} priority {prio} in drop mode until it is fixed"
+                    ),
+                });
+            } else {
+                let mut ev = ev;
+                ev.extend(cg.evidence(d, &leaf));
+                let _ = marks;
+                let confidence = if backed_up || wd || wd_drops > 0 {
+                    0.88
+                } else {
+                    0.6
+                };
+                out.push(Finding {
+                    kind: Kind::SlowReceiver,
+                    target: h.clone(),
+                    confidence,
+                    summary: format!(
+                        "{h} does not drain: it pauses {leaf} on priority {prio} in stretches ({rate} frames/s){}",
+                        match (backed_up, wd) {
+                            (true, _) => format!(
+                                " while the queue toward it backs up ({}; {upstream_pauses} PAUSE sent upstream)",
+                                cg.describe()
+                            ),
+                            (false, true) => format!(
+                                "; the PFC watchdog fired on its stretches and dropped {wd_drops} packets toward it"
+                            ),
+                            _ => String::new(),
+                        }
+                    ),
+                    evidence: ev,
+                    victims,
+                    action: format!(
+                        "Check {h}: receive ring, CPU, PCIe, application not posting receives; the fabric is fine"
+                    ),
+                });
+            }
+        }
+        // Switches that pause others without being paused: back-pressure origins (their own
+        // congested queue) — reported by the queue rule with this evidence.
+        for sw in &fab.switches {
+            if is_paused.contains(sw) {
+                continue;
+            }
+            let Some(ev) = evidence.get(sw) else { continue };
+            let sent: u64 = ev
+                .iter()
+                .filter(|e| e.switch == *sw && e.counter.ends_with("_TX_PKTS"))
+                .map(|e| e.delta)
+                .sum();
+            if sent < th.min_pauses {
+                continue;
+            }
+            // Which of its queues is deep: the one marking most on this priority.
+            let hottest = switch_ports(d, sw)
+                .into_iter()
+                .map(|p| (queue_marks(d, &End::new(sw, p), prio).0, p.clone()))
+                .max();
+            let victims = victims_of(sw);
+            let (target, what) = match hottest {
+                Some((m, p)) if m > 0 => {
+                    let e = End::new(sw, &p);
+                    let t = match fab.peer(&e) {
+                        Some(peer) if fab.is_host(&peer.node) => peer.node.clone(),
+                        _ => e.to_string(),
+                    };
+                    (
+                        t,
+                        format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)"),
+                    )
+                }
+                _ => (sw.clone(), "no queue of it marks ECN".to_string()),
+            };
+            out.push(Finding {
+                kind: Kind::Congestion,
+                target,
+                confidence: 0.55,
+                summary: format!(
+                    "back-pressure, not a storm: {sw} sends PAUSE on priority {prio} ({sent} frames) without being paused itself; {what}"
+                ),
+                evidence: ev.clone(),
+                victims,
+                action: "Find the congested queue's senders (incast); lower ECN thresholds so DCQCN slows them before PFC engages".into(),
+            });
+        }
+    }
+}
+
+/// A port's congestion over the window: ECN marks and departures summed over its queues, and
+/// the share of departures that found a deep queue (depth histogram).
+struct Congestion {
+    marks: u64,
+    departures: u64,
+    /// (packets that found ≥ deep_queue packets queued, packets counted by the histogram).
+    deep: (u64, u64),
+}
+
+fn congestion(d: &Deltas<'_>, th: &Thresholds, e: &End) -> Congestion {
+    let mut c = Congestion {
+        marks: 0,
+        departures: 0,
+        deep: (0, 0),
+    };
+    for q in 0..PRIORITIES {
+        let (m, dep) = queue_marks(d, e, q);
+        c.marks += m;
+        c.departures += dep;
+    }
+    if let Some((a, b)) = d.pair(&e.node)
+        && let (Some(pa), Some(pb)) = (a.ports.get(&e.port), b.ports.get(&e.port))
+        && pb.depth_histogram.len() == pa.depth_histogram.len()
+    {
+        let shift = pb.histogram_shift.min(16);
+        for (i, (x, y)) in pa
+            .depth_histogram
+            .iter()
+            .zip(&pb.depth_histogram)
+            .enumerate()
+        {
+            let n = sub(*y, *x);
+            c.deep.1 += n;
+            if ((i as u64) << shift) >= th.deep_queue {
+                c.deep.0 += n;
+            }
+        }
+    }
+    c
+}
+
+impl Congestion {
+    fn marking(&self, th: &Thresholds) -> bool {
+        self.marks >= th.min_marks
+            && self.marks as f64 >= th.min_mark_fraction * self.departures.max(1) as f64
+    }
+    fn deep_fraction(&self) -> f64 {
+        self.deep.0 as f64 / self.deep.1.max(1) as f64
+    }
+    fn queued(&self, th: &Thresholds) -> bool {
+        self.deep.1 >= th.min_histogram && self.deep_fraction() >= th.min_deep_fraction
+    }
+    fn congested(&self, th: &Thresholds) -> bool {
+        self.marking(th) || self.queued(th)
+    }
+    /// How strongly: the larger of the marked share and the deep share.
+    fn strength(&self) -> f64 {
+        let marked = self.marks as f64 / self.departures.max(1) as f64;
+        marked.max(self.deep_fraction()).min(1.0)
+    }
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.marks > 0 {
+            parts.push(format!(
+                "{} of {} departures ECN-marked",
+                self.marks, self.departures
+            ));
+        }
+        if self.deep.1 > 0 {
+            parts.push(format!(
+                "{:.0}% of {} packets found a deep queue",
+                self.deep_fraction() * 100.0,
+                self.deep.1
+            ));
+        }
+        parts.join(", ")
+    }
+    fn evidence(&self, d: &Deltas<'_>, e: &End) -> Vec<Evidence> {
+        let mut ev = Vec::new();
+        if self.marks > 0 {
+            ev.push(d.ev(
+                &e.node,
+                Some(&e.port),
+                "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS (all queues)",
+                self.marks,
+            ));
+        }
+        if self.deep.0 > 0 {
+            ev.push(d.ev(
+                &e.node,
+                Some(&e.port),
+                "WEFT_QUEUE_DEPTH_BUCKET_<deep>_PKTS",
+                self.deep.0,
+            ));
+        }
+        ev
+    }
+}
+
+/// Congested egress ports: toward a host (incast) or toward a switch (a slow link).
+fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let fab = &d.w.fabric;
+    for sw in &fab.switches {
+        for port in switch_ports(d, sw) {
+            let e = End::new(sw, port);
+            let c = congestion(d, th, &e);
+            if !c.congested(th) {
+                continue;
+            }
+            let Some(peer) = fab.peer(&e) else { continue };
+            let host_pauses: u64 = (0..PRIORITIES).map(|q| pauses(d, &e, q).0).sum();
+            if fab.is_host(&peer.node) && host_pauses >= th.min_pauses {
+                // The pause rule names the host (slow receiver or storm).
+                continue;
+            }
+            let pfc_sent: u64 = switch_ports(d, sw)
+                .iter()
+                .map(|p| {
+                    (0..PRIORITIES)
+                        .map(|q| pauses(d, &End::new(sw, p), q).1)
+                        .sum::<u64>()
+                })
+                .sum();
+            let mut ev = c.evidence(d, &e);
+            let tx = d.port(&e, |p| p.tx_packets);
+            ev.push(d.ev(sw, Some(port), "SAI_PORT_STAT_IF_OUT_UCAST_PKTS", tx));
+            if pfc_sent > 0 {
+                ev.push(d.ev(
+                    sw,
+                    None,
+                    "SAI_PORT_STAT_PFC_<p>_TX_PKTS (all ports)",
+                    pfc_sent,
+                ));
+            }
+            let ecn_first = match (c.marks > 0, pfc_sent > 0) {
+                (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
+                (true, true) => format!(
+                    "PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough"
+                ),
+                (false, true) => format!(
+                    "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
+                ),
+                (false, false) => {
+                    "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)"
+                        .to_string()
+                }
+            };
+            let strength = c.strength();
+            if fab.is_host(&peer.node) {
+                // Senders: hosts whose leaf received most in the window.
+                let mut senders: Vec<(u64, String)> = fab
+                    .hosts
+                    .iter()
+                    .filter(|h| *h != &peer.node)
+                    .filter_map(|h| {
+                        let hp = fab.host_port(h)?;
+                        Some((d.port(&hp, |p| p.rx_packets), h.clone()))
+                    })
+                    .collect();
+                senders.sort_by(|a, b| b.cmp(a));
+                let top = senders.first().map_or(0, |s| s.0);
+                let senders: Vec<String> = senders
+                    .into_iter()
+                    .filter(|(n, _)| *n > 0 && *n * 3 >= top)
+                    .map(|(n, h)| format!("{h} ({} pkt/s)", d.rate(n)))
+                    .collect();
+                out.push(Finding {
+                    kind: Kind::Congestion,
+                    target: peer.node.clone(),
+                    confidence: (0.7 + strength / 2.0).min(0.92),
+                    summary: format!(
+                        "congestion (incast) toward {}: {e} {}; departing at {} pkt/s; {} senders; {ecn_first}",
+                        peer.node,
+                        c.describe(),
+                        d.rate(tx),
+                        senders.len()
+                    ),
+                    evidence: ev,
+                    victims: senders,
+                    action: format!(
+                        "Not a fault: many-to-one traffic toward {}. Spread it (schedule, rails) or let DCQCN act: check the senders answer CNPs",
+                        peer.node
+                    ),
+                });
+            } else {
+                // Siblings: the switch's other ports toward switches, for comparison.
+                let siblings: Vec<String> = switch_ports(d, sw)
+                    .into_iter()
+                    .filter(|p| *p != port)
+                    .filter(|p| {
+                        fab.peer(&End::new(sw, p))
+                            .is_some_and(|x| !fab.is_host(&x.node))
+                    })
+                    .map(|p| {
+                        format!(
+                            "{sw}:{p} {} pkt/s",
+                            d.rate(d.port(&End::new(sw, p), |x| x.tx_packets))
+                        )
+                    })
+                    .collect();
+                out.push(Finding {
+                    kind: Kind::SlowLink,
+                    target: e.to_string(),
+                    confidence: (0.72 + strength / 2.0).min(0.9),
+                    summary: format!(
+                        "slow link {e} → {peer}: its queue stays deep ({}) while departing at {} pkt/s, and {peer} does not pause it; {ecn_first}",
+                        c.describe(),
+                        d.rate(tx),
+                    ),
+                    evidence: ev,
+                    victims: siblings,
+                    action: format!(
+                        "Check {e}'s link speed and errors (autoneg, a bad optic or cable); take it out of service (weft link down) if it stays slow"
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Uplinks that per-packet routing steers around: a member of a switch's uplink group that
+/// departs far less lossless traffic than its siblings while still carrying some (a link
+/// down carries none) is draining slowly; adaptive routing hides its queue by avoiding it.
+fn steered_around(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let fab = &d.w.fabric;
+    let per_packet = fab
+        .routing
+        .values()
+        .any(|m| matches!(m.as_str(), "spray" | "adaptive"));
+    if !per_packet || fab.lossless.is_empty() {
+        return;
+    }
+    for sw in &fab.switches {
+        let Some(&tier) = fab.tiers.get(sw) else {
+            continue;
+        };
+        let ups: Vec<End> = switch_ports(d, sw)
+            .into_iter()
+            .map(|p| End::new(sw, p))
+            .filter(|e| {
+                fab.peer(e)
+                    .and_then(|p| fab.tiers.get(&p.node))
+                    .is_some_and(|t| *t > tier)
+            })
+            .collect();
+        if ups.len() < 2 {
+            continue;
+        }
+        let lossless = |e: &End| -> u64 {
+            fab.lossless
+                .iter()
+                .map(|q| queue_marks(d, e, usize::from(*q)).1)
+                .sum()
+        };
+        let loads: Vec<(u64, &End)> = ups.iter().map(|e| (lossless(e), e)).collect();
+        let Some(&(max, _)) = loads.iter().max_by_key(|x| x.0) else {
+            continue;
+        };
+        if (max as f64) < th.min_group_rate * d.secs {
+            continue;
+        }
+        for (n, e) in &loads {
+            if *n == 0 || (*n as f64) > th.max_member_share * max as f64 {
+                continue;
+            }
+            let peer = fab.peer(e).map(|p| p.to_string()).unwrap_or_default();
+            let c = congestion(d, th, e);
+            let mut ev = vec![d.ev(sw, Some(&e.port), "SAI_QUEUE_STAT_PACKETS (lossless)", *n)];
+            ev.extend(c.evidence(d, e));
+            for (m, o) in &loads {
+                if o != e {
+                    ev.push(d.ev(sw, Some(&o.port), "SAI_QUEUE_STAT_PACKETS (lossless)", *m));
+                }
+            }
+            out.push(Finding {
+                kind: Kind::SlowLink,
+                target: e.to_string(),
+                confidence: if c.deep.0 > 0 { 0.8 } else { 0.7 },
+                summary: format!(
+                    "slow link {e} → {peer}: per-packet routing steers around it: it departed {} lossless pkt/s while its busiest sibling uplink departed {} pkt/s{}",
+                    d.rate(*n),
+                    d.rate(max),
+                    if c.deep.0 > 0 {
+                        format!(" ({})", c.describe())
+                    } else {
+                        String::new()
+                    }
+                ),
+                evidence: ev,
+                victims: Vec::new(),
+                action: format!(
+                    "Check {e}'s link speed and errors (autoneg, a bad optic or cable); take it out of service (weft link down) if it stays slow"
+                ),
+            });
+        }
+    }
+}
+
+/// `from → to` loses beyond the counter skew on every sub-window from the first or second
+/// sample to the last or second-to-last one that spans at least half the window.
+fn lossy_everywhere(d: &Deltas<'_>, th: &Thresholds, from: &End, to: &End) -> bool {
+    let s = &d.w.samples;
+    let n = s.len();
+    let total = s[n - 1].t_ms.saturating_sub(s[0].t_ms);
+    let get = |i: usize, e: &End, f: fn(&PortSample) -> u64| -> Option<u64> {
+        s[i].switches.get(&e.node)?.ports.get(&e.port).map(f)
+    };
+    let mut judged = false;
+    for i in [0, 1] {
+        for j in [n - 1, n.saturating_sub(2)] {
+            if j <= i || s[j].t_ms.saturating_sub(s[i].t_ms) * 2 < total {
+                continue;
+            }
+            let (Some(ta), Some(tb), Some(ra), Some(rb)) = (
+                get(i, from, |p| p.tx_packets),
+                get(j, from, |p| p.tx_packets),
+                get(i, to, |p| p.rx_packets),
+                get(j, to, |p| p.rx_packets),
+            ) else {
+                continue;
+            };
+            let (tx, rx) = (sub(tb, ta), sub(rb, ra));
+            let secs = (s[j].t_ms.saturating_sub(s[i].t_ms) as f64 / 1000.0).max(0.001);
+            let skew = (tx as f64 / secs * th.counter_skew_s) as u64;
+            let excess = tx.saturating_sub(rx).saturating_sub(skew);
+            if excess < th.min_lost || (excess as f64) < th.min_loss_fraction * tx as f64 {
+                return false;
+            }
+            judged = true;
+        }
+    }
+    judged
+}
+
+/// Links whose two ends disagree: sent at one end, not received at the other.
+fn lossy_links(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let mut links = Vec::new();
+    lossy_links_each(d, th, &mut links);
+    if links.len() < th.max_lossy_links {
+        out.extend(links);
+        return;
+    }
+    // Loss on many links at once is not many bad cables: the switches drop on input (a
+    // starved software switch, a control-plane storm) or their counters are stale. One
+    // finding, below the reporting threshold unless a link stands out.
+    let targets: Vec<String> = links.iter().map(|f| f.target.clone()).collect();
+    out.push(Finding {
+        kind: Kind::LossyLink,
+        target: "fabric".into(),
+        confidence: 0.45,
+        summary: format!(
+            "{} links lose packets at once ({}): switches dropping on input or counters read late, not cables",
+            links.len(),
+            targets.join(", ")
+        ),
+        evidence: links.into_iter().flat_map(|f| f.evidence).collect(),
+        victims: targets,
+        action: "Check the switches' CPU and input drops and whether their counters are fresh (plugin status); diagnose again".into(),
+    });
+}
+
+fn lossy_links_each(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let fab = &d.w.fabric;
+    for l in &fab.links {
+        if fab.is_host(&l.a.node) || fab.is_host(&l.b.node) {
+            continue;
+        }
+        let mut dirs = Vec::new();
+        for (from, to) in [(&l.a, &l.b), (&l.b, &l.a)] {
+            let tx = d.port(from, |p| p.tx_packets);
+            let rx = d.port(to, |p| p.rx_packets);
+            if tx < th.min_link_packets {
+                continue;
+            }
+            let lost = tx.saturating_sub(rx);
+            let frac = lost as f64 / tx as f64;
+            // The two ends' counters are read at different instants (up to counter_skew
+            // apart, more when a loaded plugin polls late): judge the loss on the sub-window
+            // that shows the least of it (first or second sample to last or second-to-last),
+            // so one stale end sample does not make a loss.
+            if lossy_everywhere(d, th, from, to) {
+                dirs.push((frac, lost, tx, rx, from, to));
+            }
+        }
+        let Some(worst) = dirs.iter().max_by(|a, b| a.0.total_cmp(&b.0)).cloned() else {
+            continue;
+        };
+        let (frac, _, _, _, from, to) = worst;
+        let mut ev = Vec::new();
+        let mut parts = Vec::new();
+        for (f, lost, tx, rx, a, b) in &dirs {
+            ev.push(d.ev(
+                &a.node,
+                Some(&a.port),
+                "SAI_PORT_STAT_IF_OUT_UCAST_PKTS",
+                *tx,
+            ));
+            ev.push(d.ev(
+                &b.node,
+                Some(&b.port),
+                "SAI_PORT_STAT_IF_IN_UCAST_PKTS",
+                *rx,
+            ));
+            parts.push(format!(
+                "{a} → {b}: {lost} of {tx} lost ({:.1}%)",
+                f * 100.0
+            ));
+        }
+        out.push(Finding {
+            kind: Kind::LossyLink,
+            target: format!("{from}—{to}"),
+            confidence: 0.62 + frac.min(0.3),
+            summary: format!("lossy link: {}", parts.join("; ")),
+            evidence: ev,
+            victims: Vec::new(),
+            action: format!(
+                "Replace the cable or optic between {from} and {to} (check FEC/CRC errors); take the link out of service meanwhile (weft link down)"
+            ),
+        });
+    }
+}
+
+const ROUTE_DROPS: [&str; 2] = ["no_route", "no_nexthop"];
+
+/// Drops for lack of a route, and entries the switch lost behind Weft's back.
+fn black_holes(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    for sw in &d.w.fabric.switches {
+        let mut ev = Vec::new();
+        let mut drops = 0;
+        for r in ROUTE_DROPS {
+            let n = d.switch(sw, |s| s.drops.get(r).copied().unwrap_or(0));
+            if n > 0 {
+                ev.push(d.ev(
+                    sw,
+                    None,
+                    format!("WEFT_DROP_{}_PKTS", r.to_ascii_uppercase()),
+                    n,
+                ));
+                drops += n;
+            }
+        }
+        let drift: Vec<&Drift> = d
+            .last()
+            .switches
+            .get(sw)
+            .map(|s| s.drift.iter().collect())
+            .unwrap_or_default();
+        if drops < th.min_route_drops && drift.is_empty() {
+            continue;
+        }
+        let entries: Vec<String> = drift
+            .iter()
+            .map(|x| format!("{} ({})", x.key, x.state))
+            .collect();
+        let confidence = match (drops >= th.min_route_drops, !drift.is_empty()) {
+            (true, true) => 0.96,
+            (true, false) => 0.9,
+            _ => 0.7,
+        };
+        out.push(Finding {
+            kind: Kind::BlackHole,
+            target: sw.clone(),
+            confidence,
+            summary: if entries.is_empty() {
+                format!(
+                    "black hole on {sw}: {drops} packets dropped for lack of a route ({} pkt/s)",
+                    d.rate(drops)
+                )
+            } else {
+                format!(
+                    "black hole on {sw}: {drops} packets dropped for lack of a route; the switch's tables differ from APPL_STATE_DB: {}",
+                    entries.join(", ")
+                )
+            },
+            evidence: ev,
+            victims: entries,
+            action: format!(
+                "Re-sync {sw} (restart its plugin, or weft apply): an entry was removed or rewritten behind Weft's back; find who writes to the switch"
+            ),
+        });
+    }
+}
+
+/// RoCE PSN out-of-order counts at a leaf, attributed to the host it sends the most to.
+fn reordering(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let fab = &d.w.fabric;
+    for sw in &fab.switches {
+        let ooo = d.switch(sw, |s| s.psn_out_of_order);
+        if ooo < th.min_ooo {
+            continue;
+        }
+        let regress = d.switch(sw, |s| s.psn_regressions);
+        // Host ports of the switch, by packets sent toward the host.
+        let mut hosts: Vec<(u64, String, String)> = switch_ports(d, sw)
+            .into_iter()
+            .filter_map(|p| {
+                let e = End::new(sw, p);
+                let peer = fab.peer(&e)?;
+                fab.is_host(&peer.node)
+                    .then(|| (d.port(&e, |x| x.tx_packets), peer.node.clone(), p.clone()))
+            })
+            .collect();
+        hosts.sort_by(|a, b| b.cmp(a));
+        let toward: u64 = hosts.iter().map(|h| h.0).sum();
+        let fraction = ooo as f64 / toward.max(1) as f64;
+        if fraction < th.min_ooo_fraction {
+            continue;
+        }
+        let Some((_, host, port)) = hosts.first().cloned() else {
+            continue;
+        };
+        let mut ev = vec![d.ev(sw, None, "WEFT_PSN_OUT_OF_ORDER_PKTS", ooo)];
+        if regress > 0 {
+            ev.push(d.ev(sw, None, "WEFT_PSN_REGRESSION_PKTS", regress));
+        }
+        ev.push(d.ev(
+            sw,
+            Some(&port),
+            "SAI_PORT_STAT_IF_OUT_UCAST_PKTS",
+            hosts[0].0,
+        ));
+        let per_packet: Vec<String> = fab
+            .routing
+            .iter()
+            .filter(|(_, m)| matches!(m.as_str(), "spray" | "adaptive"))
+            .map(|(c, m)| format!("{c}: {m}"))
+            .collect();
+        let cause = if per_packet.is_empty() {
+            "no class routes per packet: look for a path change (flowlet gaps, failover) or a misbehaving sender".to_string()
+        } else {
+            format!(
+                "per-packet routing ({}) over paths of unequal latency",
+                per_packet.join(", ")
+            )
+        };
+        out.push(Finding {
+            kind: Kind::Reordering,
+            target: host.clone(),
+            confidence: (0.65 + fraction).min(0.9),
+            summary: format!(
+                "reordering toward {host} ({sw}:{port}): {ooo} RoCE packets out of order ({:.1}% of {toward} sent to {sw}'s hosts), {regress} PSN regressions (retransmissions or late packets); {cause}",
+                fraction * 100.0
+            ),
+            evidence: ev,
+            victims: hosts.iter().skip(1).map(|h| h.1.clone()).collect(),
+            action: format!(
+                "Find the slower path toward {sw} (a link with extra latency or a deep queue: weft trace); NICs without out-of-order placement retransmit: use flowlet or ECMP for them"
+            ),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_of_one_sample_yields_nothing() {
+        let w = Window {
+            samples: vec![Sample::default()],
+            ..Default::default()
+        };
+        assert!(diagnose(&w, &Thresholds::default()).is_empty());
+    }
+
+    #[test]
+    fn a_reset_counter_counts_from_zero() {
+        assert_eq!(sub(5, 100), 5);
+        assert_eq!(sub(100, 5), 95);
+    }
+}
