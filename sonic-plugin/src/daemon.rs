@@ -118,6 +118,56 @@ pub struct Daemon {
     drifted: Vec<String>,
 }
 
+/// The PSN anomaly counters (two wildcard reads of every QP slot) are read every this many
+/// counter intervals.
+const PSN_EVERY: u64 = 1;
+
+/// Reads the PSN anomaly counters every `every` in a task of its own: the wildcard reads of
+/// 2 × 4096 cells take long on BMv2, and the session loop must not wait on them (a CONFIG_DB
+/// change and a batch queued behind one would race). Totals go to the metrics and to
+/// COUNTERS:WEFT_SWITCH. Errors are logged at debug and retried next time: the session loop
+/// notices a lost switch on its own.
+async fn psn_task(
+    client: Client,
+    reads: Vec<weft_p4rt::proto::p4::v1::Entity>,
+    sonic: SonicDb,
+    metrics: Arc<weft_telemetry::PluginMetrics>,
+    every: Option<Duration>,
+) {
+    let Some(every) = every else { return };
+    if reads.is_empty() {
+        return;
+    }
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let cells = match client.read(reads.clone()).await {
+            Ok(r) => crate::counters::cells(&r),
+            Err(e) => {
+                tracing::debug!(error = %e, "PSN counter read");
+                continue;
+            }
+        };
+        let (ooo, reg) = crate::counters::psn_totals(&cells);
+        metrics.set_psn(ooo, reg);
+        let sw = weft_sonic_schema::counters::SwitchCounters {
+            psn_out_of_order: Some(ooo),
+            psn_regressions: Some(reg),
+            ..Default::default()
+        };
+        let write = async {
+            let conn = sonic.connect(SonicDbId::CountersDb).await?;
+            Table::new(conn, "COUNTERS")?
+                .merge_many(&[(sw.key(), sw.to_fields())])
+                .await
+        };
+        if let Err(e) = write.await {
+            tracing::debug!(error = %e, "PSN counters to COUNTERS_DB");
+        }
+    }
+}
+
 /// Postcards held for the next flush at most; more are dropped (and counted).
 const POSTCARD_BUFFER: usize = 20_000;
 
@@ -293,6 +343,13 @@ impl Daemon {
                 batch_tx,
             )),
             tokio::spawn(config_watch_task(self.sonic.clone(), cfg_tx)),
+            tokio::spawn(psn_task(
+                self.client.clone(),
+                crate::counters::psn_reads(self.info()),
+                self.sonic.clone(),
+                self.metrics.clone(),
+                self.cfg.counter_interval.map(|d| d * PSN_EVERY as u32),
+            )),
         ]);
         let (mut responder, mut responder_failed) =
             match Responder::start(&self.sonic, appl_live.clone()).await {
