@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Weft needs on a fresh Debian machine, idempotently:
-#   - Debian packages: redis-server (each switch's SONiC DB), etcd-server (`weft run --ha`), iproute2 (testbed namespaces and
-#     veths), graphviz (`weft graph --format svg`), and the Python venv module;
+#   - Debian packages: redis-server (each switch's SONiC DB), etcd-server (`weft run --ha`),
+#     iproute2 (testbed namespaces and veths), graphviz (`weft graph --format svg`), prometheus
+#     and curl (the metrics scenario), and the Python venv module;
 #   - a Python virtualenv in .venv with the packages in requirements.txt (P4Runtime bindings for
 #     the schema script and the independent read-back, scapy for packet tests).
 # BMv2 (simple_switch_grpc) and p4c are not in any package registry: build them from p4lang's
@@ -19,6 +20,10 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 # `weft graph --format svg` renders with Graphviz's dot.
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+# The metrics scenario scrapes the plugins and `weft run` with a real Prometheus (and curl for
+# its HTTP query API).
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 # The operator bench measures peak RSS of whole commands with GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)

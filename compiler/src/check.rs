@@ -227,6 +227,100 @@ impl Walker<'_> {
     }
 }
 
+/// One hop of a path: a switch, the port a packet came in on and the one it leaves by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct PathHop {
+    pub switch: SwitchIdx,
+    /// Port ids (`Switch::ports[..].id`).
+    pub ingress: u32,
+    pub egress: u32,
+}
+
+/// Every path the compiled tables allow from host `src` to host `dst`, following routes,
+/// nexthops and every member of every group (as [`check`] walks them), at most `limit`.
+/// `Err` names the first switch where the walk breaks (no route, drop, loop).
+pub fn allowed_paths(
+    t: &Topology,
+    d: &Desired,
+    src: HostIdx,
+    dst: HostIdx,
+    limit: usize,
+) -> Result<Vec<Vec<PathHop>>, String> {
+    let h = &t.hosts[src];
+    let start = (h.switch, t.switches[h.switch].ports[h.port].id);
+    let mut out = Vec::new();
+    let mut path = Vec::new();
+    walk_paths(t, d, dst, start, &mut path, &mut out, limit)?;
+    Ok(out)
+}
+
+fn walk_paths(
+    t: &Topology,
+    d: &Desired,
+    dst: HostIdx,
+    (s, ingress): (SwitchIdx, u32),
+    path: &mut Vec<PathHop>,
+    out: &mut Vec<Vec<PathHop>>,
+    limit: usize,
+) -> Result<(), String> {
+    let sw = &d.switches[s];
+    if path.len() > t.switches.len() || path.iter().any(|p| p.switch == s) {
+        return Err(format!("forwarding loop through {}", sw.name));
+    }
+    let h = &t.hosts[dst];
+    let route = lookup(&sw.routes, IpAddr::V4(h.ipv4))
+        .ok_or_else(|| format!("{}: no route to {} ({})", sw.name, h.name, h.ipv4))?;
+    let ports: Vec<u32> = match route.target {
+        Target::Drop => return Err(format!("{}: route {} drops", sw.name, route.prefix)),
+        Target::Nexthop(id) => vec![
+            sw.nexthops
+                .get(&id)
+                .ok_or_else(|| format!("{}: missing nexthop {id}", sw.name))?
+                .port_id,
+        ],
+        Target::Group(id) => sw
+            .groups
+            .get(&id)
+            .ok_or_else(|| format!("{}: missing group {id}", sw.name))?
+            .members
+            .iter()
+            .map(|m| m.port_id)
+            .collect(),
+    };
+    let mut seen = Vec::new();
+    for egress in ports {
+        if seen.contains(&egress) || out.len() >= limit {
+            continue;
+        }
+        seen.push(egress);
+        let Some(p) = t.switches[s].ports.iter().find(|p| p.id == egress) else {
+            return Err(format!("{}: no port with id {egress}", sw.name));
+        };
+        path.push(PathHop {
+            switch: s,
+            ingress,
+            egress,
+        });
+        match p.peer {
+            Peer::Host { host } if host == dst => out.push(path.clone()),
+            Peer::Switch { link } => {
+                let o = t.links[link].other(s);
+                let next = (o.switch, t.switches[o.switch].ports[o.port].id);
+                walk_paths(t, d, dst, next, path, out, limit)?;
+            }
+            _ => {
+                path.pop();
+                return Err(format!(
+                    "{}: traffic to {} leaves by {} (not toward it)",
+                    sw.name, h.name, p.name
+                ));
+            }
+        }
+        path.pop();
+    }
+    Ok(())
+}
+
 /// Checks all host pairs (or every `stride`-th destination, for large fabrics).
 pub fn check(t: &Topology, links: &LinkState, d: &Desired, stride: usize) -> Report {
     let up = |l: LinkIdx| t.link_admin_up(l) && !links.is_down(l);

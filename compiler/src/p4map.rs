@@ -100,7 +100,12 @@ fn mode_code(m: RoutingMode) -> u8 {
 }
 
 /// The tables [`entries`] writes, with their stages.
-const WRITTEN: [(u32, &str, Stage); 7] = [
+const WRITTEN: [(u32, &str, Stage); 8] = [
+    (
+        tb::postcard_watch_table::ID,
+        tb::postcard_watch_table::NAME,
+        Stage::Port,
+    ),
     (
         tb::port_config_table::ID,
         tb::port_config_table::NAME,
@@ -214,6 +219,46 @@ pub fn entries(t: &Topology, info: &P4Info, sw: &SwitchDesired) -> Result<Entrie
             put(
                 Stage::Port,
                 psn::entry(&key, &psn::Action::EnablePsnTracking),
+            )?;
+        }
+    }
+    // Watched flows (the intent's `telemetry.watch`): the same entries on every switch, so a
+    // watched packet gets a postcard at every hop. IPv4 addresses are matched zero-extended to
+    // 128 bits, as the pipeline's flow key holds them. Earlier flows win (higher priority).
+    if let Some(tel) = &t.telemetry {
+        use tb::postcard_watch_table as pw;
+        const _: () =
+            assert!(tb::postcard_watch_table::SIZE as usize == weft_topology::MAX_WATCHED_FLOWS);
+        let addr = |a: Option<IpAddr>| {
+            a.map(|a| Ternary {
+                value: match a {
+                    IpAddr::V4(v) => u128::from(u32::from(v)),
+                    IpAddr::V6(v) => u128::from(v),
+                },
+                mask: u128::MAX,
+            })
+        };
+        let n = tel.watch.len() as u32;
+        for (i, w) in tel.watch.iter().enumerate() {
+            let key = pw::Key {
+                src_addr: addr(w.src),
+                dst_addr: addr(w.dst),
+                ip_protocol: w.protocol.map(|p| Ternary {
+                    value: p,
+                    mask: 0xff,
+                }),
+                l4_dst_port: w.dst_port.map(|p| Ternary {
+                    value: p,
+                    mask: 0xffff,
+                }),
+                dst_qp: w.qp.map(|q| Ternary {
+                    value: q,
+                    mask: 0xff_ffff,
+                }),
+            };
+            put(
+                Stage::Port,
+                pw::entry(&key, n - i as u32, &pw::Action::WatchPostcard),
             )?;
         }
     }

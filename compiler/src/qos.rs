@@ -93,6 +93,13 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
     } else {
         ClassList::default()
     };
+    if let Some(tel) = &t.telemetry {
+        rows.push(ConfigRow::Telemetry(weft_sonic_schema::config::Telemetry {
+            name: weft_sonic_schema::config::TELEMETRY_KEY.into(),
+            sample_n: tel.sample,
+            max_records: tel.max_records,
+        }));
+    }
     let wd = &q.watchdog;
     if wd.enabled && q.pfc_enabled && !lossless.is_empty() {
         rows.push(ConfigRow::PfcWdGlobal(PfcWdGlobal {

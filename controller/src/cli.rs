@@ -225,6 +225,7 @@ pub enum Command {
     /// Examples:
     ///   weft run fabric.yaml
     ///   weft run fabric.yaml --events-log /tmp/reconvergence.jsonl
+    ///   weft run fabric.yaml --metrics 127.0.0.1:19400   (Prometheus: reconvergence latency, ...)
     ///   weft run fabric.yaml --log-format json 2>>/var/log/weft.jsonl
     ///   weft run fabric.yaml --ha etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 --id ctl-a
     ///
@@ -271,6 +272,9 @@ pub enum Command {
         /// The election lease's time to live (etcd rounds it up to its minimum).
         #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
         ha_ttl: Duration,
+        /// Serve Prometheus/OpenMetrics metrics at http://ADDR/metrics (HOST:PORT).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
     },
     /// The fabric's state: every link's ends, plugins, pending keys, the lock, `weft run`.
     ///
@@ -293,6 +297,79 @@ pub enum Command {
         /// Read the election from etcd too: leader, term and replicas (etcd://HOST:PORT[,…]).
         #[arg(long, value_name = "ETCD")]
         ha: Option<String>,
+        /// text or json.
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+    /// A live view of the fabric: busiest links, ECN-marking and deep queues, PFC, drops.
+    ///
+    /// Examples:
+    ///   weft top fabric.yaml
+    ///   weft top fabric.yaml --filter leaf1 --sort packets
+    ///   weft top fabric.yaml --once --output json | jq '.links[0]'
+    ///
+    /// Reads every switch's COUNTERS_DB every --interval and shows rates over it: links by
+    /// utilisation (both directions, host links too), queues by ECN marks/s, the deepest
+    /// queues (p99 of the pipeline's depth histogram, where the plugin publishes it), PFC
+    /// PAUSE rates, drops by reason, and links `weft run` keeps out of use. Live keys (a
+    /// letter then Enter): u/p sort by utilisation/packets, /TEXT filter, / clear, q quit.
+    /// RoCE PSN out-of-order and regression counts per switch (since it started) too.
+    #[command(verbatim_doc_comment)]
+    Top {
+        /// The intent file.
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// One view (two reads --interval apart), then exit.
+        #[arg(long)]
+        once: bool,
+        /// Refresh interval (and the rate window).
+        #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+        interval: Duration,
+        /// How links are ranked.
+        #[arg(long, value_enum, default_value = "util")]
+        sort: TopSort,
+        /// Only rows naming this text (a switch, port or host).
+        #[arg(long, value_name = "TEXT")]
+        filter: Option<String>,
+        /// Rows per section in text output.
+        #[arg(long, default_value = "10", value_name = "N")]
+        rows: usize,
+        /// text or json (json needs --once).
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+    /// Paths packets took between two hosts (from postcards) beside the paths the tables allow.
+    ///
+    /// Examples:
+    ///   weft trace fabric.yaml leaf1-h1 leaf3-h1
+    ///   weft trace fabric.yaml leaf1-h1 leaf3-h1 --flow udp:*:4791 --since 10s
+    ///   weft trace fabric.yaml leaf1-h1 leaf3-h1 --qp 17 --output json
+    ///
+    /// Reads every switch's postcards (STATE_DB WEFT_POSTCARDS, written by the plugins for the
+    /// intent's `telemetry:` watched flows and samples), joins each packet's hops (flow, IPv4
+    /// id or RoCE PSN) along the topology, and compares them with the paths the compiled
+    /// tables allow (every branch of every group): per path the packets, per hop the median
+    /// queue depth and latency, in-switch latency percentiles, and a MISMATCH for a hop the
+    /// tables do not allow or a switch that sent no postcard where one was due. Exit status 0
+    /// packets traced and no mismatch, 3 a mismatch or nothing traced.
+    #[command(verbatim_doc_comment)]
+    Trace {
+        /// The intent file.
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// The sending host.
+        src: String,
+        /// The receiving host.
+        dst: String,
+        /// Only this flow: PROTO:SPORT:DPORT (udp, tcp or a number; * for any part).
+        #[arg(long, value_name = "PROTO:SPORT:DPORT", value_parser = crate::cmd::trace::parse_flow, conflicts_with = "qp")]
+        flow: Option<crate::cmd::trace::FlowFilter>,
+        /// Only RoCE packets to this destination QP.
+        #[arg(long, value_name = "N")]
+        qp: Option<u32>,
+        /// How far back to read postcards.
+        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        since: Duration,
         /// text or json.
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
@@ -665,6 +742,31 @@ pub enum TestbedCommand {
         /// The receiving host.
         dst: String,
     },
+    /// Write a Prometheus scrape configuration for the testbed's plugins (and `weft run`).
+    ///
+    /// Examples:
+    ///   weft testbed prometheus-config fabric.yaml prometheus.yml
+    ///   ip netns exec weft-small prometheus --config.file=prometheus.yml --storage.tsdb.path=/tmp/p
+    ///
+    /// Every plugin of the testbed serves /metrics on the fabric namespace's loopback, so
+    /// Prometheus runs in that namespace (`ip netns exec weft-<fabric>`), and so does
+    /// `weft run --metrics` for the controller's job.
+    #[command(verbatim_doc_comment)]
+    PrometheusConfig {
+        /// The intent file or the fabric's name.
+        #[arg(value_name = "FILE|FABRIC")]
+        fabric: String,
+        /// Where to write it [default: standard output].
+        #[arg(value_name = "OUT")]
+        out: Option<PathBuf>,
+        /// The controller's job: where `weft run --metrics` listens (in the fabric namespace)
+        /// ["none": no controller job].
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:19400")]
+        controller: String,
+        /// Scrape interval.
+        #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+        interval: Duration,
+    },
     /// Ping every host from every host.
     ///
     /// Examples:
@@ -812,6 +914,14 @@ pub enum TestbedCommand {
         #[arg(long, value_enum, default_value = "text")]
         output: OutputFormat,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TopSort {
+    /// The busier direction's bits/s over the link speed.
+    Util,
+    /// The busier direction's packets/s.
+    Packets,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

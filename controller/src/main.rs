@@ -136,6 +136,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             ha,
             id,
             ha_ttl,
+            metrics,
         } => block_on(cmd::run::run(
             &file,
             cmd::run::RunArgs {
@@ -146,6 +147,7 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 parallelism,
                 steal,
                 ha: ha.map(|h| (h, id.unwrap_or_default(), ha_ttl)),
+                metrics,
             },
         )),
         Command::Status {
@@ -154,6 +156,39 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
             ha,
             output,
         } => block_on(cmd::run::status(&file, status_file, ha, output)),
+        Command::Top {
+            file,
+            once,
+            interval,
+            sort,
+            filter,
+            rows,
+            output,
+        } => block_on(cmd::top::run(
+            &file,
+            once || output == cmd::OutputFormat::Json,
+            interval,
+            match sort {
+                weft_controller::cli::TopSort::Util => cmd::top::Sort::Utilisation,
+                weft_controller::cli::TopSort::Packets => cmd::top::Sort::Packets,
+            },
+            filter,
+            rows,
+            output,
+        )),
+        Command::Trace {
+            file,
+            src,
+            dst,
+            flow,
+            qp,
+            since,
+            output,
+        } => {
+            let mut filter = flow.unwrap_or_default();
+            filter.qp = qp;
+            block_on(cmd::trace::run(&file, &src, &dst, filter, since, output))
+        }
         Command::Doctor {
             file,
             targets,
@@ -260,6 +295,12 @@ fn dispatch(command: Command) -> anyhow::Result<Outcome> {
                 switch,
                 part,
             } => cmd::testbed::restart(&fabric, state_dir, &switch, part),
+            TestbedCommand::PrometheusConfig {
+                fabric,
+                out,
+                controller,
+                interval,
+            } => cmd::testbed::prometheus_config(&fabric, state_dir, out, &controller, interval),
             TestbedCommand::Ping { fabric, output } => {
                 cmd::testbed::ping(&fabric, state_dir, output)
             }

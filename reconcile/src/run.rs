@@ -82,6 +82,47 @@ pub struct DaemonStatus {
     pub ha: Option<HaView>,
 }
 
+/// What `weft run` reports as it goes (its metrics); every method defaults to nothing.
+pub trait RunObserver: Send + Sync {
+    /// A STATE_DB PORT_TABLE change of `switch`.
+    fn port_event(&self, _switch: &str) {}
+    /// Entries (or CONFIG_DB rows) sent to `switch` in one batch.
+    fn writing(&self, _switch: &str, _entries: usize) {}
+    /// The answers to one batch: how many were not successes (a batch not written at all: 1).
+    fn answered(&self, _switch: &str, _failed: usize) {}
+    fn switch_state(&self, _switch: &str, _state: &SwitchState) {}
+    fn reconverged(&self, _rec: &Reconvergence) {}
+    /// Every link, each time the status file is written.
+    fn links(&self, _links: &[LinkStatus]) {}
+}
+
+struct NoObserver;
+impl RunObserver for NoObserver {}
+
+fn batch_len(b: &crate::core::Batch) -> usize {
+    match b {
+        crate::core::Batch::Config { set, del } => set.len() + del.len(),
+        crate::core::Batch::Entries { ops, .. } => ops.len(),
+    }
+}
+
+fn observe_input(obs: &dyn RunObserver, t: &Topology, input: &Input) {
+    match input {
+        Input::Port { switch, .. } => obs.port_event(&t.switches[*switch].name),
+        Input::Written { switch, result, .. } => {
+            let failed = match result {
+                Ok(answers) => answers
+                    .iter()
+                    .filter(|a| a.status != crate::core::SUCCESS)
+                    .count(),
+                Err(_) => 1,
+            };
+            obs.answered(&t.switches[*switch].name, failed);
+        }
+        _ => {}
+    }
+}
+
 /// Why `weft run` stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -245,6 +286,17 @@ pub async fn run(
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
+    run_observed(t, info, opts, &NoObserver, shutdown).await
+}
+
+/// [`run`], telling `obs` what happens.
+pub async fn run_observed(
+    t: &Topology,
+    info: Arc<P4Info>,
+    opts: RunOptions,
+    obs: &dyn RunObserver,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), RunError> {
     let election = opts.ha.clone().map(|h| Election::start(&t.name, h));
     let fence = election.as_ref().map(|_| Arc::new(Fence::default()));
     let mut lock: Option<Arc<FabricLock>> = None;
@@ -327,7 +379,11 @@ pub async fn run(
         for o in &outs {
             exec.dispatch(o);
             match o {
+                Output::Write { switch, batch, .. } => {
+                    obs.writing(&t.switches[*switch].name, batch_len(batch));
+                }
                 Output::Switch { switch, state } => {
+                    obs.switch_state(&t.switches[*switch].name, state);
                     dirty = true;
                     log_state(&t.switches[*switch].name, state, &mut troubled);
                 }
@@ -342,6 +398,7 @@ pub async fn run(
                         total_ms = rec.total_ms,
                         "reconverged"
                     );
+                    obs.reconverged(rec);
                     append_event(&opts, rec);
                     status.last = Some(rec.clone());
                 }
@@ -355,7 +412,7 @@ pub async fn run(
         if dirty || !outs.is_empty() || first {
             first = false;
             status.locked = lock.as_ref().map(|l| l.counts());
-            write_status(&opts, &mut core, &mut status, clock.now());
+            write_status(&opts, &mut core, &mut status, clock.now(), obs);
         }
         // Take everything that is already there: a burst of events is one step each, but one
         // recomputation writes them all (the core batches by switch).
@@ -400,8 +457,10 @@ pub async fn run(
         outs = tokio::select! {
             r = rx.recv() => match r {
                 Some((_, input)) => {
+                    observe_input(obs, t, &input);
                     let mut o = core.step(clock.now(), input);
                     while let Ok((_, input)) = rx.try_recv() {
+                        observe_input(obs, t, &input);
                         o.extend(core.step(clock.now(), input));
                     }
                     o
@@ -517,8 +576,15 @@ fn append_event(opts: &RunOptions, rec: &Reconvergence) {
     }
 }
 
-fn write_status(opts: &RunOptions, core: &mut Core, status: &mut DaemonStatus, now: Nanos) {
+fn write_status(
+    opts: &RunOptions,
+    core: &mut Core,
+    status: &mut DaemonStatus,
+    now: Nanos,
+    obs: &dyn RunObserver,
+) {
     let links = core.link_status(now);
+    obs.links(&links);
     status.links_total = links.len();
     status.links = links
         .into_iter()

@@ -167,6 +167,13 @@ pub struct Cli {
     /// every port): on BMv2, the rate Thrift `set_queue_rate` gave it [default: PORT speed].
     #[arg(long = "tuning-line-rate", value_name = "PORT=PPS")]
     pub tuning_line_rate: Vec<String>,
+    /// Serve Prometheus/OpenMetrics metrics at http://ADDR/metrics (HOST:PORT; `off`: none)
+    /// [default: off].
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// The switch's name: the `switch` label of every metric [default: device-<device id>].
+    #[arg(long, value_name = "NAME")]
+    pub switch_name: Option<String>,
     /// Log format on standard error: text or json [default: text].
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
@@ -253,6 +260,8 @@ pub struct FileConfig {
     pub tuning_interval_ms: Option<u64>,
     #[serde(default)]
     pub tuning_line_rate: BTreeMap<String, f64>,
+    pub metrics: Option<String>,
+    pub switch_name: Option<String>,
     pub log_format: Option<String>,
     pub log_level: Option<String>,
 }
@@ -326,6 +335,10 @@ pub struct PluginConfig {
     pub tuning_interval: Option<Duration>,
     /// Port (or `*`) → service rate in packets/s, overriding PORT speed.
     pub tuning_line_rate: BTreeMap<String, f64>,
+    /// `--metrics`: where /metrics is served (`None`: off).
+    pub metrics: Option<String>,
+    /// `--switch-name`: the `switch` label of the metrics.
+    pub switch_name: String,
     pub log_format: LogFormat,
     /// `--log-level` (`None`: RUST_LOG, WEFT_LOG, else info).
     pub log_level: Option<String>,
@@ -352,6 +365,8 @@ impl PluginConfig {
             watch_ports: false,
             tuning_interval: Some(Duration::from_millis(50)),
             tuning_line_rate: BTreeMap::new(),
+            metrics: None,
+            switch_name: "device-1".into(),
             log_format: LogFormat::Text,
             log_level: None,
         }
@@ -538,6 +553,20 @@ impl PluginConfig {
                 });
             }
         }
+        c.metrics = cli
+            .metrics
+            .or(file.metrics)
+            .filter(|m| !matches!(m.as_str(), "off" | "none"));
+        if let Some(m) = &c.metrics {
+            weft_telemetry::server::parse_addr(m).map_err(|e| ConfigError::Invalid {
+                setting: "metrics",
+                reason: e.to_string(),
+            })?;
+        }
+        c.switch_name = cli
+            .switch_name
+            .or(file.switch_name)
+            .unwrap_or_else(|| format!("device-{}", c.device_id));
         c.log_format = match cli.log_format.or(file.log_format).as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,

@@ -82,16 +82,38 @@ pub fn reads(info: &P4Info, ports: &PortMap, nexthops: &BTreeSet<u32>) -> Vec<En
             i64::from(*nh),
         ));
     }
-    // Every QP slot of the PSN counters in one wildcard read each (summed into one row).
-    for name in [
+    // The PSN counters (every QP slot, one wildcard read each) are read by the daemon's PSN
+    // task, not here: the reads take long on BMv2 and the counter poll runs in the session loop.
+    out
+}
+
+/// The PSN anomaly counters, every slot (one wildcard read each).
+pub fn psn_reads(info: &P4Info) -> Vec<Entity> {
+    [
         c::psn_out_of_order_counter::NAME,
         c::psn_regression_counter::NAME,
-    ] {
-        out.extend(info.counter_entry(name, None).ok().map(|ce| Entity {
-            entity: Some(entity::Entity::CounterEntry(ce)),
-        }));
-    }
-    out
+    ]
+    .iter()
+    .filter_map(|n| info.counter_entry(n, None).ok())
+    .map(|ce| Entity {
+        entity: Some(entity::Entity::CounterEntry(ce)),
+    })
+    .collect()
+}
+
+/// (out of order, regressions) summed over the slots.
+pub fn psn_totals(cells: &Cells) -> (u64, u64) {
+    let sum = |id: u32| {
+        cells
+            .iter()
+            .filter(|((c, _), _)| *c == id)
+            .map(|(_, v)| v.0)
+            .sum::<u64>()
+    };
+    (
+        sum(c::psn_out_of_order_counter::ID),
+        sum(c::psn_regression_counter::ID),
+    )
 }
 
 /// Read results by (counter id, index).

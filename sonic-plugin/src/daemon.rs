@@ -93,6 +93,8 @@ pub enum DaemonError {
     Db(#[from] SonicDbError),
     #[error("starting the port thread: {0}")]
     PortThread(#[source] std::io::Error),
+    #[error("{0}")]
+    Metrics(String),
 }
 
 /// Why a session ended.
@@ -138,10 +140,66 @@ pub struct Daemon {
     counters: Counters,
     state: PluginState,
     started: Instant,
+    metrics: Arc<weft_telemetry::PluginMetrics>,
+    /// Decoded postcards not yet in STATE_DB `WEFT_POSTCARDS`.
+    postcards: Vec<weft_sonic_schema::state::PostcardHop>,
     /// The last drift audit, and the keys it reported (STATE_DB `WEFT_DRIFT`).
     audited: Option<Instant>,
     drifted: Vec<String>,
 }
+
+/// The PSN anomaly counters (two wildcard reads of every QP slot) are read every this many
+/// counter intervals.
+const PSN_EVERY: u64 = 1;
+
+/// Reads the PSN anomaly counters every `every` in a task of its own: the wildcard reads of
+/// 2 × 4096 cells take long on BMv2, and the session loop must not wait on them (a CONFIG_DB
+/// change and a batch queued behind one would race). Totals go to the metrics and to
+/// COUNTERS:WEFT_SWITCH. Errors are logged at debug and retried next time: the session loop
+/// notices a lost switch on its own.
+async fn psn_task(
+    client: Client,
+    reads: Vec<weft_p4rt::proto::p4::v1::Entity>,
+    sonic: SonicDb,
+    metrics: Arc<weft_telemetry::PluginMetrics>,
+    every: Option<Duration>,
+) {
+    let Some(every) = every else { return };
+    if reads.is_empty() {
+        return;
+    }
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let cells = match client.read(reads.clone()).await {
+            Ok(r) => crate::counters::cells(&r),
+            Err(e) => {
+                tracing::debug!(error = %e, "PSN counter read");
+                continue;
+            }
+        };
+        let (ooo, reg) = crate::counters::psn_totals(&cells);
+        metrics.set_psn(ooo, reg);
+        let sw = weft_sonic_schema::counters::SwitchCounters {
+            psn_out_of_order: Some(ooo),
+            psn_regressions: Some(reg),
+            ..Default::default()
+        };
+        let write = async {
+            let conn = sonic.connect(SonicDbId::CountersDb).await?;
+            Table::new(conn, "COUNTERS")?
+                .merge_many(&[(sw.key(), sw.to_fields())])
+                .await
+        };
+        if let Err(e) = write.await {
+            tracing::debug!(error = %e, "PSN counters to COUNTERS_DB");
+        }
+    }
+}
+
+/// Postcards held for the next flush at most; more are dropped (and counted).
+const POSTCARD_BUFFER: usize = 20_000;
 
 /// How often the plugin reads the switch back and compares it with what it installed.
 pub const AUDIT_INTERVAL: Duration = Duration::from_secs(2);
@@ -200,6 +258,8 @@ impl Daemon {
             counters: Counters::default(),
             state: PluginState::Starting,
             started: Instant::now(),
+            metrics: Arc::new(weft_telemetry::PluginMetrics::new(cfg.switch_name.clone())),
+            postcards: Vec::new(),
             audited: None,
             drifted: Vec::new(),
             cfg,
@@ -221,9 +281,18 @@ impl Daemon {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()).map_err(
                 |e| DaemonError::P4rt(weft_p4rt::Error::Config(format!("SIGUSR1: {e}"))),
             )?;
+        let _metrics_server = match &self.cfg.metrics {
+            Some(addr) => Some(
+                weft_telemetry::serve(addr, self.metrics.registry())
+                    .await
+                    .map_err(|e| DaemonError::Metrics(e.to_string()))?,
+            ),
+            None => None,
+        };
         let mut backoff = Duration::from_millis(100);
         loop {
             self.counters.sessions += 1;
+            self.metrics.session();
             let end = self.session(&mut events, &mut usr1, &mut shutdown).await;
             match end {
                 End::Shutdown => {
@@ -311,6 +380,13 @@ impl Daemon {
                 batch_tx,
             )),
             tokio::spawn(config_watch_task(self.sonic.clone(), cfg_tx)),
+            tokio::spawn(psn_task(
+                self.client.clone(),
+                crate::counters::psn_reads(self.info()),
+                self.sonic.clone(),
+                self.metrics.clone(),
+                self.cfg.counter_interval.map(|d| d * PSN_EVERY as u32),
+            )),
         ]);
         let (mut responder, mut responder_failed) =
             match Responder::start(&self.sonic, appl_live.clone()).await {
@@ -366,11 +442,25 @@ impl Daemon {
         let mut status_tick = tick(Some(self.cfg.status_interval));
         let mut counter_tick = tick(self.cfg.counter_interval);
         let mut tuning_tick = tick(self.cfg.tuning_interval);
+        let mut postcard_tick = tick(Some(Duration::from_millis(100)));
         let mut pipe = Pipe::default();
         let end = loop {
             let result = tokio::select! {
                 _ = &mut *shutdown => break End::Shutdown,
                 b = batch_rx.recv(), if pipe.next.is_none() => match b {
+                    // A CONFIG_DB change already signalled goes first: the controller writes
+                    // CONFIG_DB before APPL_DB, and this batch may name the ports it adds.
+                    Some(Ok(batch)) if cfg_rx.try_recv().is_ok() => {
+                        let poll = self.features.intent.wd_poll;
+                        let r = match self.config_changed(&mut pipe, &mut responder, &appl_state).await {
+                            Ok(()) => self.take_batch(&mut pipe, batch),
+                            Err(e) => Err(e),
+                        };
+                        if self.features.intent.wd_poll != poll {
+                            wd_tick = tick(Some(self.features.intent.wd_poll));
+                        }
+                        r
+                    }
                     Some(Ok(batch)) => self.take_batch(&mut pipe, batch),
                     Some(Err(e)) => Err(e.into()),
                     None => Err(End::Resync("consumer task ended".into())),
@@ -385,14 +475,7 @@ impl Daemon {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         while cfg_rx.try_recv().is_ok() {}
                         let poll = self.features.intent.wd_poll;
-                        // Batches in flight land first: the change may retranslate everything.
-                        let r = match self.drain(&mut pipe, &mut responder).await {
-                            Ok(()) => match responder.flush().await {
-                                Ok(()) => self.on_config_change(&appl_state).await,
-                                Err(e) => Err(e),
-                            },
-                            Err(e) => Err(e),
-                        };
+                        let r = self.config_changed(&mut pipe, &mut responder, &appl_state).await;
                         if self.features.intent.wd_poll != poll {
                             wd_tick = tick(Some(self.features.intent.wd_poll));
                         }
@@ -405,8 +488,18 @@ impl Daemon {
                     Some(Event::LostPrimary { primary_election_id }) => Err(End::Resync(format!("lost primary to election id {primary_election_id}"))),
                     Some(Event::Reconnected) => Err(End::Resync("switch reconnected (it may have restarted)".into())),
                     None => break End::Shutdown,
+                    Some(Event::PacketIn(p)) => {
+                        self.on_packet_in(&p);
+                        Ok(())
+                    }
+                    Some(Event::Lagged(n)) => {
+                        // Stream events (under load: packet-ins) this loop did not take in time.
+                        self.metrics.postcards_lagged(n);
+                        Ok(())
+                    }
                     Some(_) => Ok(()),
                 },
+                _ = postcard_tick.tick(), if !self.postcards.is_empty() => self.flush_postcards().await,
                 _ = wd_tick.tick(), if !self.features.wd.queues.is_empty() => self.poll_watchdog().await,
                 _ = counter_tick.tick(), if self.cfg.counter_interval.is_some() => self.poll_counters().await,
                 _ = tuning_tick.tick(), if self.cfg.tuning_interval.is_some() && self.features.tuning.sampling_any() => self.poll_tuning().await,
@@ -545,6 +638,19 @@ impl Daemon {
         Ok(changed)
     }
 
+    /// A CONFIG_DB change: batches in flight land first (the change may retranslate
+    /// everything), then the change is read and applied.
+    async fn config_changed(
+        &mut self,
+        pipe: &mut Pipe,
+        responder: &mut Responder,
+        appl_state: &Table,
+    ) -> Result<(), End> {
+        self.drain(pipe, responder).await?;
+        responder.flush().await?;
+        self.on_config_change(appl_state).await
+    }
+
     async fn on_config_change(&mut self, appl_state: &Table) -> Result<(), End> {
         let ports_changed = self.load_config().await?;
         let owned = self.owned_desired()?;
@@ -659,7 +765,14 @@ impl Daemon {
         let n = prepared.ops.len();
         let results = self.engine.commit(prepared, executed?).await?;
         tracing::debug!(keys = n, write_ms, "batch written");
+        let bad = failed(&results) as u64;
         self.answer(results, n, t0, responder).await?;
+        // From the switch write's start to the answers handed on.
+        self.metrics.batch(
+            write_ms as f64 / 1000.0 + t0.elapsed().as_secs_f64(),
+            (n as u64).saturating_sub(bad),
+            bad,
+        );
         match pipe.next.take() {
             Some(Next::Prepared(p)) if !p.blocked() => pipe.start(&self.engine, &self.client, p),
             Some(Next::Prepared(p)) => {
@@ -705,6 +818,12 @@ impl Daemon {
             .read_cells(self.features.watchdog_reads(self.info()), "watchdog")
             .await?;
         let (events, publish) = self.features.observe_watchdog(&cells, Instant::now());
+        for ((port, prio), q) in &self.features.wd.queues {
+            let new_storm = events
+                .iter()
+                .any(|(k, e)| k.0 == *port && k.1 == *prio && matches!(e, WdEvent::Stormed(_)));
+            self.metrics.watchdog(port, *prio, q.stormed, new_storm);
+        }
         if events.is_empty() {
             return Ok(());
         }
@@ -725,6 +844,7 @@ impl Daemon {
     }
 
     async fn poll_counters(&mut self) -> Result<(), End> {
+        let t0 = Instant::now();
         let ports = self.engine.translator.ports().clone();
         let nexthops = self.engine.nexthop_ids();
         let cells = self
@@ -733,10 +853,10 @@ impl Daemon {
                 "counter",
             )
             .await?;
-        let rows: Vec<(String, FieldValues)> = crate::counters::rows(&ports, &nexthops, &cells)
-            .iter()
-            .map(crate::counters::wire)
-            .collect();
+        let typed = crate::counters::rows(&ports, &nexthops, &cells);
+        self.metrics
+            .set_counters(weft_telemetry::SwitchSnapshot::from_rows(&typed));
+        let rows: Vec<(String, FieldValues)> = typed.iter().map(crate::counters::wire).collect();
         let conn = self.sonic.connect(SonicDbId::CountersDb).await?;
         Table::new(conn.clone(), "COUNTERS")?
             .merge_many(&rows)
@@ -744,6 +864,74 @@ impl Daemon {
         let map = crate::counters::name_map(&ports);
         weft_sonic_db::merge_hash(&conn, PortNameMap::TABLE, &map.to_fields()).await?;
         self.counters.counter_polls += 1;
+        self.metrics.counter_poll(t0.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// A packet-in: a postcard is decoded and held for the next flush.
+    fn on_packet_in(&mut self, p: &weft_p4rt::proto::p4::v1::PacketIn) {
+        let Ok(d) = self.info().decode_packet_in(p) else {
+            self.metrics.postcard("undecodable");
+            return;
+        };
+        if d.get_u64(weft_p4::packet_metadata::packet_in::fields::reason::NAME)
+            != Some(u64::from(weft_p4::constants::PACKET_IN_REASON_POSTCARD))
+        {
+            return;
+        }
+        let pc = match weft_telemetry::postcard::decode(&d.payload) {
+            Ok(pc) => pc,
+            Err(e) => {
+                tracing::debug!(error = %e, "postcard not decoded");
+                self.metrics.postcard("undecodable");
+                return;
+            }
+        };
+        if self.postcards.len() >= POSTCARD_BUFFER {
+            self.metrics.postcard("dropped");
+            return;
+        }
+        let ports = self.engine.translator.ports();
+        let name = |id: u16| {
+            ports
+                .by_name
+                .iter()
+                .find(|(_, v)| **v == u32::from(id))
+                .map(|(k, _)| k.clone())
+        };
+        let time_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let hop = pc.hop(&self.cfg.switch_name, name, time_us);
+        self.postcards.push(hop);
+    }
+
+    /// Appends the held postcards to STATE_DB `WEFT_POSTCARDS` (a stream trimmed to the
+    /// intent's `max_records`).
+    async fn flush_postcards(&mut self) -> Result<(), End> {
+        let hops = std::mem::take(&mut self.postcards);
+        let max = self.features.intent.telemetry.map_or(10_000, |t| t.1);
+        let mut conn = self.sonic.connect(SonicDbId::StateDb).await?;
+        let mut pipe = redis::pipe();
+        for h in &hops {
+            let mut c = redis::cmd("XADD");
+            c.arg(weft_sonic_schema::state::POSTCARD_STREAM)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(max)
+                .arg("*");
+            for (f, v) in h.to_fields() {
+                c.arg(f).arg(v);
+            }
+            pipe.add_command(c).ignore();
+        }
+        let r: Result<(), redis::RedisError> = pipe.query_async(conn.raw()).await;
+        if let Err(e) = r {
+            return Err(End::Resync(format!("writing postcards: {e}")));
+        }
+        for _ in &hops {
+            self.metrics.postcard("stored");
+        }
         Ok(())
     }
 
@@ -757,7 +945,14 @@ impl Daemon {
                 "tuning counter",
             )
             .await?;
-        let (changes, publish) = self.features.observe_tuning(cells, Instant::now());
+        let (changes, publish, histograms) = self.features.observe_tuning(cells, Instant::now());
+        let shift = u32::from(self.features.tuning.shift);
+        for (port, h) in &histograms {
+            self.metrics.set_depth(port, h, shift);
+        }
+        for ((port, q), ch) in &changes {
+            self.metrics.tuner_move(port, *q, ch.reason.as_str());
+        }
         if !changes.is_empty() {
             let n = self.engine.apply_owned(self.owned_desired()?).await?;
             for ((port, q), ch) in &changes {
@@ -895,6 +1090,9 @@ impl Daemon {
     /// The status row, which expires unless refreshed: its presence says the plugin lives.
     async fn write_status(&self) -> Result<(), SonicDbError> {
         let st = self.status().await;
+        let all: Vec<&str> = PluginState::ALL.iter().map(|s| s.as_str()).collect();
+        self.metrics.state(self.state.as_str(), &all);
+        self.metrics.backlog(st.pending_keys);
         let conn = self.sonic.connect(SonicDbId::StateDb).await?;
         // Expires after several missed refreshes, never before the next one is due.
         let ttl = Duration::from_millis(PLUGIN_STATUS_TTL_MS).max(self.cfg.status_interval * 3);

@@ -57,6 +57,12 @@ impl Publish {
 }
 
 /// What the plugin's features want of the switch, and their state.
+/// Per port: the pipeline's cumulative queue-depth histogram buckets.
+pub type DepthHistograms = BTreeMap<String, [u64; crate::tuning::HIST_BUCKETS as usize]>;
+
+/// The clone session postcards use (PFC frames use 1024 + port; 1..511 are free).
+pub const POSTCARD_SESSION: u32 = 500;
+
 #[derive(Debug, Clone)]
 pub struct Features {
     pub intent: SwitchIntent,
@@ -106,14 +112,19 @@ impl Features {
 
     /// Every plugin-owned switch object: QoS tables, ECN thresholds, watchdog entries.
     pub fn desired(&self, info: &P4Info) -> Result<Objects, weft_p4rt::Error> {
+        let (postcard_sample_n, postcard_session) = match self.intent.telemetry {
+            Some((n, _)) => (n, POSTCARD_SESSION),
+            None => (0, 0),
+        };
         let ports = &self.intent.ports;
         let port_id = |p: &str| ports.id(p);
         let settings = SwitchSettings {
             device_id: self.device_id,
             hash_seed: weft_p4::hash_seed(self.device_id),
             histogram_shift: self.tuning.shift,
+            postcard_sample_n,
+            postcard_session,
             watchdog_ports: self.wd.ports_with_entries(&port_id),
-            ..Default::default()
         };
         let mut o = qos::objects(
             info,
@@ -122,6 +133,22 @@ impl Features {
             &settings,
             &self.tuning.thresholds(),
         )?;
+        if postcard_session != 0 {
+            // Postcards go to the CPU port: packet-ins to this plugin.
+            qos::put(
+                &mut o,
+                Entity {
+                    entity: Some(entity::Entity::PacketReplicationEngineEntry(
+                        weft_p4rt::clone_session(
+                            POSTCARD_SESSION,
+                            [(u32::from(weft_p4::constants::CPU_PORT), 1)],
+                            0,
+                            0,
+                        ),
+                    )),
+                },
+            );
+        }
         o.extend(self.wd.objects(info, &port_id)?);
         Ok(o)
     }
@@ -203,7 +230,11 @@ impl Features {
         &mut self,
         cells: Cells,
         now: Instant,
-    ) -> (Vec<(QueueKey, weft_tuning::Change)>, Publish) {
+    ) -> (
+        Vec<(QueueKey, weft_tuning::Change)>,
+        Publish,
+        DepthHistograms,
+    ) {
         let out = self.tuning.observe(cells, now, &self.intent.ports);
         let mut p = Publish::default();
         for (port, hist) in &out.histograms {
@@ -220,7 +251,7 @@ impl Features {
                 p.state_row(&st.record(k));
             }
         }
-        (out.changes, p)
+        (out.changes, p, out.histograms)
     }
 
     /// Every tuned queue's record (the status tick refreshes them with the last sample).

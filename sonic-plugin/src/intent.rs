@@ -76,6 +76,8 @@ pub struct SwitchIntent {
     pub pfc_ports: BTreeSet<String>,
     pub queues: BTreeMap<QueueKey, QueueIntent>,
     pub wd_poll: Duration,
+    /// CONFIG_DB WEFT_TELEMETRY: (1-in-N sampling, records kept); `None`: postcards off.
+    pub telemetry: Option<(u32, u64)>,
     /// Problems in the rows; the rest is used.
     pub warnings: Vec<String>,
 }
@@ -110,6 +112,10 @@ impl SwitchIntent {
             }
         }
         out.classification(db);
+        out.telemetry = db
+            .telemetry
+            .as_ref()
+            .map(|t| (t.sample_n, t.max_records.max(1)));
         if let Some(ms) = db.pfc_wd_global.as_ref().and_then(|g| g.poll_interval) {
             out.wd_poll = Duration::from_millis(u64::from(ms.clamp(10, 10_000)));
         }

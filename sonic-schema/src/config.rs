@@ -182,6 +182,23 @@ row! {
     }
 }
 
+/// The one `WEFT_TELEMETRY` row.
+pub const TELEMETRY_KEY: &str = "GLOBAL";
+
+row! {
+    /// Telemetry postcards (Weft's own table, from the intent's `telemetry:` section; no row:
+    /// postcards off). The plugin sets the pipeline's sampling and postcard clone session from
+    /// it, decodes the postcards it receives as packet-in and appends one record per hop to
+    /// STATE_DB `WEFT_POSTCARDS`. Watched flows are `postcard_watch_table` entries in P4RT_TABLE.
+    pub struct Telemetry in ConfigDb "WEFT_TELEMETRY" by Controller, key "GLOBAL" {
+        pub name: String;
+        /// A postcard for 1 in N forwarded packets at every switch; 0: only watched flows.
+        pub sample_n: u32 = "postcard_sample_n",
+        /// Records the plugin keeps in STATE_DB `WEFT_POSTCARDS` (older ones are trimmed).
+        pub max_records: u64 = "postcard_max_records",
+    }
+}
+
 /// Every CONFIG_DB row of one switch, typed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigRow {
@@ -198,6 +215,7 @@ pub enum ConfigRow {
     PfcWd(PfcWd),
     PfcWdGlobal(PfcWdGlobal),
     EcnEnvelope(EcnEnvelope),
+    Telemetry(Telemetry),
 }
 
 macro_rules! each_row {
@@ -216,6 +234,7 @@ macro_rules! each_row {
             ConfigRow::PfcWd($r) => $e,
             ConfigRow::PfcWdGlobal($r) => $e,
             ConfigRow::EcnEnvelope($r) => $e,
+            ConfigRow::Telemetry($r) => $e,
         }
     };
 }
@@ -269,6 +288,7 @@ impl ConfigRow {
             "WEFT_ECN_ENVELOPE" => {
                 EcnEnvelope::from_fields(key, fields).map(ConfigRow::EcnEnvelope)
             }
+            "WEFT_TELEMETRY" => Telemetry::from_fields(key, fields).map(ConfigRow::Telemetry),
             _ => return None,
         })
     }
@@ -282,7 +302,10 @@ impl ConfigRow {
             | ConfigRow::TcToPriorityGroupMap(_)
             | ConfigRow::WredProfile(_)
             | ConfigRow::BufferProfile(_) => 0,
-            ConfigRow::Port(_) | ConfigRow::CableLength(_) | ConfigRow::PfcWdGlobal(_) => 1,
+            ConfigRow::Port(_)
+            | ConfigRow::CableLength(_)
+            | ConfigRow::PfcWdGlobal(_)
+            | ConfigRow::Telemetry(_) => 1,
             ConfigRow::PortQosMap(_)
             | ConfigRow::Queue(_)
             | ConfigRow::BufferPg(_)
@@ -312,6 +335,7 @@ pub struct ConfigDb {
     pub pfc_wd_global: Option<PfcWdGlobal>,
     pub envelopes: std::collections::BTreeMap<(String, u8), EcnEnvelope>,
     pub cable_length: Option<CableLength>,
+    pub telemetry: Option<Telemetry>,
     /// Rows that did not parse; the rest is used.
     pub errors: Vec<crate::SchemaError>,
 }
@@ -360,6 +384,7 @@ impl ConfigDb {
             ConfigRow::EcnEnvelope(r) => {
                 self.envelopes.insert((r.port.clone(), r.tc), r);
             }
+            ConfigRow::Telemetry(r) => self.telemetry = Some(r),
         }
     }
 
@@ -408,6 +433,7 @@ pub(crate) fn catalogue() -> Vec<TableDoc> {
         doc_of::<PfcWd>(),
         doc_of::<PfcWdGlobal>(),
         doc_of::<EcnEnvelope>(),
+        doc_of::<Telemetry>(),
     ]
 }
 

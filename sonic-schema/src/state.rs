@@ -137,6 +137,64 @@ row! {
     }
 }
 
+/// The STATE_DB key of each switch's postcard stream.
+pub const POSTCARD_STREAM: &str = "WEFT_POSTCARDS";
+/// The version of [`PostcardHop`]'s field set (`v`): fields are only ever added.
+pub const POSTCARD_HOP_VERSION: u8 = 1;
+
+row! {
+    /// One hop of a packet that got a telemetry postcard (a watched flow, or sampled), as the
+    /// switch's plugin decoded it: an entry of the Redis stream `WEFT_POSTCARDS` (XADD, trimmed
+    /// to `WEFT_TELEMETRY` `postcard_max_records`), not a hash; the key is the stream entry id
+    /// (`<unix ms>-<n>`). Hops of one packet are joined across switches by the flow fields and
+    /// `ip_id` (IPv4) or `psn` (RoCE). Stable: fields are only added (`v` counts versions).
+    pub struct PostcardHop in StateDb "WEFT_POSTCARDS" by Plugin, key "<stream entry id>" {
+        pub id: String;
+        /// Record format version (1).
+        pub version: u8 = "v",
+        /// The switch's name (`weft-plugin --switch-name`).
+        pub switch: String = "switch",
+        /// The pipeline's switch id (the P4Runtime device id).
+        pub switch_id: u32 = "switch_id",
+        /// `watched` (postcard_watch_table) or `sampled` (1 in N).
+        pub reason: String = "reason",
+        /// Port name (or the P4Runtime port id in hex when the port map lacks it).
+        pub ingress_port: String = "ingress_port",
+        pub egress_port: String = "egress_port",
+        /// Egress queue (= traffic class).
+        pub queue: u8 = "queue",
+        /// Packets in the egress queue when this packet was enqueued.
+        pub queue_depth: u32 = "queue_depth",
+        /// Microseconds the packet spent in the queue.
+        pub queue_us: u32 = "queue_us",
+        /// Switch clock (µs since the switch started): ingress.
+        pub ingress_ts_us: u64 = "ingress_ts_us",
+        /// Switch clock: egress (after the queue).
+        pub egress_ts_us: u64 = "egress_ts_us",
+        /// egress_ts_us − ingress_ts_us: the time the packet spent in the switch.
+        pub hop_latency_us: u64 = "hop_latency_us",
+        /// Unix time (µs) the plugin received the postcard.
+        pub time_us: u64 = "time_us",
+        /// Source address of the packet (IPv4 or IPv6).
+        pub src: String = "src",
+        pub dst: String = "dst",
+        /// IP protocol (17 UDP, 6 TCP).
+        pub protocol: u8 = "protocol",
+        pub src_port: Option<u16> = "src_port",
+        pub dst_port: Option<u16> = "dst_port",
+        /// RoCEv2 BTH destination QP.
+        pub dst_qp: Option<u32> = "dst_qp",
+        /// RoCEv2 BTH packet sequence number.
+        pub psn: Option<u32> = "psn",
+        /// IPv4 identification.
+        pub ip_id: Option<u16> = "ip_id",
+        /// IPv4 TTL / IPv6 hop limit as the packet left this switch.
+        pub ttl: u8 = "ttl",
+        /// The pipeline's crc32 of the flow key.
+        pub flow_hash: u32 = "flow_hash",
+    }
+}
+
 impl PluginStatus {
     /// APPL_STATE_DB is what the switch holds only while the plugin runs (primary, pipeline
     /// pushed, synced).
@@ -198,6 +256,7 @@ pub(crate) fn catalogue() -> Vec<TableDoc> {
         doc_of::<EcnTuningState>(),
         doc_of::<PluginStatus>(),
         doc_of::<LockRow>(),
+        doc_of::<PostcardHop>(),
         doc_of::<DriftState>(),
     ]
 }

@@ -244,6 +244,10 @@ pub struct SwitchState {
     pub thrift_port: u16,
     /// SONiC port name → interface in the fabric namespace.
     pub interfaces: BTreeMap<String, String>,
+    /// The plugin's `--metrics` address, inside the fabric namespace (none in state files of
+    /// older testbeds and in `--db-only` ones).
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -698,6 +702,7 @@ fn start_switches(
                 db: sw.db.clone(),
                 thrift_port: 0,
                 interfaces: BTreeMap::new(),
+                metrics: None,
             });
             st.save()?;
             continue;
@@ -770,6 +775,25 @@ fn start_switches(
         if let Some(t) = &tls {
             pl.extend(tls::plugin_args(t));
         }
+        // Metrics on a port of the fabric namespace, unless the caller's plugin arguments
+        // say otherwise (`--metrics off` turns them off).
+        let own = opts
+            .plugin_args
+            .iter()
+            .position(|a| a == "--metrics" || a.starts_with("--metrics="));
+        let metrics = match own {
+            None => {
+                let m = plugin_metrics_addr(si);
+                pl.extend(["--metrics".into(), m.clone()]);
+                Some(m)
+            }
+            Some(i) => opts.plugin_args[i]
+                .strip_prefix("--metrics=")
+                .or(opts.plugin_args.get(i + 1).map(String::as_str))
+                .filter(|m| !matches!(*m, "off" | "none"))
+                .map(String::from),
+        };
+        pl.extend(["--switch-name".into(), sw.name.clone()]);
         pl.extend(opts.plugin_args.iter().cloned());
         st.processes.push(spawn(
             &format!("plugin {}", sw.name),
@@ -783,6 +807,7 @@ fn start_switches(
             db: sw.db.clone(),
             thrift_port: thrift,
             interfaces: interfaces[si].clone(),
+            metrics,
         });
         st.save()?;
     }
@@ -806,6 +831,59 @@ fn start_switches(
         }
     }
     Ok(())
+}
+
+/// Where the testbed's plugin of switch `index` serves its metrics: a port on the fabric
+/// namespace's loopback (each fabric has its own, so fabrics do not clash).
+pub fn plugin_metrics_addr(index: usize) -> String {
+    format!("127.0.0.1:{}", METRICS_BASE_PORT as usize + 1 + index)
+}
+
+/// Ports from here on (in the fabric namespace) are the testbed's metrics endpoints: the
+/// controller's suggested `weft run --metrics` address is this one, the plugins' follow.
+pub const METRICS_BASE_PORT: u16 = 19400;
+
+/// The address `weft testbed prometheus-config` expects `weft run --metrics` on.
+pub fn controller_metrics_addr() -> String {
+    format!("127.0.0.1:{METRICS_BASE_PORT}")
+}
+
+/// A Prometheus configuration scraping every plugin of the testbed (and `weft run` at
+/// `controller`, when given), every `interval`. Prometheus has to run in the fabric namespace
+/// (`ip netns exec <netns> prometheus ...`): that is where the plugins listen.
+pub fn prometheus_config(st: &State, controller: Option<&str>, interval: Duration) -> String {
+    let secs = format!("{}ms", interval.as_millis().max(100));
+    let mut out = format!(
+        "# Prometheus scrape configuration for Weft testbed {fabric}, written by\n\
+         # `weft testbed prometheus-config`. The plugins listen in the fabric's network\n\
+         # namespace, so run Prometheus there:\n\
+         #   ip netns exec {ns} prometheus --config.file=THIS_FILE --storage.tsdb.path=DIR\n\
+         #   and weft run with --metrics {ctl} (also in {ns}) for the controller's job.\n\
+         global:\n  scrape_interval: {secs}\n  evaluation_interval: {secs}\n\
+         scrape_configs:\n",
+        fabric = st.fabric,
+        ns = st.netns,
+        ctl = controller.unwrap_or("127.0.0.1:19400"),
+    );
+    out.push_str("  - job_name: weft-plugin\n    honor_labels: true\n    static_configs:\n");
+    let targets: Vec<&SwitchState> = st.switches.iter().filter(|s| s.metrics.is_some()).collect();
+    if targets.is_empty() {
+        out.push_str("      []\n");
+    }
+    for s in targets {
+        let addr = s.metrics.as_deref().unwrap_or_default();
+        out.push_str(&format!(
+            "      - targets: ['{addr}']\n        labels: {{ weft_switch: '{}' }}\n",
+            s.name
+        ));
+    }
+    if let Some(c) = controller {
+        out.push_str(&format!(
+            "  - job_name: weft-controller\n    honor_labels: true\n    static_configs:\n      - targets: ['{c}']\n        labels: {{ fabric: '{}' }}\n",
+            st.fabric
+        ));
+    }
+    out
 }
 
 /// The plugin's command line for one switch.

@@ -3,7 +3,7 @@
 
   udp_probe.py recv --port 5000 --seconds 8 --out r.json
       counts packets, sequence gaps, the largest gap between arrivals, and CE-marked packets
-  udp_probe.py send --dst 10.0.0.18 --port 5000 --pps 1000 --seconds 5 [--flows 64] [--tos 2]
+  udp_probe.py send --dst 10.0.0.18 --port 5000 --pps 1000 --seconds 5 [--flows 64] [--tos 2] [--connect]
       sends sequence-numbered packets at a steady pace, rotating over --flows source ports
 
 Standard library only. Pacing is by absolute deadlines, so a late wakeup does not shift the
@@ -32,6 +32,7 @@ def recv(a):
     seqs = set()
     sent_at = {}
     ce = 0
+    latency_us = []
     while time.monotonic() < end:
         try:
             data, anc, _flags, _addr = s.recvmsg(2048, socket.CMSG_SPACE(1))
@@ -42,6 +43,8 @@ def recv(a):
             continue
         seq, sent = HDR.unpack_from(data)
         sent_at[seq] = sent
+        # One-way latency on the one clock all namespaces share.
+        latency_us.append((time.time_ns() - sent) / 1e3)
         for level, typ, val in anc:
             if level == socket.IPPROTO_IP and typ == socket.IP_TOS and val and (val[0] & 3) == 3:
                 ce += 1
@@ -70,6 +73,11 @@ def recv(a):
         "outage_ms": outage[0] / 1e6,
         "outage_from_unix_ms": (outage[1] / 1e6) if outage[1] is not None else None,
         "loss_runs": runs[:100],
+        "latency_us": {
+            "min": min(latency_us) if latency_us else None,
+            "p50": sorted(latency_us)[len(latency_us) // 2] if latency_us else None,
+            "max": max(latency_us) if latency_us else None,
+        },
     }
     with open(a.out, "w") as f:
         json.dump(out, f)
@@ -85,6 +93,11 @@ def send(a):
         if a.tos:
             x.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, a.tos)
         socks.append(x)
+    if a.connect:
+        # Connected sockets: Linux numbers each one's IPv4 ids (unconnected DF packets get 0),
+        # so every packet of a flow has its own id (telemetry joins a packet's hops by it).
+        for x in socks:
+            x.connect((a.dst, a.port))
     pad = b"\0" * max(0, a.size - HDR.size)
     n = int(a.pps * a.seconds)
     period = 1.0 / a.pps
@@ -94,7 +107,15 @@ def send(a):
         delay = target - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        socks[seq % len(socks)].sendto(HDR.pack(seq, time.time_ns()) + pad, (a.dst, a.port))
+        x = socks[seq % len(socks)]
+        data = HDR.pack(seq, time.time_ns()) + pad
+        try:
+            if a.connect:
+                x.send(data)
+            else:
+                x.sendto(data, (a.dst, a.port))
+        except ConnectionRefusedError:
+            pass  # an ICMP port unreachable from before the receiver was up
 
 
 def main():
@@ -113,6 +134,8 @@ def main():
     sd.add_argument("--flows", type=int, default=1)
     sd.add_argument("--tos", type=int, default=0)
     sd.add_argument("--size", type=int, default=64)
+    sd.add_argument("--connect", action="store_true",
+                    help="connected sockets (distinct IPv4 ids per packet)")
     a = ap.parse_args()
     recv(a) if a.cmd == "recv" else send(a)
 

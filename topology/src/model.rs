@@ -35,6 +35,43 @@ pub struct Intent {
     pub qos: QosSpec,
     #[serde(default)]
     pub failover: FailoverSpec,
+    /// Telemetry postcards (per-hop records of sampled and watched packets); no section: off.
+    pub telemetry: Option<TelemetrySpec>,
+}
+
+/// Postcards: every switch sends one per-hop record (INT-XD style) for each watched packet and
+/// for 1 in `sample` forwarded packets; the switch's plugin decodes them into STATE_DB.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySpec {
+    /// A postcard for 1 in N forwarded packets at every switch; 0: watched flows only.
+    /// Default 1000 (postcards then cost about 0.05% of the traffic's bytes per hop).
+    pub sample: Option<u32>,
+    /// Flows whose every packet gets a postcard at every hop.
+    #[serde(default)]
+    pub watch: Vec<WatchSpec>,
+    /// Where postcards go: `packet-in` (to the switch's plugin over P4Runtime). Default
+    /// `packet-in`.
+    pub collector: Option<String>,
+    /// Per-hop records each switch's plugin keeps (its STATE_DB `WEFT_POSTCARDS` stream; older
+    /// ones are trimmed). Default 10000.
+    pub max_records: Option<u64>,
+}
+
+/// A watched flow: every field given must match (a field left out matches anything).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WatchSpec {
+    /// Source: a host's name or an IPv4/IPv6 address.
+    pub src: Option<String>,
+    /// Destination: a host's name or an IPv4/IPv6 address.
+    pub dst: Option<String>,
+    /// `udp`, `tcp` or an IP protocol number.
+    pub protocol: Option<String>,
+    /// Layer-4 destination port (4791 is RoCEv2).
+    pub dst_port: Option<u16>,
+    /// RoCEv2 destination queue pair (the BTH's 24-bit destination QP).
+    pub qp: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]

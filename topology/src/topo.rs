@@ -27,6 +27,8 @@ pub struct Topology {
     pub qos: Qos,
     pub routing: Routing,
     pub failover: Failover,
+    /// Postcards (`None`: the intent has no `telemetry:` section, postcards are off).
+    pub telemetry: Option<Telemetry>,
     pub pools: ResolvedPools,
     #[serde(skip)]
     pub(crate) switch_by_name: HashMap<String, SwitchIdx>,
@@ -196,6 +198,25 @@ pub struct Dampening {
     pub reuse: u32,
     pub half_life: Duration,
     pub max_suppress: Duration,
+}
+
+/// The resolved `telemetry:` section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Telemetry {
+    /// 1 in N forwarded packets (0: watched flows only).
+    pub sample: u32,
+    pub watch: Vec<Watch>,
+    pub max_records: u64,
+}
+
+/// A watched flow with host names resolved to addresses (`None`: any).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Watch {
+    pub src: Option<std::net::IpAddr>,
+    pub dst: Option<std::net::IpAddr>,
+    pub protocol: Option<u8>,
+    pub dst_port: Option<u16>,
+    pub qp: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -12,6 +12,8 @@ pub mod run;
 pub mod show;
 pub mod simulate;
 pub mod testbed;
+pub mod top;
+pub mod trace;
 pub mod validate;
 pub mod workload;
 

@@ -31,6 +31,37 @@ pub struct RunArgs {
     pub steal: bool,
     /// `--ha` endpoints, `--id`, `--ha-ttl`.
     pub ha: Option<(String, String, Duration)>,
+    /// `--metrics`: serve Prometheus metrics here.
+    pub metrics: Option<String>,
+}
+
+/// `weft run`'s metrics, fed by the reconciler's loop.
+struct Observer(weft_telemetry::ControllerMetrics);
+
+impl run::RunObserver for Observer {
+    fn port_event(&self, switch: &str) {
+        self.0.port_event(switch);
+    }
+    fn writing(&self, switch: &str, entries: usize) {
+        self.0.written(switch, entries as u64, 0);
+    }
+    fn answered(&self, switch: &str, failed: usize) {
+        self.0.written(switch, 0, failed as u64);
+    }
+    fn switch_state(&self, switch: &str, state: &weft_reconcile::core::SwitchState) {
+        use weft_reconcile::core::SwitchState as S;
+        let reachable = !matches!(state, S::Unreachable { .. } | S::NotReady { .. });
+        self.0
+            .switch_state(switch, reachable, matches!(state, S::Converged));
+    }
+    fn reconverged(&self, rec: &weft_reconcile::core::Reconvergence) {
+        self.0.reconverged(rec.total_ms);
+    }
+    fn links(&self, links: &[LinkStatus]) {
+        let down = links.iter().filter(|l| !l.in_use).count();
+        let suppressed = links.iter().filter(|l| l.suppressed).count();
+        self.0.links(links.len(), down, suppressed);
+    }
 }
 
 pub async fn run(file: &str, a: RunArgs) -> anyhow::Result<Outcome> {
@@ -70,7 +101,18 @@ pub async fn run(file: &str, a: RunArgs) -> anyhow::Result<Outcome> {
     let info = std::sync::Arc::new(
         weft_compiler::p4map::pipeline_p4info().context("the pipeline's P4Info")?,
     );
-    let r = run::run(
+    let observer = Observer(weft_telemetry::ControllerMetrics::new(
+        t.switches.iter().map(|s| s.name.as_str()),
+    ));
+    let _server = match &a.metrics {
+        Some(addr) => Some(
+            weft_telemetry::serve(addr, observer.0.registry())
+                .await
+                .context("weft run --metrics")?,
+        ),
+        None => None,
+    };
+    let r = run::run_observed(
         &t,
         info,
         RunOptions {
@@ -88,6 +130,7 @@ pub async fn run(file: &str, a: RunArgs) -> anyhow::Result<Outcome> {
             )),
             ha,
         },
+        &observer,
         shutdown(),
     )
     .await;

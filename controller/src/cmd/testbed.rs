@@ -106,6 +106,37 @@ fn need_switches(st: &tb::State, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+pub fn prometheus_config(
+    file_or_name: &str,
+    dir: Option<PathBuf>,
+    out: Option<PathBuf>,
+    controller: &str,
+    interval: Duration,
+) -> anyhow::Result<Outcome> {
+    let st = load_state(file_or_name, dir)?;
+    need_switches(&st, "scrape")?;
+    let ctl = (controller != "none").then_some(controller);
+    if let Some(c) = ctl {
+        weft_telemetry::server::parse_addr(c).context("--controller")?;
+    }
+    let text = tb::prometheus_config(&st, ctl, interval);
+    match out {
+        Some(p) => {
+            std::fs::write(&p, &text).with_context(|| format!("writing {}", p.display()))?;
+            let n = st.switches.iter().filter(|s| s.metrics.is_some()).count();
+            outln!(
+                "{}: {n} plugin targets{}; run Prometheus in the fabric namespace: ip netns exec {} prometheus --config.file={}",
+                p.display(),
+                ctl.map_or(String::new(), |c| format!(", weft run at {c}")),
+                st.netns,
+                p.display()
+            );
+        }
+        None => crate::out!("{text}"),
+    }
+    Ok(Outcome::Ok)
+}
+
 pub fn down(file_or_name: &str, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let fabric = fabric_of(file_or_name);
     let dir = state_dir(dir, &fabric);

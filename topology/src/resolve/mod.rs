@@ -319,6 +319,10 @@ pub fn resolve(
         reach::check(&mut cx, &switches, &out_switches, &out_links, &out_hosts);
     }
     let failover = resolve_failover(&mut cx, &intent.failover);
+    let telemetry = intent
+        .telemetry
+        .as_ref()
+        .map(|t| resolve_telemetry(&mut cx, t, &out_hosts, &host_by_name));
 
     if !cx.sink.is_empty() {
         return Err(cx.sink.finish());
@@ -339,6 +343,7 @@ pub fn resolve(
             aggregate: intent.routing.aggregate.unwrap_or(true),
         },
         failover,
+        telemetry,
         pools,
         switch_by_name,
         host_by_name,
@@ -1437,6 +1442,130 @@ fn overlay_host(base: &mut HostSpec, o: &HostSpec) {
         speed,
         cable_length
     );
+}
+
+/// The intent's default `telemetry.sample`: a postcard for 1 in 1000 packets.
+pub const DEFAULT_POSTCARD_SAMPLE: u32 = 1000;
+
+/// Most watched flows the pipeline's postcard_watch_table holds.
+pub const MAX_WATCHED_FLOWS: usize = 256; // p4/include/sizes.p4 POSTCARD_WATCH_TABLE_SIZE (the compiler asserts it)
+
+fn resolve_telemetry(
+    cx: &mut Ctx,
+    t: &TelemetrySpec,
+    hosts: &[Host],
+    host_by_name: &HashMap<String, HostIdx>,
+) -> Telemetry {
+    if let Some(c) = &t.collector
+        && c != "packet-in"
+    {
+        cx.err(
+            "telemetry.collector",
+            "telemetry",
+            format!(
+                "collector {c:?}: only `packet-in` (postcards to each switch's plugin) is supported"
+            ),
+        );
+    }
+    if t.max_records == Some(0) {
+        cx.err(
+            "telemetry.max_records",
+            "telemetry",
+            "max_records must be at least 1",
+        );
+    }
+    if t.watch.len() > MAX_WATCHED_FLOWS {
+        cx.err(
+            "telemetry.watch",
+            "telemetry",
+            format!(
+                "{} watched flows: the pipeline's postcard_watch_table holds {MAX_WATCHED_FLOWS}",
+                t.watch.len()
+            ),
+        );
+    }
+    let mut watch = Vec::new();
+    for (i, w) in t.watch.iter().enumerate() {
+        let item = format!("telemetry.watch[{i}]");
+        let addr = |cx: &mut Ctx, field: &str, v: &Option<String>| -> Option<std::net::IpAddr> {
+            let v = v.as_ref()?;
+            if let Some(&h) = host_by_name.get(v.as_str()) {
+                return Some(std::net::IpAddr::V4(hosts[h].ipv4));
+            }
+            match v.parse::<std::net::IpAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+                    let hint = suggest(v, names.iter().copied())
+                        .map_or(String::new(), |s| format!(" (did you mean {s}?)"));
+                    cx.err(
+                        &format!("{item}.{field}"),
+                        &item,
+                        format!(
+                            "{field} {v:?} is neither a host of the fabric nor an IP address{hint}"
+                        ),
+                    );
+                    None
+                }
+            }
+        };
+        let src = addr(cx, "src", &w.src);
+        let dst = addr(cx, "dst", &w.dst);
+        let protocol = match w.protocol.as_deref() {
+            None => None,
+            Some("udp" | "UDP") => Some(17),
+            Some("tcp" | "TCP") => Some(6),
+            Some(p) => match p.parse::<u8>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    cx.err(
+                        &format!("{item}.protocol"),
+                        &item,
+                        format!("protocol {p:?}: expected udp, tcp or a number 0-255"),
+                    );
+                    None
+                }
+            },
+        };
+        if let Some(q) = w.qp
+            && q > 0xff_ffff
+        {
+            cx.err(
+                &format!("{item}.qp"),
+                &item,
+                format!("qp {q} does not fit the BTH's 24 bits"),
+            );
+        }
+        if w.src.is_none()
+            && w.dst.is_none()
+            && w.protocol.is_none()
+            && w.dst_port.is_none()
+            && w.qp.is_none()
+        {
+            cx.err(
+                &item,
+                &item,
+                "a watched flow needs at least one of src, dst, protocol, dst_port, qp (an empty one would watch every packet: use `sample: 1`)",
+            );
+        }
+        if let (Some(s), Some(d)) = (src, dst)
+            && s.is_ipv4() != d.is_ipv4()
+        {
+            cx.err(&item, &item, "src and dst are of different IP versions");
+        }
+        watch.push(Watch {
+            src,
+            dst,
+            protocol,
+            dst_port: w.dst_port,
+            qp: w.qp,
+        });
+    }
+    Telemetry {
+        sample: t.sample.unwrap_or(DEFAULT_POSTCARD_SAMPLE),
+        watch,
+        max_records: t.max_records.unwrap_or(10_000).max(1),
+    }
 }
 
 fn resolve_failover(cx: &mut Ctx, f: &FailoverSpec) -> Failover {

@@ -1,0 +1,462 @@
+//! Metrics end to end with a real Prometheus: the small leaf-spine example on the testbed
+//! (real BMv2, redis-server and plugins, each plugin serving `/metrics`), `weft run --metrics`,
+//! and Debian's `prometheus` scraping them with the configuration `weft testbed
+//! prometheus-config` writes. Everything runs in the fabric's namespace (where the plugins
+//! listen); Prometheus is on that namespace's loopback with a temporary TSDB, killed by PID.
+//!
+//! Asserted through Prometheus' HTTP query API:
+//! 1. every plugin and the controller are scraped (`up == 1`);
+//! 2. an incast toward leaf4-h1 (its leaf port drained at 100 pps) makes
+//!    `rate(weft_queue_ecn_marked_packets_total[..])` rise on exactly leaf4 / Ethernet0 /
+//!    queue 3 (the lossless RoCE class), the top series fabric-wide;
+//! 3. a link flap is counted by the controller's `weft_reconvergence_duration_seconds`.
+//!
+//! Needs root, BMv2 and prometheus; without them it prints SKIPPED (WEFT_REQUIRE_BMV2=1 fails).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use weft_testbed as tb;
+
+const TEST: &str = "scenario_metrics_prometheus";
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// DSCP 26 (the example's lossless `roce` class) with ECT(0).
+const TOS_ROCE_ECT0: &str = "106";
+/// Prometheus' own address, in the fabric namespace.
+const PROM: &str = "127.0.0.1:19490";
+
+struct Fixture {
+    dir: PathBuf,
+    fabric: String,
+    file: PathBuf,
+    topo: weft_topology::Topology,
+    cli: PathBuf,
+    children: Vec<(String, Child)>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // By PID: the children are `ip netns exec`, which execs the program itself.
+        for (_, c) in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
+            let _ = Command::new("cp")
+                .arg("-r")
+                .arg(&self.dir)
+                .arg(&keep)
+                .status();
+            eprintln!("logs kept in {}", keep.display());
+        }
+        let _ = tb::down(&self.dir.join("state"), &self.fabric);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Fixture {
+    fn state(&self) -> tb::State {
+        tb::State::load(&self.dir.join("state")).expect("testbed state")
+    }
+    fn ns(&self, host: &str) -> String {
+        tb::host_netns(&self.fabric, host)
+    }
+    fn host_ip(&self, host: &str) -> String {
+        self.state()
+            .host(host)
+            .map(|h| h.ipv4.clone())
+            .expect("host")
+    }
+    fn port_id(&self, switch: &str, port: &str) -> u32 {
+        self.topo
+            .switches
+            .iter()
+            .find(|s| s.name == switch)
+            .and_then(|s| s.ports.iter().find(|p| p.name == port))
+            .map(|p| p.id)
+            .expect("port in the example")
+    }
+
+    /// Starts `args` in the fabric namespace, logging to `<name>.log`.
+    fn spawn_in_fabric(&mut self, name: &str, args: &[&str]) {
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &tb::fabric_netns(&self.fabric)])
+            .args(args)
+            .env("WEFT_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        self.children.push((name.to_string(), child));
+    }
+
+    fn bmv2_cli(&self, switch: &str, line: &str) -> String {
+        let st = self.state();
+        let port = st.switch(switch).expect("switch").thrift_port.to_string();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &st.netns, "/usr/bin/python3"])
+            .arg(&self.cli)
+            .args(["--thrift-port", &port])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("simple_switch_CLI");
+        if let Some(mut i) = child.stdin.take() {
+            use std::io::Write;
+            let _ = writeln!(i, "{line}");
+        }
+        let out = child.wait_with_output().expect("simple_switch_CLI");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    /// One instant query (at `time`, unix seconds, or now); the result vector.
+    fn query(&self, q: &str, time: Option<f64>) -> Vec<serde_json::Value> {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &tb::fabric_netns(&self.fabric), "curl"])
+            .args(["-sS", "--max-time", "10", "-G"])
+            .arg(format!("http://{PROM}/api/v1/query"))
+            .arg("--data-urlencode")
+            .arg(format!("query={q}"));
+        if let Some(t) = time {
+            cmd.arg("--data-urlencode").arg(format!("time={t:.3}"));
+        }
+        let Ok(out) = cmd.output() else {
+            return Vec::new();
+        };
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if v["status"] != "success" {
+            return Vec::new();
+        }
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The value of a query's only (or first) series.
+    fn scalar(&self, q: &str, time: Option<f64>) -> Option<f64> {
+        self.query(q, time)
+            .first()
+            .and_then(|s| s["value"][1].as_str())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Paced UDP from every sender to one receiver at once; the receiver's report.
+    fn incast(&self, senders: &[&str], dst: &str, pps: u32, seconds: f64) -> serde_json::Value {
+        let probe = format!("{REPO}/tests/scripts/udp_probe.py");
+        let out = self.dir.join(format!("recv-{dst}.json"));
+        let mut recv = Command::new("ip")
+            .args(["netns", "exec", &self.ns(dst), "python3", &probe, "recv"])
+            .args(["--port", "5000", "--seconds", &format!("{}", seconds + 2.5)])
+            .arg("--out")
+            .arg(&out)
+            .spawn()
+            .expect("receiver");
+        std::thread::sleep(Duration::from_millis(500));
+        let ip = self.host_ip(dst);
+        let mut sends: Vec<Child> = senders
+            .iter()
+            .map(|src| {
+                Command::new("ip")
+                    .args(["netns", "exec", &self.ns(src), "python3", &probe, "send"])
+                    .args(["--dst", &ip, "--port", "5000", "--tos", TOS_ROCE_ECT0])
+                    .args(["--pps", &pps.to_string(), "--seconds", &seconds.to_string()])
+                    .args(["--flows", "8", "--size", "512"])
+                    .spawn()
+                    .expect("sender")
+            })
+            .collect();
+        for s in &mut sends {
+            let _ = s.wait();
+        }
+        let _ = recv.wait();
+        std::fs::read_to_string(&out)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    fn wait_all_reachable(&self, deadline: Duration) -> (usize, usize) {
+        let t0 = Instant::now();
+        loop {
+            let r = tb::ping_all(&self.state(), 1);
+            let (ok, n) = (r.iter().filter(|x| x.2).count(), r.len());
+            if ok == n || t0.elapsed() > deadline {
+                return (ok, n);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+fn wait_until(deadline: Duration, mut ok: impl FnMut() -> bool) -> Option<Duration> {
+    let t0 = Instant::now();
+    while t0.elapsed() < deadline {
+        if ok() {
+            return Some(t0.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    None
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[test]
+fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a_link_flap() {
+    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
+        common::skip_or_fail(
+            TEST,
+            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
+        );
+        return;
+    };
+    if !common::is_root() {
+        common::skip_or_fail(TEST, "needs root for network namespaces");
+        return;
+    }
+    let prometheus = PathBuf::from("/usr/bin/prometheus");
+    if !prometheus.exists() {
+        common::skip_or_fail(
+            TEST,
+            "prometheus not installed (scripts/setup.sh installs it)",
+        );
+        return;
+    }
+    let cli = bmv2.with_file_name("simple_switch_CLI");
+    let plugin = Path::new(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-plugin");
+    if !cli.exists() || !plugin.exists() {
+        common::skip_or_fail(TEST, "simple_switch_CLI or weft-plugin missing");
+        return;
+    }
+    let programs = tb::Programs {
+        bmv2,
+        redis: PathBuf::from("/usr/bin/redis-server"),
+        plugin,
+    };
+    let (dir, fabric, text) = common::small_example("prm");
+    let file = dir.join("fabric.yaml");
+    std::fs::write(&file, text).expect("intent");
+    let topo = weft_topology::load_file(&file).expect("valid intent");
+    let mut f = Fixture {
+        dir: dir.clone(),
+        fabric: fabric.clone(),
+        file: file.clone(),
+        topo,
+        cli,
+        children: Vec::new(),
+    };
+    tb::up(
+        &f.topo,
+        &programs,
+        &tb::UpOptions {
+            state_dir: dir.join("state"),
+            plugin_args: vec!["--counter-interval".into(), "300ms".into()],
+            db_only: false,
+            acl: false,
+            tls: false,
+        },
+    )
+    .expect("testbed up");
+    let weft = env!("CARGO_BIN_EXE_weft");
+    // Plugins still starting may refuse entries that race their CONFIG_DB PORT rows on a
+    // loaded machine; a second apply (idempotent) finds them synced.
+    let mut out = None;
+    for _ in 0..3 {
+        let o = Command::new(weft)
+            .args(["apply", &file.to_string_lossy(), "--timeout", "60s"])
+            .output()
+            .expect("weft apply");
+        let done = o.status.success();
+        out = Some(o);
+        if done {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let out = out.expect("apply ran");
+    assert!(
+        out.status.success(),
+        "weft apply failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, n) = f.wait_all_reachable(Duration::from_secs(90));
+    assert_eq!(
+        ok,
+        n,
+        "not all host pairs reachable; logs in {}",
+        dir.display()
+    );
+
+    // The controller, in the fabric namespace (the scrape config's controller target).
+    let file_s = f.file.to_string_lossy().into_owned();
+    let status_file = dir.join("status.json").to_string_lossy().into_owned();
+    let ctl = tb::controller_metrics_addr();
+    f.spawn_in_fabric(
+        "weft-run",
+        &[
+            weft,
+            "run",
+            &file_s,
+            "--resync",
+            "10s",
+            "--status-file",
+            &status_file,
+            "--metrics",
+            &ctl,
+        ],
+    );
+    // Prometheus with the generated configuration and a private TSDB.
+    let config = dir.join("prometheus.yml");
+    let out = Command::new(weft)
+        .args(["testbed", "prometheus-config", &file_s])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .output()
+        .expect("weft testbed prometheus-config");
+    assert!(
+        out.status.success(),
+        "prometheus-config: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg_text = std::fs::read_to_string(&config).expect("config written");
+    let check = Command::new("promtool")
+        .args(["check", "config"])
+        .arg(&config)
+        .output();
+    if let Ok(c) = check {
+        assert!(
+            c.status.success(),
+            "promtool rejects the generated config:\n{cfg_text}\n{}",
+            String::from_utf8_lossy(&c.stdout)
+        );
+    }
+    let tsdb = dir.join("tsdb").to_string_lossy().into_owned();
+    let config_s = config.to_string_lossy().into_owned();
+    f.spawn_in_fabric(
+        "prometheus",
+        &[
+            &prometheus.to_string_lossy(),
+            &format!("--config.file={config_s}"),
+            &format!("--storage.tsdb.path={tsdb}"),
+            &format!("--web.listen-address={PROM}"),
+        ],
+    );
+
+    // 1. Every target is up.
+    let switches = f.topo.switches.len() as f64;
+    let scraped = wait_until(Duration::from_secs(60), || {
+        f.scalar(r#"sum(up{job="weft-plugin"})"#, None) == Some(switches)
+            && f.scalar(r#"up{job="weft-controller"}"#, None) == Some(1.0)
+    });
+    let targets = f.query("up", None);
+    println!("targets: {}", serde_json::Value::Array(targets.clone()));
+    assert!(
+        scraped.is_some(),
+        "not every target is up after 60 s: {targets:?}\nconfig:\n{cfg_text}"
+    );
+    // The plugins' counters arrive (the counter poll ran and was scraped).
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            f.scalar(r#"count(weft_port_rx_packets_total{switch="leaf4"})"#, None)
+                .is_some_and(|c| c > 0.0)
+        })
+        .is_some(),
+        "no port counters from leaf4's plugin"
+    );
+
+    // 2. Incast toward leaf4-h1 through a port drained at 100 pps.
+    let (rx_sw, rx_port) = ("leaf4", "Ethernet0");
+    let pid4 = f.port_id(rx_sw, rx_port);
+    let r = f.bmv2_cli(rx_sw, &format!("set_queue_rate 100 {pid4}"));
+    assert!(!r.contains("Error"), "set_queue_rate: {r}");
+    let senders = ["leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf4-h2"];
+    let t_start = unix_now();
+    let rep = f.incast(&senders, "leaf4-h1", 250, 4.0);
+    let t_end = unix_now();
+    f.bmv2_cli(rx_sw, &format!("set_queue_rate 0 {pid4}"));
+    assert!(
+        rep["ce_marked"].as_u64().unwrap_or(0) > 0,
+        "no CE marks at the receiver: {rep}"
+    );
+    // Give the last counter poll and scrape time to land, then look back at the incast.
+    let sel = format!(r#"{{switch="{rx_sw}",port="{rx_port}",queue="3"}}"#);
+    let window = (t_end - t_start).ceil() as u64 + 2;
+    let rate_q = format!("rate(weft_queue_ecn_marked_packets_total{sel}[{window}s])");
+    let mut during = None;
+    wait_until(Duration::from_secs(20), || {
+        during = f.scalar(&rate_q, Some(t_end + 1.0)).filter(|v| *v > 0.0);
+        during.is_some()
+    });
+    let before = f.scalar(&rate_q, Some(t_start - 1.0)).unwrap_or(0.0);
+    let top = f.query(
+        &format!("topk(3, rate(weft_queue_ecn_marked_packets_total[{window}s]))"),
+        Some(t_end + 1.0),
+    );
+    println!(
+        "incast {} → leaf4-h1 (4 × 250 pps for 4 s into 100 pps): receiver {}/{} CE-marked; \
+         Prometheus {rate_q}: before {before:.1}/s, during {during:?}/s; top queues by ECN \
+         mark rate: {}",
+        senders.join("+"),
+        rep["ce_marked"],
+        rep["received"],
+        serde_json::Value::Array(top.clone())
+    );
+    let during = during.expect("rate(ECN marked) did not rise on leaf4 Ethernet0 queue 3");
+    assert!(during > before, "rate did not rise: {before} → {during}");
+    let first = &top.first().expect("some queue marked")["metric"];
+    assert_eq!(
+        (
+            first["switch"].as_str(),
+            first["port"].as_str(),
+            first["queue"].as_str()
+        ),
+        (Some(rx_sw), Some(rx_port), Some("3")),
+        "the queue marking most is not the incast's: {top:?}"
+    );
+
+    // 3. A link flap: the controller's reconvergence histogram counts it.
+    let count_q = "weft_reconvergence_duration_seconds_count";
+    let count_before = f.scalar(count_q, None).unwrap_or(0.0);
+    let st = f.state();
+    let uplink = tb::uplinks(&st, "leaf1")
+        .into_iter()
+        .next()
+        .expect("leaf1 has uplinks");
+    tb::set_link(&st, "leaf1", &uplink, false).expect("link down");
+    std::thread::sleep(Duration::from_secs(2));
+    tb::set_link(&st, "leaf1", &uplink, true).expect("link up");
+    let mut count_after = count_before;
+    wait_until(Duration::from_secs(30), || {
+        count_after = f.scalar(count_q, None).unwrap_or(0.0);
+        count_after >= count_before + 2.0
+    });
+    let p50 = f.scalar(
+        "histogram_quantile(0.5, weft_reconvergence_duration_seconds_bucket)",
+        None,
+    );
+    let events = f.scalar(
+        r#"sum(weft_controller_port_events_total{switch="leaf1"})"#,
+        None,
+    );
+    println!(
+        "flap leaf1:{uplink} down 2 s, up: {count_q} {count_before} → {count_after}; \
+         median reconvergence bucket {p50:?} s; leaf1 port events {events:?}"
+    );
+    assert!(
+        count_after >= count_before + 1.0,
+        "the reconvergence histogram did not count the flap ({count_before} → {count_after}); \
+         logs in {}",
+        dir.display()
+    );
+}
