@@ -118,16 +118,28 @@ async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
     })
 }
 
-/// Reads every switch's installed state, a bounded number at a time.
-pub async fn read_all(t: &Topology, parallel: usize) -> Vec<Installed> {
+/// Reads the installed state of the switches `selected` says, a bounded number at a time; the
+/// others stay "not read" (`Installed::default()`).
+pub async fn read_all(
+    t: &Topology,
+    selected: impl Fn(usize) -> bool,
+    parallel: usize,
+) -> Vec<Installed> {
     let sem = Arc::new(Semaphore::new(parallel.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, s) in t.switches.iter().enumerate() {
+        if !selected(i) {
+            continue;
+        }
         let sem = sem.clone();
-        let db = s.db.clone();
+        let (db, name) = (s.db.clone(), s.name.clone());
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await;
             let r = read_installed(&db).await;
+            match &r {
+                Ok(inst) => tracing::debug!(switch = %name, installed = %inst.describe(), entries = inst.entries.len(), "read"),
+                Err(e) => tracing::debug!(switch = %name, error = %e, "read failed"),
+            }
             (i, r)
         });
     }

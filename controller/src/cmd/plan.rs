@@ -78,33 +78,7 @@ pub async fn read_selected(
     sel: &Option<BTreeSet<SwitchIdx>>,
     parallel: usize,
 ) -> Vec<Installed> {
-    let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, s) in t.switches.iter().enumerate() {
-        if !targets::selected(sel, i) {
-            continue;
-        }
-        let (sem, db) = (sem.clone(), s.db.clone());
-        let name = s.name.clone();
-        tasks.spawn(async move {
-            let _permit = sem.acquire_owned().await;
-            let r = weft_reconcile::io::read_installed(&db).await;
-            match &r {
-                Ok(inst) => tracing::debug!(switch = %name, installed = %inst.describe(), entries = inst.entries.len(), "read"),
-                Err(e) => tracing::debug!(switch = %name, error = %e, "read failed"),
-            }
-            (i, r)
-        });
-    }
-    let mut out: Vec<Installed> = (0..t.switches.len())
-        .map(|_| Installed::default())
-        .collect();
-    while let Some(r) = tasks.join_next().await {
-        if let Ok((i, r)) = r {
-            out[i] = r.unwrap_or_else(|e| Installed::empty(format!("DB unreachable ({e})")));
-        }
-    }
-    out
+    weft_reconcile::io::read_all(t, |i| targets::selected(sel, i), parallel).await
 }
 
 /// What identifies a plan file's intent.
