@@ -32,7 +32,11 @@ use weft_sonic_db::{
     ConsumerStateTable, EntryResult, ResponsePublisher, SonicDb, SonicDbId, Table,
 };
 use weft_sonic_schema::Row;
-use weft_sonic_schema::state::{PLUGIN_STATUS_KEY, PluginState, PluginStatus};
+use weft_sonic_schema::state::PluginStatus;
+
+#[path = "../tests/common/stand_in.rs"]
+#[allow(dead_code)]
+mod stand_in_plugin;
 use weft_tests::redis::{RedisServer, RedisServerOptions};
 use weft_topology::Role;
 
@@ -189,36 +193,7 @@ fn role_name(r: Role) -> &'static str {
 async fn respond(db: &str) -> usize {
     let sonic = SonicDb::from_endpoint(db).expect("endpoint");
     let n = pop_and_answer(&sonic).await;
-    let status = PluginStatus {
-        name: PLUGIN_STATUS_KEY.to_string(),
-        state: PluginState::Running,
-        pid: std::process::id(),
-        device_id: 0,
-        p4rt: String::new(),
-        pipeline_cookie: 1,
-        switch_updates: 0,
-        batches: 0,
-        keys_ok: n as u64,
-        keys_failed: 0,
-        syncs: 1,
-        last_sync_updates: 0,
-        sync_failures: 0,
-        installed_keys: n as u64,
-        pending_keys: 0,
-        sessions: 1,
-        pipeline_pushes: 1,
-        redis_restores: 0,
-        ports_down: 0,
-        port_mask_writes: 0,
-        link_events: 0,
-        pfc_wd_storms: 0,
-        counter_polls: 0,
-        uptime_s: 1,
-        updated_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-    };
+    let status = stand_in_plugin::status_row(n as u64);
     let t = Table::new(
         sonic.connect(SonicDbId::StateDb).await.expect("STATE_DB"),
         PluginStatus::TABLE,

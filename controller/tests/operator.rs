@@ -17,7 +17,13 @@ use weft_sonic_db::{
     ConsumerStateTable, EntryResult, ResponsePublisher, SonicDb, SonicDbId, StatusCode, Table,
 };
 use weft_sonic_schema::Row;
-use weft_sonic_schema::state::{PluginState, PluginStatus};
+use weft_sonic_schema::state::PluginStatus;
+
+#[path = "common/stand_in.rs"]
+#[allow(dead_code)]
+mod stand_in_plugin;
+
+use stand_in_plugin::status_row;
 use weft_tests::redis::RedisServer;
 
 const SWITCHES: [&str; 6] = ["spine1", "spine2", "leaf1", "leaf2", "leaf3", "leaf4"];
@@ -31,36 +37,6 @@ enum Plugin {
     RefusesV6,
     /// Says it runs, pops keys, never answers.
     Silent,
-}
-
-fn status_row(installed: u64) -> PluginStatus {
-    PluginStatus {
-        name: "status".into(),
-        state: PluginState::Running,
-        pid: std::process::id(),
-        device_id: 0,
-        p4rt: "stand-in".into(),
-        pipeline_cookie: weft_p4rt::cookie(weft_p4::P4INFO_BINARY, weft_p4::BMV2_JSON.as_bytes()),
-        switch_updates: 0,
-        batches: 0,
-        keys_ok: 0,
-        keys_failed: 0,
-        syncs: 1,
-        last_sync_updates: 0,
-        sync_failures: 0,
-        installed_keys: installed,
-        pending_keys: 0,
-        sessions: 1,
-        pipeline_pushes: 0,
-        redis_restores: 0,
-        ports_down: 0,
-        port_mask_writes: 0,
-        link_events: 0,
-        pfc_wd_storms: 0,
-        counter_polls: 0,
-        uptime_s: 1,
-        updated_ms: 0,
-    }
 }
 
 async fn stand_in(url: String, kind: Plugin) {
