@@ -34,6 +34,10 @@ pub(crate) struct PatchBuf {
     affected: Vec<Affected>,
     refs: Vec<(Packed, u32)>,
     keys: Vec<Packed>,
+    /// The changed prefixes in route order: (address, length, index into `changed`).
+    order: Vec<(std::net::IpAddr, u8, u32)>,
+    /// A table's routes are rebuilt here and the buffers swapped.
+    spare: Vec<Route>,
 }
 
 /// What a patch needs to know of a switch's table besides its routes and groups.
@@ -277,6 +281,8 @@ pub(crate) fn patch(
         affected,
         refs,
         keys,
+        order,
+        spare,
     } = buf;
     leaves.clear();
     changed.clear();
@@ -387,31 +393,62 @@ pub(crate) fn patch(
             }
         }
     }
-    for &(prefix, _, new) in changed.iter() {
-        let new = new.map(|v| Route {
-            prefix,
-            target: target(sets, &st.ids, v),
-        });
-        let at = routes.binary_search_by_key(&(prefix.network(), prefix.prefix_len()), route_order);
-        match (at, new) {
-            (Ok(i), Some(r)) => {
-                if routes[i] != r {
-                    delta
-                        .routes_old
-                        .push(std::mem::replace(&mut routes[i], r.clone()));
-                    delta.routes_new.push(r);
-                }
-            }
-            (Ok(i), None) => delta.routes_old.push(routes.remove(i)),
-            (Err(i), Some(r)) => {
-                routes.insert(i, r.clone());
-                delta.routes_new.push(r);
-            }
-            (Err(_), None) => {}
+    // The changed prefixes in route order (ties in the order they came), merged with the
+    // routes in one pass into the spare buffer: inserting and removing one by one moved the
+    // whole table once per change (a leaf's split supernet is a dozen changes).
+    order.clear();
+    order.extend(
+        changed
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.0.network(), c.0.prefix_len(), i as u32)),
+    );
+    order.sort_unstable();
+    let mut old = std::mem::take(routes);
+    let mut out = std::mem::take(spare);
+    out.clear();
+    out.reserve(old.len() + order.len() + 16);
+    delta.routes_old.reserve(order.len());
+    delta.routes_new.reserve(order.len());
+    let mut held = old.drain(..).peekable();
+    let mut k = 0;
+    while k < order.len() {
+        let key = (order[k].0, order[k].1);
+        while let Some(r) = held.next_if(|r| route_order(r) < key) {
+            out.push(r);
         }
+        // The route under this prefix as each change of it finds it.
+        let mut cur = held.next_if(|r| route_order(r) == key);
+        while k < order.len() && (order[k].0, order[k].1) == key {
+            let (prefix, _, new) = changed[order[k].2 as usize];
+            let new = new.map(|v| Route {
+                prefix,
+                target: target(sets, &st.ids, v),
+            });
+            cur = match (cur, new) {
+                (Some(c), Some(r)) if c == r => Some(c),
+                (Some(c), Some(r)) => {
+                    delta.routes_old.push(c);
+                    delta.routes_new.push(r.clone());
+                    Some(r)
+                }
+                (Some(c), None) => {
+                    delta.routes_old.push(c);
+                    None
+                }
+                (None, Some(r)) => {
+                    delta.routes_new.push(r.clone());
+                    Some(r)
+                }
+                (None, None) => None,
+            };
+            k += 1;
+        }
+        out.extend(cur);
     }
-    delta.routes_old.sort_by_key(route_order);
-    delta.routes_new.sort_by_key(route_order);
+    out.extend(held);
+    *routes = out;
+    *spare = old;
     delta.groups_old.sort_by_key(|g| g.id);
     delta.groups_new.sort_unstable();
     Some(delta)
