@@ -152,9 +152,9 @@ fn picks(t: &Topology) -> [(&'static str, LinkIdx); 2] {
 }
 
 /// The switch acknowledges every entry of `batches`.
-fn acknowledge(inst: &mut Installed, batches: &[core::Batch]) {
+fn acknowledge(inst: &mut Installed, batches: &[Arc<core::Batch>]) {
     for b in batches {
-        if let core::Batch::Entries { delete, ops, .. } = b {
+        if let core::Batch::Entries { delete, ops, .. } = &**b {
             for (k, f) in ops {
                 if *delete {
                     inst.entries.remove(k);
@@ -168,7 +168,7 @@ fn acknowledge(inst: &mut Installed, batches: &[core::Batch]) {
 
 /// Each changed switch's write batches, the time (wall, CPU) after the compiler, after the
 /// mapping and after the diff and batches, and how many things were mapped.
-type Changed = (Vec<(usize, Vec<core::Batch>)>, [(f64, f64); 3], usize);
+type Changed = (Vec<(usize, Arc<[Arc<core::Batch>]>)>, [(f64, f64); 3], usize);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -215,7 +215,7 @@ fn change(
                         &none,
                         plan::Views::Without,
                     );
-                    (si, core::batches(p))
+                    (si, core::batches(p).into_iter().map(Arc::new).collect())
                 })
                 .collect();
             let t3 = Stamp::now();
@@ -234,12 +234,16 @@ fn change(
                 })
                 .collect();
             let t2 = Stamp::now();
+            // As `weft run`'s core does: each distinct delta diffed once, its batches shared.
+            let mut shared = core::BatchMemo::default();
             let plans: Vec<_> = deltas
                 .iter()
                 .zip(&entries)
                 .map(|(d, ed)| {
-                    let p = plan::diff_delta(t, d.switch, ed, &installed[d.switch]);
-                    (d.switch, core::batches(p))
+                    (
+                        d.switch,
+                        shared.batches(t, d.switch, ed, &installed[d.switch]),
+                    )
                 })
                 .collect();
             let t3 = Stamp::now();
@@ -278,7 +282,7 @@ fn staged(t: &Topology, info: &weft_p4rt::P4Info, runs: usize, path: Path) {
                 mapped = m;
                 writes = plans
                     .iter()
-                    .flat_map(|(_, b)| b.iter().map(core::Batch::len))
+                    .flat_map(|(_, b)| b.iter().map(|b| b.len()))
                     .sum::<usize>();
                 for (si, p) in &plans {
                     acknowledge(&mut installed[*si], p);

@@ -298,7 +298,8 @@ enum Phase {
     Writing {
         ticket: Ticket,
         batch: Arc<Batch>,
-        rest: Vec<Batch>,
+        /// Shared with every switch a link change gave the same entry changes.
+        rest: Vec<Arc<Batch>>,
     },
     Wait {
         at: Nanos,
@@ -636,6 +637,7 @@ impl<'t> Core<'t> {
         let info = self.info.clone();
         let mut memo = WireMemo::new(t, &info);
         let mut deltas: BTreeMap<SwitchIdx, Option<EntryDelta>> = BTreeMap::new();
+        let mut shared = BatchMemo::default();
         for l in 0..self.dampers.len() {
             let usable = self.dampers[l].usable(cfg, hold, now) && self.may_use[l];
             if self.compiler.link_state().is_down(l) == usable {
@@ -698,7 +700,7 @@ impl<'t> Core<'t> {
             s.dirty = true;
             match deltas.remove(&si).flatten() {
                 Some(ed) if s.synced && matches!(s.phase, Phase::Idle) => {
-                    self.plan_delta(si, &ed, now, out)
+                    self.plan_delta(si, &ed, &mut shared, now, out)
                 }
                 _ => {
                     self.sw[si].synced = false;
@@ -713,20 +715,25 @@ impl<'t> Core<'t> {
     /// Plans a switch that holds exactly its desired state from before a link change: only
     /// the entries the change names are compared (its desired state is built again only when
     /// a whole plan needs it).
-    fn plan_delta(&mut self, si: SwitchIdx, ed: &EntryDelta, now: Nanos, out: &mut Vec<Output>) {
+    fn plan_delta(
+        &mut self,
+        si: SwitchIdx,
+        ed: &EntryDelta,
+        memo: &mut BatchMemo,
+        now: Nanos,
+        out: &mut Vec<Output>,
+    ) {
         self.sw[si].dirty = false;
         let Some(installed) = &self.sw[si].installed else {
             self.read(si, now, out);
             return;
         };
-        let p = plan::diff_delta(self.t, si, ed, installed);
-        let mut batches = batches(p);
-        if batches.is_empty() {
+        let shared = memo.batches(self.t, si, ed, installed);
+        let Some((first, rest)) = shared.split_first() else {
             self.mark_converged(si, now, out);
             return;
-        }
-        let first = batches.remove(0);
-        self.send(si, first, batches, out);
+        };
+        self.send(si, first.clone(), rest.to_vec(), out);
     }
 
     fn read(&mut self, si: SwitchIdx, now: Nanos, out: &mut Vec<Output>) {
@@ -876,7 +883,7 @@ impl<'t> Core<'t> {
             &BTreeSet::new(),
             plan::Views::Without,
         );
-        let mut batches = batches(p);
+        let mut batches: Vec<Arc<Batch>> = batches(p).into_iter().map(Arc::new).collect();
         if batches.is_empty() {
             self.mark_converged(si, now, out);
             return;
@@ -885,11 +892,16 @@ impl<'t> Core<'t> {
         self.send(si, first, batches, out);
     }
 
-    fn send(&mut self, si: SwitchIdx, batch: Batch, rest: Vec<Batch>, out: &mut Vec<Output>) {
+    fn send(
+        &mut self,
+        si: SwitchIdx,
+        batch: Arc<Batch>,
+        rest: Vec<Arc<Batch>>,
+        out: &mut Vec<Output>,
+    ) {
         let ticket = self.ticket();
-        let remaining = batch.len() + rest.iter().map(Batch::len).sum::<usize>();
+        let remaining = batch.len() + rest.iter().map(|b| b.len()).sum::<usize>();
         self.sw[si].synced = false;
-        let batch = Arc::new(batch);
         self.sw[si].phase = Phase::Writing {
             ticket,
             batch: batch.clone(),
@@ -1014,7 +1026,7 @@ impl<'t> Core<'t> {
             }
             let once = matches!(self.cfg.mode, Mode::Once { .. });
             let s = &mut self.sw[si];
-            s.result.not_sent += rest.iter().map(Batch::len).sum::<usize>();
+            s.result.not_sent += rest.iter().map(|b| b.len()).sum::<usize>();
             s.result.failed = refused;
             if once {
                 // One pass reports what was refused or not answered; it does not retry.
@@ -1181,6 +1193,87 @@ pub struct LinkStatus {
 /// still used (IN_USE), so a refused delete keeps what depends on it. An initial apply (adds in
 /// every stage) goes stage by stage.
 pub const MERGE_UP_TO: usize = weft_sonic_db::DEFAULT_KEYS_PER_SCRIPT;
+
+/// The write batches of the entry deltas of one link change, by delta: most switches a change
+/// touches change alike (every leaf stops using the spine that lost its way to one leaf), and
+/// their deltas, mapped through one [`WireMemo`], hold the same shared entries. The batches of a
+/// synced switch depend on its delta alone ([`plan::diff_delta`]), so each distinct delta is
+/// diffed and batched once and its batches are shared, not copied entry by entry.
+#[derive(Default)]
+pub struct BatchMemo {
+    /// By a hash of the delta's entry pointers; the deltas kept to tell collisions apart.
+    by_delta: std::collections::HashMap<u64, Vec<(EntryDelta, Arc<[Arc<Batch>]>)>>,
+    /// Distinct deltas diffed (for benchmarks: the rest were found here).
+    pub diffed: usize,
+}
+
+impl BatchMemo {
+    /// The batches of `ed` at switch `si`, which holds exactly what it should have held before
+    /// the change (see [`plan::diff_delta`]).
+    pub fn batches(
+        &mut self,
+        t: &Topology,
+        si: SwitchIdx,
+        ed: &EntryDelta,
+        installed: &Installed,
+    ) -> Arc<[Arc<Batch>]> {
+        let h = delta_hash(ed);
+        if let Some((_, b)) = self
+            .by_delta
+            .get(&h)
+            .and_then(|v| v.iter().find(|(d, _)| same_entries(d, ed)))
+        {
+            // What a diff of this switch would give (which also checks what it holds).
+            debug_assert!(
+                batches(plan::diff_delta(t, si, ed, installed))
+                    .iter()
+                    .eq(b.iter().map(|b| &**b)),
+                "switch {si}: shared batches differ from its own"
+            );
+            return b.clone();
+        }
+        self.diffed += 1;
+        let b: Arc<[Arc<Batch>]> = batches(plan::diff_delta(t, si, ed, installed))
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        self.by_delta
+            .entry(h)
+            .or_default()
+            .push((ed.clone(), b.clone()));
+        b
+    }
+}
+
+/// A hash of which shared entries a delta holds, where.
+fn delta_hash(ed: &EntryDelta) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |x: usize| h = (h ^ x as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(17);
+    eat(ed.removed.len());
+    for m in &ed.removed {
+        eat(Arc::as_ptr(m) as usize);
+    }
+    for (m, was) in &ed.set {
+        eat(Arc::as_ptr(m) as usize);
+        eat(was.as_ref().map_or(0, |w| Arc::as_ptr(w) as usize));
+    }
+    h
+}
+
+/// The same entries, as the same shared values.
+fn same_entries(a: &EntryDelta, b: &EntryDelta) -> bool {
+    a.removed.len() == b.removed.len()
+        && a.set.len() == b.set.len()
+        && a.removed.iter().zip(&b.removed).all(|(x, y)| Arc::ptr_eq(x, y))
+        && a.set.iter().zip(&b.set).all(|((x, w), (y, v))| {
+            Arc::ptr_eq(x, y)
+                && match (w, v) {
+                    (Some(w), Some(v)) => Arc::ptr_eq(w, v),
+                    (None, None) => true,
+                    _ => false,
+                }
+        })
+}
 
 /// A switch plan as write batches in make-before-break order: CONFIG_DB rows (referenced rows
 /// first), P4RT sets by ascending stage, P4RT deletes by descending stage (each merged into one
