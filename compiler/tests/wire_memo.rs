@@ -31,7 +31,11 @@ fn one_memo_for_a_whole_change_maps_every_switch_as_a_memo_of_its_own_would() {
             let sw = &c.switches()[d.switch];
             let shared = memo.entry_delta(sw, d).expect("mapped");
             let own = WireMemo::new(&t, &info).entry_delta(sw, d).expect("mapped");
-            assert_eq!(shared, own, "switch {} after link {l} down={down}", d.switch);
+            assert_eq!(
+                shared, own,
+                "switch {} after link {l} down={down}",
+                d.switch
+            );
             if last.as_ref() == Some(&shared) {
                 reused += 1;
             }

@@ -167,8 +167,12 @@ fn acknowledge(inst: &mut Installed, batches: &[Arc<core::Batch>]) {
 }
 
 /// Each changed switch's write batches, the time (wall, CPU) after the compiler, after the
-/// mapping and after the diff and batches, and how many things were mapped.
-type Changed = (Vec<(usize, Arc<[Arc<core::Batch>]>)>, [(f64, f64); 3], usize);
+/// mapping and after the diff and batches, and how many things were mapped and diffed.
+type Changed = (
+    Vec<(usize, Arc<[Arc<core::Batch>]>)>,
+    [(f64, f64); 3],
+    (usize, usize),
+);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -220,7 +224,7 @@ fn change(
                 .collect();
             let t3 = Stamp::now();
             let n = plans.len();
-            (plans, [t1, t2, t3].map(|t| between(t0, t)), n)
+            (plans, [t1, t2, t3].map(|t| between(t0, t)), (n, n))
         }
         Path::Delta => {
             let deltas = c.set_link_delta(l, down);
@@ -247,7 +251,11 @@ fn change(
                 })
                 .collect();
             let t3 = Stamp::now();
-            (plans, [t1, t2, t3].map(|t| between(t0, t)), memo.mapped)
+            (
+                plans,
+                [t1, t2, t3].map(|t| between(t0, t)),
+                (memo.mapped, shared.diffed),
+            )
         }
     }
 }
@@ -267,7 +275,7 @@ fn staged(t: &Topology, info: &weft_p4rt::P4Info, runs: usize, path: Path) {
     for (what, l) in picks(t) {
         for down in [true, false] {
             let mut times: [Samples; 3] = Default::default();
-            let (mut n, mut writes, mut mapped) = (0, 0, 0);
+            let (mut n, mut writes, mut mapped) = (0, 0, (0, 0));
             for _ in 0..runs {
                 // Start from the other state, acknowledged by every switch.
                 let (plans, _, _) = change(t, info, &mut c, &installed, l, !down, Path::Delta);
@@ -290,17 +298,23 @@ fn staged(t: &Topology, info: &weft_p4rt::P4Info, runs: usize, path: Path) {
             }
             let [a, b, d] = times.each_ref().map(|s| median(s.cpu.clone()));
             println!(
-                "  {:<5} {what:<10} {:<4}: CPU p50 set_link {:7.2} ms, + map {:7.2} ms, + diff and batches {:7.2} ms; all of it: {} ({n} switches, {writes} entries to write, {mapped} {} mapped)",
+                "  {:<5} {what:<10} {:<4}: CPU p50 set_link {:7.2} ms, + map {:7.2} ms, + diff and batches {:7.2} ms; all of it: {} ({n} switches, {writes} entries to write, {} {} mapped, {} diffed)",
                 if path == Path::Full { "full" } else { "delta" },
                 if down { "down" } else { "up" },
                 a * 1e3,
                 b * 1e3,
                 d * 1e3,
                 times[2].show(),
+                mapped.0,
                 if path == Path::Full {
                     "switches"
                 } else {
                     "distinct routes/groups"
+                },
+                if path == Path::Full {
+                    format!("{} switches", mapped.1)
+                } else {
+                    format!("{} distinct deltas", mapped.1)
                 },
             );
         }

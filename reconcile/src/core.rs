@@ -1248,7 +1248,11 @@ impl BatchMemo {
 /// A hash of which shared entries a delta holds, where.
 fn delta_hash(ed: &EntryDelta) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |x: usize| h = (h ^ x as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(17);
+    let mut eat = |x: usize| {
+        h = (h ^ x as u64)
+            .wrapping_mul(0x0100_0000_01b3)
+            .rotate_left(17)
+    };
     eat(ed.removed.len());
     for m in &ed.removed {
         eat(Arc::as_ptr(m) as usize);
@@ -1264,7 +1268,10 @@ fn delta_hash(ed: &EntryDelta) -> u64 {
 fn same_entries(a: &EntryDelta, b: &EntryDelta) -> bool {
     a.removed.len() == b.removed.len()
         && a.set.len() == b.set.len()
-        && a.removed.iter().zip(&b.removed).all(|(x, y)| Arc::ptr_eq(x, y))
+        && a.removed
+            .iter()
+            .zip(&b.removed)
+            .all(|(x, y)| Arc::ptr_eq(x, y))
         && a.set.iter().zip(&b.set).all(|((x, w), (y, v))| {
             Arc::ptr_eq(x, y)
                 && match (w, v) {
