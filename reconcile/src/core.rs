@@ -1194,6 +1194,9 @@ pub struct LinkStatus {
 /// every stage) goes stage by stage.
 pub const MERGE_UP_TO: usize = weft_sonic_db::DEFAULT_KEYS_PER_SCRIPT;
 
+/// One switch's write batches, first to last, shared with the switches that change alike.
+pub type SharedBatches = Arc<[Arc<Batch>]>;
+
 /// The write batches of the entry deltas of one link change, by delta: most switches a change
 /// touches change alike (every leaf stops using the spine that lost its way to one leaf), and
 /// their deltas, mapped through one [`WireMemo`], hold the same shared entries. The batches of a
@@ -1202,7 +1205,7 @@ pub const MERGE_UP_TO: usize = weft_sonic_db::DEFAULT_KEYS_PER_SCRIPT;
 #[derive(Default)]
 pub struct BatchMemo {
     /// By a hash of the delta's entry pointers; the deltas kept to tell collisions apart.
-    by_delta: std::collections::HashMap<u64, Vec<(EntryDelta, Arc<[Arc<Batch>]>)>>,
+    by_delta: std::collections::HashMap<u64, Vec<(EntryDelta, SharedBatches)>>,
     /// Distinct deltas diffed (for benchmarks: the rest were found here).
     pub diffed: usize,
 }
@@ -1216,7 +1219,7 @@ impl BatchMemo {
         si: SwitchIdx,
         ed: &EntryDelta,
         installed: &Installed,
-    ) -> Arc<[Arc<Batch>]> {
+    ) -> SharedBatches {
         let h = delta_hash(ed);
         if let Some((_, b)) = self
             .by_delta
@@ -1233,7 +1236,7 @@ impl BatchMemo {
             return b.clone();
         }
         self.diffed += 1;
-        let b: Arc<[Arc<Batch>]> = batches(plan::diff_delta(t, si, ed, installed))
+        let b: SharedBatches = batches(plan::diff_delta(t, si, ed, installed))
             .into_iter()
             .map(Arc::new)
             .collect();
