@@ -28,11 +28,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use weft_sonic_db::{
-    ConsumerStateTable, EntryResult, ResponsePublisher, SonicDb, SonicDbId, Table,
-};
+use weft_sonic_db::{ConsumerStateTable, Digest, EntryResult, SonicDb, SonicDbId, Table};
 use weft_sonic_schema::Row;
-use weft_sonic_schema::state::PluginStatus;
+use weft_sonic_schema::state::{InstalledDigests, PluginStatus};
 
 #[path = "../tests/common/stand_in.rs"]
 #[allow(dead_code)]
@@ -189,11 +187,15 @@ fn role_name(r: Role) -> &'static str {
 
 /// Does what each switch's plugin does with what `weft apply` wrote: pops APPL_DB P4RT_TABLE
 /// and answers SUCCESS, which copies each entry into APPL_STATE_DB; and says, in its status row,
-/// that it runs in sync (without that row the reconciler trusts no APPL_STATE_DB).
+/// that it runs in sync (without that row the reconciler trusts no APPL_STATE_DB), with the
+/// digests of APPL_STATE_DB and of the owned CONFIG_DB tables a plugin publishes.
 async fn respond(db: &str) -> usize {
     let sonic = SonicDb::from_endpoint(db).expect("endpoint");
-    let n = pop_and_answer(&sonic).await;
-    let status = stand_in_plugin::status_row(n as u64);
+    let (n, entries) = pop_and_answer(&sonic).await;
+    let config = stand_in_plugin::read_config_digest(&sonic)
+        .await
+        .expect("CONFIG_DB digest");
+    let status = stand_in_plugin::status_with_digests(&InstalledDigests { entries, config });
     let t = Table::new(
         sonic.connect(SonicDbId::StateDb).await.expect("STATE_DB"),
         PluginStatus::TABLE,
@@ -205,11 +207,12 @@ async fn respond(db: &str) -> usize {
     n
 }
 
-async fn pop_and_answer(sonic: &SonicDb) -> usize {
+/// Keys answered, and the digest of APPL_STATE_DB P4RT_TABLE after.
+async fn pop_and_answer(sonic: &SonicDb) -> (usize, Digest) {
     let mut consumer = ConsumerStateTable::new(sonic, SonicDbId::ApplDb, "P4RT_TABLE")
         .await
         .expect("consumer");
-    let mut publisher = ResponsePublisher::new(sonic, "P4RT_TABLE")
+    let mut publisher = stand_in_plugin::tracking_publisher(sonic)
         .await
         .expect("publisher");
     let mut n = 0;
@@ -224,7 +227,7 @@ async fn pop_and_answer(sonic: &SonicDb) -> usize {
             .collect();
         publisher.publish_batch(&results).await.expect("answer");
     }
-    n
+    (n, publisher.digest().unwrap_or_default())
 }
 
 fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {

@@ -102,20 +102,64 @@ async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
             config.insert(format!("{table}|{k}"), v);
         }
     }
-    let status = Table::new(
-        sonic.connect(SonicDbId::StateDb).await?,
-        PluginStatus::TABLE,
-    )?;
-    let plugin = status
-        .get(PLUGIN_STATUS_KEY)
-        .await?
-        .and_then(|f| PluginStatus::from_fields(PLUGIN_STATUS_KEY, &f).ok());
+    let plugin = status_row(&sonic).await?;
     Ok(Installed {
         entries,
         config,
         source: Source::ApplStateDb,
         plugin,
     })
+}
+
+/// The plugin's status row of the switch behind `db` (`None`: no live plugin), and nothing
+/// else: with its digests, `weft plan` knows whether the rows need reading at all.
+pub async fn read_status(db: &str) -> Result<Option<PluginStatus>, String> {
+    with_timeout(db, "a read", async {
+        let sonic = SonicDb::from_endpoint(db)?;
+        status_row(&sonic).await
+    })
+    .await
+}
+
+async fn status_row(sonic: &SonicDb) -> Result<Option<PluginStatus>, SonicDbError> {
+    let status = Table::new(
+        sonic.connect(SonicDbId::StateDb).await?,
+        PluginStatus::TABLE,
+    )?;
+    Ok(status
+        .get(PLUGIN_STATUS_KEY)
+        .await?
+        .and_then(|f| PluginStatus::from_fields(PLUGIN_STATUS_KEY, &f).ok()))
+}
+
+/// The status rows ([`read_status`]) of the switches `selected` says, a bounded number at a
+/// time; the others are `Ok(None)`.
+pub async fn read_statuses(
+    t: &Topology,
+    selected: impl Fn(usize) -> bool,
+    parallel: usize,
+) -> Vec<Result<Option<PluginStatus>, String>> {
+    let sem = Arc::new(Semaphore::new(parallel.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, s) in t.switches.iter().enumerate() {
+        if !selected(i) {
+            continue;
+        }
+        let sem = sem.clone();
+        let db = s.db.clone();
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            (i, read_status(&db).await)
+        });
+    }
+    let mut out: Vec<Result<Option<PluginStatus>, String>> =
+        (0..t.switches.len()).map(|_| Ok(None)).collect();
+    while let Some(r) = tasks.join_next().await {
+        if let Ok((i, r)) = r {
+            out[i] = r;
+        }
+    }
+    out
 }
 
 /// Reads the installed state of the switches `selected` says, a bounded number at a time; the

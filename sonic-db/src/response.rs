@@ -23,6 +23,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use crate::db::{DbConnection, SonicDb, SonicDbId};
+use crate::digest::{Digest, KeyedDigest};
 use crate::error::SonicDbError;
 use crate::types::{FieldValues, Op, check_table_name};
 
@@ -171,6 +172,13 @@ pub fn response_message(status: &str, key: &str, message: &str, fields: &FieldVa
     serde_json::to_string(&items).unwrap_or_else(|_| "[]".to_string())
 }
 
+/// swss-common's placeholder field (and value) of a row without attributes.
+const NULL_FIELD: &str = "NULL";
+
+fn null_fields() -> FieldValues {
+    vec![(NULL_FIELD.to_string(), NULL_FIELD.to_string())]
+}
+
 /// Publishes responses and keeps APPL_STATE_DB in step (the plugin's side).
 pub struct ResponsePublisher {
     appl: DbConnection,
@@ -179,6 +187,8 @@ pub struct ResponsePublisher {
     channel: String,
     /// `<TABLE>:` in APPL_STATE_DB.
     state_prefix: String,
+    /// The digest of the APPL_STATE_DB table, when asked to keep one ([`Self::track`]).
+    tracked: Option<KeyedDigest>,
 }
 
 impl ResponsePublisher {
@@ -190,7 +200,21 @@ impl ResponsePublisher {
             table: table.to_string(),
             channel: response_channel(table),
             state_prefix: format!("{table}{}", SonicDbId::ApplStateDb.separator()),
+            tracked: None,
         })
+    }
+
+    /// Keeps a digest of the APPL_STATE_DB table from now on, starting from `rows` (what it
+    /// holds now, keys within the table) and following every write of [`Self::publish_batch`]
+    /// (the only writer of the table), so the digest is what a reader of the table would
+    /// compute.
+    pub fn track(&mut self, rows: &BTreeMap<String, FieldValues>) {
+        self.tracked = Some(KeyedDigest::from_rows(rows));
+    }
+
+    /// The tracked table's digest (`None` unless [`Self::track`] was called).
+    pub fn digest(&self) -> Option<Digest> {
+        self.tracked.as_ref().map(KeyedDigest::digest)
     }
 
     pub fn channel(&self) -> &str {
@@ -223,7 +247,7 @@ impl ResponsePublisher {
                     hset.arg(&rkey);
                     if r.fields.is_empty() {
                         // swss-common's placeholder for an entry without attributes.
-                        hset.arg("NULL").arg("NULL");
+                        hset.arg(NULL_FIELD).arg(NULL_FIELD);
                     }
                     for (f, v) in &r.fields {
                         hset.arg(f).arg(v);
@@ -240,6 +264,15 @@ impl ResponsePublisher {
                 .map_err(|e| {
                     SonicDbError::redis(format!("APPL_STATE_DB update for {}", self.table), e)
                 })?;
+            if let Some(t) = self.tracked.as_mut() {
+                for r in results.iter().filter(|r| r.status.is_ok()) {
+                    match r.op {
+                        Op::Del => t.del(&r.key),
+                        Op::Set if r.fields.is_empty() => t.set(&r.key, &null_fields()),
+                        Op::Set => t.set(&r.key, &r.fields),
+                    }
+                }
+            }
         }
         let mut publish = redis::pipe();
         for r in results {

@@ -55,18 +55,20 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use weft_p4rt::{Client, ClientConfig, Event, P4Info, PipelineConfig, PipelinePush};
 use weft_sonic_db::{
-    ConsumerStateTable, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE, ResponsePublisher,
-    SonicDb, SonicDbConfig, SonicDbError, SonicDbId, StateTableNames, Table,
+    ConsumerStateTable, Digest, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE,
+    ResponsePublisher, SonicDb, SonicDbConfig, SonicDbError, SonicDbId, StateTableNames, Table,
+    TableWatcher,
 };
 use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::PortNameMap;
 use weft_sonic_schema::state::{
-    EcnTuningState, PLUGIN_STATUS_KEY, PLUGIN_STATUS_TTL_MS, PluginState, PluginStatus,
+    EcnTuningState, InstalledDigests, PLUGIN_STATUS_KEY, PLUGIN_STATUS_TTL_MS, PluginState,
+    PluginStatus,
 };
 
 use crate::config::PluginConfig;
@@ -148,6 +150,12 @@ pub struct Daemon {
     drifted: Vec<String>,
     /// Why the last read-back failed, while it keeps failing (logged once).
     audit_error: Option<String>,
+    /// The digest of APPL_STATE_DB P4RT_TABLE as this session's responder last wrote it
+    /// (`None` until the session read it): published in the status row, so `weft plan` reads
+    /// the rows only when it differs from what it would write.
+    appl_digest: Option<Digest>,
+    /// The digest of the owned CONFIG_DB tables as last read (`load_config`).
+    config_digest: Option<Digest>,
 }
 
 /// The PSN anomaly counters (two wildcard reads of every QP slot) are read every this many
@@ -265,6 +273,8 @@ impl Daemon {
             audited: None,
             drifted: Vec::new(),
             audit_error: None,
+            appl_digest: None,
+            config_digest: None,
             cfg,
         })
     }
@@ -329,6 +339,8 @@ impl Daemon {
     ) -> End {
         // 1. Primary on the switch.
         self.state = PluginState::WaitingForSwitch;
+        // What the last session wrote may change before this one reads APPL_STATE_DB again.
+        self.appl_digest = None;
         let _ = self.write_status().await;
         loop {
             tokio::select! {
@@ -391,11 +403,12 @@ impl Daemon {
                 self.cfg.counter_interval.map(|d| d * PSN_EVERY as u32),
             )),
         ]);
-        let (mut responder, mut responder_failed) =
-            match Responder::start(&self.sonic, appl_live.clone()).await {
+        let (mut responder, mut responder_failed, mut appl_digest) =
+            match Responder::start(&self.sonic, appl_live.clone(), &state).await {
                 Ok(r) => r,
                 Err(e) => return e.into(),
             };
+        self.appl_digest = *appl_digest.borrow_and_update();
         // CONFIG_DB again, now that the watcher is subscribed: nothing changes unseen.
         if let Err(e) = self.load_config().await {
             return e;
@@ -507,6 +520,15 @@ impl Daemon {
                 _ = counter_tick.tick(), if self.cfg.counter_interval.is_some() => self.poll_counters().await,
                 _ = tuning_tick.tick(), if self.cfg.tuning_interval.is_some() && self.features.tuning.sampling_any() => self.poll_tuning().await,
                 _ = status_tick.tick() => self.status_tick().await,
+                c = appl_digest.changed() => match c {
+                    // The responder wrote APPL_STATE_DB: say so in the status row now, not at the
+                    // next tick, so a plan made after the answers trusts the new digest.
+                    Ok(()) => {
+                        self.appl_digest = *appl_digest.borrow_and_update();
+                        self.write_status().await.map_err(End::from)
+                    }
+                    Err(_) => Err(End::Resync("responder stopped".into())),
+                },
                 _ = usr1.recv() => {
                     self.health_line();
                     Ok(())
@@ -596,6 +618,11 @@ impl Daemon {
                 rows.push((name, k, f));
             }
         }
+        // What CONFIG_DB holds, whatever of it the intent below takes or keeps: a hand edit
+        // changes the digest, and `weft plan` then reads the rows.
+        self.config_digest = Some(weft_sonic_schema::config::config_digest(
+            rows.iter().map(|(t, k, f)| (*t, k.as_str(), f)),
+        ));
         let intent = SwitchIntent::from_rows(
             rows.iter().map(|(t, k, f)| (*t, k.as_str(), f)),
             &self.cfg.queue,
@@ -651,7 +678,12 @@ impl Daemon {
     ) -> Result<(), End> {
         self.drain(pipe, responder).await?;
         responder.flush().await?;
-        self.on_config_change(appl_state).await
+        let before = self.config_digest;
+        self.on_config_change(appl_state).await?;
+        if self.config_digest != before {
+            self.write_status().await?;
+        }
+        Ok(())
     }
 
     async fn on_config_change(&mut self, appl_state: &Table) -> Result<(), End> {
@@ -1079,7 +1111,7 @@ impl Daemon {
     async fn status(&self) -> PluginStatus {
         let s = &self.engine.stats;
         let pending = pending_keys(&self.sonic).await.unwrap_or(0);
-        PluginStatus {
+        let mut st = PluginStatus {
             name: PLUGIN_STATUS_KEY.into(),
             state: self.state,
             pid: std::process::id(),
@@ -1105,7 +1137,15 @@ impl Daemon {
             counter_polls: self.counters.counter_polls,
             uptime_s: self.started.elapsed().as_secs(),
             updated_ms: now_ms(),
+            appl_state_digest: None,
+            appl_state_rows: None,
+            config_digest: None,
+            config_rows: None,
+        };
+        if let (Some(entries), Some(config)) = (self.appl_digest, self.config_digest) {
+            st.set_digests(&InstalledDigests { entries, config });
         }
+        st
     }
 
     /// The status row, which expires unless refreshed: its presence says the plugin lives.
@@ -1198,11 +1238,23 @@ enum ToResponder {
 }
 
 impl Responder {
+    /// `appl_state` is what APPL_STATE_DB holds now: the digest on the watch channel starts
+    /// from it and follows every write.
     async fn start(
         sonic: &SonicDb,
         appl_live: Table,
-    ) -> Result<(Responder, tokio::sync::oneshot::Receiver<String>), SonicDbError> {
+        appl_state: &BTreeMap<String, FieldValues>,
+    ) -> Result<
+        (
+            Responder,
+            tokio::sync::oneshot::Receiver<String>,
+            tokio::sync::watch::Receiver<Option<Digest>>,
+        ),
+        SonicDbError,
+    > {
         let mut publisher = ResponsePublisher::new(sonic, P4RT_TABLE).await?;
+        publisher.track(appl_state);
+        let (digest_tx, digest_rx) = tokio::sync::watch::channel(publisher.digest());
         let (tx, mut rx) = mpsc::channel::<ToResponder>(4);
         let (err_tx, err_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
@@ -1229,6 +1281,12 @@ impl Responder {
                     let _ = err_tx.send(e.to_string());
                     return;
                 }
+                digest_tx.send_if_modified(|d| {
+                    let now = publisher.digest();
+                    let changed = *d != now;
+                    *d = now;
+                    changed
+                });
             }
         });
         Ok((
@@ -1237,6 +1295,7 @@ impl Responder {
                 task: Some(task),
             },
             err_rx,
+            digest_rx,
         ))
     }
 
@@ -1371,32 +1430,14 @@ async fn consumer_task(
 async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
     let tables = config_tables();
     let run = async {
-        sonic.ensure_keyspace_notifications(true).await?;
-        let mut pubsub = sonic.pubsub().await?;
-        let prefix = format!("__keyspace@{}__:", sonic.db_number(SonicDbId::ConfigDb));
-        pubsub
-            .psubscribe(format!("{prefix}*"))
-            .await
-            .map_err(|e| SonicDbError::Redis {
-                context: "PSUBSCRIBE CONFIG_DB keyspace".into(),
-                source: e,
-            })?;
-        let mut stream = pubsub.on_message();
-        while let Some(msg) = stream.next().await {
-            let chan = msg.get_channel_name();
-            let table = chan
-                .strip_prefix(&prefix)
-                .and_then(|k| k.split('|').next())
-                .unwrap_or("");
-            if tables.contains(&table) {
-                let _ = tx.try_send(());
-            }
+        let mut w = TableWatcher::new(&sonic, SonicDbId::ConfigDb, &tables).await?;
+        loop {
+            w.changed().await?;
+            let _ = tx.try_send(());
         }
-        Ok::<(), SonicDbError>(())
     };
-    if let Err(e) = run.await {
-        tracing::warn!(error = %e, "CONFIG_DB watcher stopped");
-    }
+    let Err(e): Result<std::convert::Infallible, SonicDbError> = run.await;
+    tracing::warn!(error = %e, "CONFIG_DB watcher stopped");
 }
 
 /// Re-exported for tests: replays what a result list says (used by the bench too).
