@@ -1149,3 +1149,64 @@ async fn fenced_batches_from_an_older_term_are_refused_whole() {
     new.apply(&ops[..3]).await.expect("term 9 writes");
     assert_eq!(smembers(&mut c, "P4RT_TABLE_KEY_SET").await.len(), 4);
 }
+
+/// The publisher's incremental digest is what a reader of APPL_STATE_DB computes from scratch:
+/// after rows it found there, sets, rewrites, a field-less entry (swss-common's NULL
+/// placeholder), a delete, and a failure (nothing written).
+#[tokio::test]
+async fn the_tracked_appl_state_digest_equals_the_digest_of_the_table_read_back() {
+    use weft_sonic_db::Digest;
+    let srv = server();
+    let db = sonic(&srv);
+    let state = Table::new(
+        db.connect(SonicDbId::ApplStateDb).await.expect("c"),
+        "P4RT_TABLE",
+    )
+    .expect("table");
+    let fv = |v: &str| vec![("action".to_string(), v.to_string())];
+    state
+        .set(&route_key(1).to_table_key(), &[("action", "drop")])
+        .await
+        .expect("earlier row");
+    state
+        .set(&route_key(2).to_table_key(), &[("action", "drop")])
+        .await
+        .expect("earlier row");
+    let read_back = || async {
+        let rows = state.dump().await.expect("dump");
+        Digest::of(rows.iter().map(|(k, f)| (k.as_str(), f)))
+    };
+    let mut publisher = ResponsePublisher::new(&db, "P4RT_TABLE")
+        .await
+        .expect("publisher");
+    assert_eq!(publisher.digest(), None, "not tracked until asked");
+    publisher.track(&state.dump().await.expect("dump"));
+    assert_eq!(publisher.digest(), Some(read_back().await));
+
+    let batches = vec![
+        vec![
+            EntryResult::ok(route_key(3).to_table_key(), Op::Set, fv("set_nexthop_id")),
+            EntryResult::ok(route_key(1).to_table_key(), Op::Set, fv("set_nexthop_id")),
+        ],
+        vec![
+            EntryResult::ok(route_key(4).to_table_key(), Op::Set, Vec::new()),
+            EntryResult::ok(route_key(2).to_table_key(), Op::Del, Vec::new()),
+            EntryResult::err(
+                route_key(5).to_table_key(),
+                Op::Set,
+                StatusCode::InvalidParam,
+                "refused",
+                fv("x"),
+            ),
+        ],
+    ];
+    let mut seen = vec![publisher.digest()];
+    for b in &batches {
+        publisher.publish_batch(b).await.expect("publish");
+        let d = publisher.digest();
+        assert_eq!(d, Some(read_back().await), "after {b:?}");
+        assert!(!seen.contains(&d), "every batch changed the table");
+        seen.push(d);
+    }
+    assert_eq!(publisher.digest().map(|d| d.count()), Some(3));
+}

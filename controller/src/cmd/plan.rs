@@ -103,6 +103,28 @@ enum Pending {
     Reading(tokio::task::JoinHandle<Installed>),
 }
 
+/// The switch's installed state from its status row alone, when its plugin's digests say it
+/// holds exactly `desired`.
+fn by_digest(
+    name: &str,
+    status: weft_sonic_schema::state::PluginStatus,
+    desired: &plan::DesiredSwitch,
+) -> Option<Installed> {
+    let want = desired.digests();
+    let published = status.digests();
+    let known = Installed::by_digest(status, &want);
+    if known.is_none() {
+        tracing::debug!(
+            switch = %name,
+            desired_entries = %want.entries,
+            desired_config = %want.config,
+            published = ?published,
+            "digests differ or none published: reading the rows"
+        );
+    }
+    known
+}
+
 /// What `write_plan` found.
 #[derive(Debug, Default)]
 pub struct PlanStats {
@@ -221,7 +243,7 @@ pub async fn write_plan(
                 match std::mem::replace(&mut statuses[si], Ok(None)) {
                     Err(e) => Pending::Ready(Installed::empty(format!("DB unreachable ({e})"))),
                     Ok(status) => {
-                        match status.and_then(|st| Installed::by_digest(st, &desired.digests())) {
+                        match status.and_then(|st| by_digest(&t.switches[si].name, st, &desired)) {
                             Some(i) => Pending::Ready(i),
                             None => {
                                 let (db, sem) = (t.switches[si].db.clone(), reads.clone());

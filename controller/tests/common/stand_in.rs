@@ -135,6 +135,12 @@ pub async fn stand_in(url: String) {
                 if c.is_err() {
                     return;
                 }
+                // Rows of one apply arrive together: take them as one change, as the plugin does.
+                while let Ok(c) = tokio::time::timeout(Duration::from_millis(20), watcher.changed()).await {
+                    if c.is_err() {
+                        return;
+                    }
+                }
                 match read_config_digest(&sonic).await {
                     Ok(d) => config = d,
                     Err(_) => return,
