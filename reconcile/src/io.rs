@@ -146,10 +146,20 @@ pub async fn read_statuses(
             continue;
         }
         let sem = sem.clone();
-        let db = s.db.clone();
+        let (db, name) = (s.db.clone(), s.name.clone());
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await;
-            (i, read_status(&db).await)
+            let r = read_status(&db).await;
+            match &r {
+                Ok(st) => tracing::debug!(
+                    switch = %name,
+                    state = st.as_ref().map_or("no live plugin", |s| s.state.as_str()),
+                    digests = st.as_ref().is_some_and(|s| s.digests().is_some()),
+                    "status read"
+                ),
+                Err(e) => tracing::debug!(switch = %name, error = %e, "status read failed"),
+            }
+            (i, r)
         });
     }
     let mut out: Vec<Result<Option<PluginStatus>, String>> =
