@@ -9,38 +9,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::bed::{self, Bed, Needs};
 use weft_compiler::{Compiler, LinkState, p4map};
 use weft_sonic_db::{SonicDb, SonicDbId};
 use weft_sonic_schema::state::InstalledDigests;
-use weft_testbed as tb;
 use weft_topology::Topology;
 
 const TEST: &str = "scenario_plan_digest";
-
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(&self.dir)
-                .arg(&keep)
-                .status();
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn weft(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_weft"))
@@ -120,61 +98,16 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 
 #[test]
 fn real_plugins_publish_the_desired_digests_after_apply_and_plan_then_reads_no_rows() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        common::skip_or_fail(
-            TEST,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let Some(programs) = bed::programs(TEST, &Needs::default()) else {
         return;
     };
-    if !common::is_root() {
-        common::skip_or_fail(TEST, "needs root for network namespaces");
-        return;
-    }
-    let plugin = Path::new(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-plugin");
-    if !plugin.exists() {
-        common::skip_or_fail(TEST, "weft-plugin not built");
-        return;
-    }
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin,
-    };
-    let (dir, fabric, text) = common::small_example("pdig");
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
-    let f = file.to_string_lossy().into_owned();
-    let topo = weft_topology::load_file(&file).expect("valid intent");
-    let _fx = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-    };
-    tb::up(
-        &topo,
-        &programs,
-        &tb::UpOptions {
-            state_dir: dir.join("state"),
-            plugin_args: Vec::new(),
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
-    let mut last = String::new();
-    let applied = (0..3).any(|_| {
-        let (code, out, err) = weft(&["apply", &f, "--timeout", "60s"]);
-        last = out + &err;
-        if code != 0 {
-            std::thread::sleep(Duration::from_secs(3));
-        }
-        code == 0
-    });
-    assert!(applied, "weft apply failed:\n{last}");
+    let b = Bed::up(&programs, "pdig", |t| t, &[]);
+    b.apply(&b.file, "60s");
+    let f = b.file.to_string_lossy().into_owned();
+    let topo = &b.topo;
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let want = desired(&topo);
+    let want = desired(topo);
     for (si, s) in topo.switches.iter().enumerate() {
         // The status row follows the answers `weft apply` waited for, and the CONFIG_DB change.
         wait_for(

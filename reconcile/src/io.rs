@@ -133,20 +133,33 @@ async fn status_row(sonic: &SonicDb) -> Result<Option<PluginStatus>, SonicDbErro
 }
 
 /// The status rows ([`read_status`]) of the switches `selected` says, a bounded number at a
-/// time; the others are `Ok(None)`.
-pub async fn read_statuses(
+/// time, read in a task of their own (the caller compiles meanwhile); the others are
+/// `Ok(None)`.
+pub fn spawn_status_reads(
     t: &Topology,
     selected: impl Fn(usize) -> bool,
+    parallel: usize,
+) -> tokio::task::JoinHandle<Vec<Result<Option<PluginStatus>, String>>> {
+    let n = t.switches.len();
+    let wanted: Vec<(usize, String, String)> = t
+        .switches
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| selected(*i))
+        .map(|(i, s)| (i, s.db.clone(), s.name.clone()))
+        .collect();
+    tokio::spawn(read_statuses(n, wanted, parallel))
+}
+
+async fn read_statuses(
+    n: usize,
+    wanted: Vec<(usize, String, String)>,
     parallel: usize,
 ) -> Vec<Result<Option<PluginStatus>, String>> {
     let sem = Arc::new(Semaphore::new(parallel.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, s) in t.switches.iter().enumerate() {
-        if !selected(i) {
-            continue;
-        }
+    for (i, db, name) in wanted {
         let sem = sem.clone();
-        let (db, name) = (s.db.clone(), s.name.clone());
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await;
             let r = read_status(&db).await;
@@ -162,8 +175,7 @@ pub async fn read_statuses(
             (i, r)
         });
     }
-    let mut out: Vec<Result<Option<PluginStatus>, String>> =
-        (0..t.switches.len()).map(|_| Ok(None)).collect();
+    let mut out: Vec<Result<Option<PluginStatus>, String>> = (0..n).map(|_| Ok(None)).collect();
     while let Some(r) = tasks.join_next().await {
         if let Ok((i, r)) = r {
             out[i] = r;

@@ -175,21 +175,6 @@ fn keyspace_event_kind(event: &str) -> EventKind {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keyspace_events_map_to_ops() {
-        assert_eq!(keyspace_event_kind("del"), EventKind::Gone);
-        assert_eq!(keyspace_event_kind("expired"), EventKind::Gone);
-        assert_eq!(keyspace_event_kind("hset"), EventKind::Changed);
-        assert_eq!(keyspace_event_kind("hdel"), EventKind::Changed);
-        assert_eq!(keyspace_event_kind("rename_to"), EventKind::Changed);
-        assert_eq!(keyspace_event_kind("expire"), EventKind::Ignored);
-    }
-}
-
 /// Follows several tables of one database for changes, without reading them: each
 /// [`TableWatcher::changed`] returns once some row of one of them was written or deleted (the
 /// caller reads what it needs). Subscribed when [`TableWatcher::new`] returns, so a read after
@@ -242,5 +227,20 @@ impl TableWatcher {
             context: "keyspace subscription".into(),
             detail: "the subscription ended".into(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyspace_events_map_to_ops() {
+        assert_eq!(keyspace_event_kind("del"), EventKind::Gone);
+        assert_eq!(keyspace_event_kind("expired"), EventKind::Gone);
+        assert_eq!(keyspace_event_kind("hset"), EventKind::Changed);
+        assert_eq!(keyspace_event_kind("hdel"), EventKind::Changed);
+        assert_eq!(keyspace_event_kind("rename_to"), EventKind::Changed);
+        assert_eq!(keyspace_event_kind("expire"), EventKind::Ignored);
     }
 }

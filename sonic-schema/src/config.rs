@@ -326,8 +326,13 @@ where
 {
     let sep = crate::SonicDbId::ConfigDb.separator();
     let mut d = weft_sonic_db::Digest::default();
+    let mut key = String::new();
     for (t, k, f) in rows {
-        d.add(&format!("{}{sep}{}", t.as_ref(), k.as_ref()), f.borrow());
+        key.clear();
+        key.push_str(t.as_ref());
+        key.push(sep);
+        key.push_str(k.as_ref());
+        d.add(&key, f.borrow());
     }
     d
 }

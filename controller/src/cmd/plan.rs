@@ -99,7 +99,7 @@ const PLAN_WINDOW: usize = 2 * PARALLEL_READS;
 
 /// A switch's installed state in `write_plan`: known (read, or by digest) or being read.
 enum Pending {
-    Ready(Installed),
+    Ready(Box<Installed>),
     Reading(tokio::task::JoinHandle<Installed>),
 }
 
@@ -176,15 +176,24 @@ pub async fn write_plan(
         selection,
         mut file,
     } = req;
+    // Online, each switch's status row first, read while the fabric compiles: a plugin in sync
+    // whose digests equal the desired state's holds exactly it, and its rows are not read.
+    let status_reads = (!offline).then(|| {
+        weft_reconcile::io::spawn_status_reads(
+            t,
+            |i| targets::selected(selection, i),
+            PARALLEL_READS,
+        )
+    });
     let compiler = Compiler::new(t, link_state(t, down));
     let info = p4map::pipeline_p4info().context("the pipeline's P4Info")?;
-    // Online, each switch's status row first: a plugin in sync whose digests equal the desired
-    // state's holds exactly it, and its rows are not read.
-    let mut statuses = if offline {
-        Vec::new()
-    } else {
-        weft_reconcile::io::read_statuses(t, |i| targets::selected(selection, i), PARALLEL_READS)
-            .await
+    let mut statuses = match status_reads {
+        None => Vec::new(),
+        Some(h) => h.await.unwrap_or_else(|e| {
+            (0..t.switches.len())
+                .map(|_| Err(format!("status read failed ({e})")))
+                .collect()
+        }),
     };
     let reads = Arc::new(tokio::sync::Semaphore::new(PARALLEL_READS));
     let mut notes: Vec<String> = compiler.notes();
@@ -238,13 +247,15 @@ pub async fn write_plan(
         {
             let desired = plan::desired_switch(t, &info, sw, si)?;
             let inst = if offline {
-                Pending::Ready(Installed::empty("not read (--offline)"))
+                Pending::Ready(Box::new(Installed::empty("not read (--offline)")))
             } else {
                 match std::mem::replace(&mut statuses[si], Ok(None)) {
-                    Err(e) => Pending::Ready(Installed::empty(format!("DB unreachable ({e})"))),
+                    Err(e) => {
+                        Pending::Ready(Box::new(Installed::empty(format!("DB unreachable ({e})"))))
+                    }
                     Ok(status) => {
                         match status.and_then(|st| by_digest(&t.switches[si].name, st, &desired)) {
-                            Some(i) => Pending::Ready(i),
+                            Some(i) => Pending::Ready(Box::new(i)),
                             None => {
                                 let (db, sem) = (t.switches[si].db.clone(), reads.clone());
                                 Pending::Reading(tokio::spawn(async move {
@@ -264,7 +275,7 @@ pub async fn write_plan(
             continue;
         } else if let Some((si, desired, inst)) = queue.pop_front() {
             let inst = match inst {
-                Pending::Ready(i) => i,
+                Pending::Ready(i) => *i,
                 Pending::Reading(h) => h
                     .await
                     .unwrap_or_else(|e| Installed::empty(format!("read failed ({e})"))),
