@@ -14,9 +14,11 @@
 //! `?db_base=` when there are fewer servers than switches. `weft apply --no-wait` writes the
 //! fabric; a responder in this bench then does what each switch's plugin does with it (pops
 //! APPL_DB P4RT_TABLE, answers SUCCESS and copies the entries to APPL_STATE_DB), so every switch
-//! holds its installed state. Then, in one run: `weft plan --offline`, `weft plan` (reads every
-//! switch's installed state and diffs: must find nothing to do), and `weft run` up to its
-//! "converged" log line, and their ratios to the offline plan. `WEFT_BENCH_PERF=DIR` also
+//! holds its installed state, and publishes in its status row the digests of APPL_STATE_DB and
+//! of the owned CONFIG_DB tables as the plugin does (the shared stand-in code). Then, in one
+//! run: `weft plan --offline`, `weft plan` (reads every switch's status row and compares
+//! digests, reading rows only where they differ: must find nothing to do), and `weft run` up
+//! to its "converged" log line, and their ratios to the offline plan. `WEFT_BENCH_PERF=DIR` also
 //! records a `perf` profile of the online plan into DIR.
 
 #[path = "../tests/common/mod.rs"]
@@ -322,7 +324,7 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
     }
     let plan_text = std::fs::read_to_string(&out).unwrap_or_default();
     let m_off = report("weft plan --offline", &off);
-    let m_on = report("weft plan (reads every switch, diffs)", &on);
+    let m_on = report("weft plan (status rows, digests, diffs)", &on);
     let m_run = median(run.clone());
     println!(
         "{:<44} wall median {m_run:>6.2} s worst {:>6.2} s",
