@@ -29,14 +29,6 @@
     hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,                                           \
          { FLOW_ADDRS_PROTO ++ FLOW_L4_PORTS ++ FLOW_DST_QP }, 32w0xffffffff);
 
-// The key as separate fields, for the postcard watch table; FLOW_KEY_HASH hashes them (in
-// another action: within one, p4c would copy every field again for the hash).
-#define FLOW_KEY_HASH                                                                         \
-    hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,                                           \
-         { meta.flow_src, meta.flow_dst, meta.ip_proto, meta.l4_src_port, meta.l4_dst_port,    \
-           meta.dst_qp },                                                                     \
-         32w0xffffffff);
-
 control FlowKey(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t sm) {

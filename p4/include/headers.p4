@@ -202,8 +202,6 @@ struct local_metadata_t {
     bit<32>         ecn_r;
     bit<16>         pfc_state;        // pfc_state_reg of the packet's queue
     bit<16>         pfc_event;        // 0, or 1 + the port a PAUSE / RESUME goes to
-    bit<1>          psn_track;
-    bit<152>        psn_key;
     bit<32>         psn_slot;
     bit<32>         psn_state;
     bit<2>          psn_event;        // PSN_EVENT_*

@@ -175,16 +175,17 @@ control Multipath(inout headers_t hdr,
         meta.member = (meta.take_last == 1 ? meta.last_choice[31:0] : 32w0)
                     | (meta.take_last == 0 && meta.sample_live == 1 ? meta.member : 32w0);
         meta.nexthop_id = meta.member[15:0];
-        group_last_choice_reg.write((bit<32>)meta.wcmp_group_id,
-                                    meta.member != 0 ? MULTIPATH_CFG_EPOCH ++ meta.member
-                                                     : meta.last_choice);
+        // last_choice becomes the value written back (nothing reads the old one after this).
+        meta.last_choice = meta.member != 0 ? MULTIPATH_CFG_EPOCH ++ meta.member
+                                            : meta.last_choice;
+        group_last_choice_reg.write((bit<32>)meta.wcmp_group_id, meta.last_choice);
         multipath_member_counter.count((bit<32>)meta.nexthop_id);
     }
 
     // FLOWLET: remember the new choice for the flow.
     @hidden action flowlet_remember() {
-        flowlet_choice_reg.write(meta.flow_hash & (FLOWLET_SLOTS - 1),
-                                 meta.wcmp_group_id ++ MULTIPATH_CFG_EPOCH ++ meta.member);
+        meta.flowlet_choice = meta.wcmp_group_id ++ MULTIPATH_CFG_EPOCH ++ meta.member;
+        flowlet_choice_reg.write(meta.flow_hash & (FLOWLET_SLOTS - 1), meta.flowlet_choice);
     }
 
     // No live candidate (a group that has not carried traffic since its epoch changed, or
