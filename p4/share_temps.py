@@ -8,11 +8,14 @@ metadata field of every packet (about 600 instructions per field, GMP), so Weft'
 temporaries cost every packet more than most of what the packet does. Each temporary is written
 and read inside one action only, so temporaries of different actions can share a field: this
 pass renames them to `tmp_w<W>_<i>` (the i-th temporary of width W within an action), so the
-program keeps one field per width and slot instead of one per temporary.
+program keeps one field per width and slot instead of one per temporary. Variables declared in
+an action body are temporaries too (p4c makes them scalars fields as well): the P4 declares
+values that live only within one action that way rather than as `local_metadata_t` fields.
 
 A temporary is only shared when the JSON proves it action-local: every reference to it is in
 one action's primitives or in calculations that only that action uses, and the action's first
-primitive touching it assigns it without reading it. Anything else is left as p4c wrote it.
+primitive touching it writes it without reading it (assign, register_read, hash, random).
+`local_metadata_t` fields and anything else are left as p4c wrote them.
 
 The file is edited as text (only the field names and the scalars header's field list change),
 so the output keeps p4c's layout and stays byte-for-byte reproducible.
@@ -25,7 +28,10 @@ import re
 import sys
 
 SCALARS = "scalars"
-TEMP = re.compile(r"^tmp(_\d+)?$")
+USER = "local_metadata_t."
+# Primitives whose first parameter is a field they write without reading it.
+WRITES_FIRST = {"assign", "register_read", "modify_field_with_hash_based_offset",
+                "modify_field_rng_uniform"}
 
 
 def field_refs(node, out):
@@ -58,7 +64,8 @@ def plan(prog):
     """{old temporary name: shared name} for every temporary proven action-local."""
     scalars = next(h for h in prog["header_types"] if h["name"] == "scalars_0")
     widths = {f[0]: (f[1], f[2]) for f in scalars["fields"]}
-    temps = {name for name in widths if TEMP.match(name)}
+    temps = {name for name in widths
+             if not name.startswith(USER) and not name.startswith("_padding")}
 
     calc_inputs = {}
     for calc in prog.get("calculations", []):
@@ -100,13 +107,17 @@ def plan(prog):
             for calc in calcs:
                 refs.extend(calc_inputs.get(calc, []))
             dest = None
-            if prim["op"] == "assign":
+            if prim["op"] in WRITES_FIRST:
                 first = prim["parameters"][0]
                 if first.get("type") == "field" and first["value"][0] == SCALARS:
                     dest = first["value"][1]
             rhs = []
             if dest is not None:
                 field_refs(prim["parameters"][1:], rhs)
+                rhs_calcs = []
+                calc_refs(prim["parameters"][1:], rhs_calcs)
+                for calc in rhs_calcs:
+                    rhs.extend(calc_inputs.get(calc, []))
             for name in refs:
                 if name not in temps or name in seen:
                     continue

@@ -36,8 +36,6 @@ control FlowKey(inout headers_t hdr,
         meta.flow_src = hdr.ipv4.isValid() ? (bit<128>)hdr.ipv4.src_addr : hdr.ipv6.src_addr;
         meta.flow_dst = hdr.ipv4.isValid() ? (bit<128>)hdr.ipv4.dst_addr : hdr.ipv6.dst_addr;
         meta.ip_proto = hdr.ipv4.isValid() ? hdr.ipv4.protocol : hdr.ipv6.next_hdr;
-        meta.l4_src_port = (hdr.udp.isValid() ? hdr.udp.src_port : 16w0)
-                         | (hdr.tcp.isValid() ? hdr.tcp.src_port : 16w0);
         meta.l4_dst_port = (hdr.udp.isValid() ? hdr.udp.dst_port : 16w0)
                          | (hdr.tcp.isValid() ? hdr.tcp.dst_port : 16w0);
         meta.dst_qp = FLOW_DST_QP;
