@@ -64,8 +64,9 @@ def plan(prog):
     """{old temporary name: shared name} for every temporary proven action-local."""
     scalars = next(h for h in prog["header_types"] if h["name"] == "scalars_0")
     widths = {f[0]: (f[1], f[2]) for f in scalars["fields"]}
+    # Already shared fields (a second run) are left as they are: the pass is idempotent.
     temps = {name for name in widths
-             if not name.startswith(USER) and not name.startswith("_padding")}
+             if not name.startswith((USER, "_padding", "tmp_w"))}
 
     calc_inputs = {}
     for calc in prog.get("calculations", []):
