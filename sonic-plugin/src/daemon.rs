@@ -590,7 +590,7 @@ impl Daemon {
                 .engine
                 .installed()
                 .iter()
-                .map(|(k, inst)| (k.clone(), inst.fields.clone()))
+                .map(|(k, inst)| (k.to_string(), inst.fields.clone()))
                 .collect();
             live.replace_many(&rows, &[]).await?;
             state.replace_many(&rows, &[]).await?;
@@ -730,7 +730,7 @@ impl Daemon {
         let mut revert = Vec::new();
         let mut remove = Vec::new();
         for r in results.iter().filter(|r| !r.status.is_ok()) {
-            match self.engine.installed().get(&r.key) {
+            match self.engine.installed().get(r.key.as_str()) {
                 Some(inst) => revert.push((r.key.clone(), inst.fields.clone())),
                 None => remove.push(r.key.clone()),
             }
