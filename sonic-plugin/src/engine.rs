@@ -17,6 +17,9 @@
 //! write the diff. Run twice, the second plans nothing.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use foldhash::HashMap as FastMap;
+use foldhash::HashSet as FastSet;
 use std::hash::{Hash, Hasher};
 
 use weft_p4::tables as t;
@@ -47,8 +50,10 @@ pub struct Installed {
 /// (IN_USE), as SONiC's p4orch answers.
 #[derive(Debug, Default, Clone)]
 pub struct RefIndex {
-    provided: HashMap<Ref, KeyName>,
-    users: HashMap<Ref, BTreeSet<KeyName>>,
+    provided: FastMap<Ref, KeyName>,
+    /// Unordered: a nexthop has tens of thousands of routes, and a sorted set of long keys
+    /// cost more to keep than anything else per route. Whoever reports a user sorts.
+    users: FastMap<Ref, FastSet<KeyName>>,
 }
 
 impl RefIndex {
@@ -63,7 +68,9 @@ impl RefIndex {
                     u.insert(key.clone());
                 }
                 None => {
-                    self.users.insert(x.clone(), BTreeSet::from([key.clone()]));
+                    let mut u = FastSet::default();
+                    u.insert(key.clone());
+                    self.users.insert(x.clone(), u);
                 }
             }
         }
@@ -89,8 +96,17 @@ impl RefIndex {
         self.provided.get(id).map(|k| &**k)
     }
 
+    /// The keys naming `id`, in no particular order.
     pub fn users(&self, id: &Ref) -> impl Iterator<Item = &str> {
         self.users.get(id).into_iter().flatten().map(|k| &**k)
+    }
+
+    /// The keys providing an identity of `table_id`.
+    pub fn providers_in(&self, table_id: u32) -> impl Iterator<Item = &str> {
+        self.provided
+            .iter()
+            .filter(move |(r, _)| r.table_id == table_id)
+            .map(|(_, k)| &**k)
     }
 }
 
@@ -126,8 +142,9 @@ pub struct Engine<S> {
     pub translator: Translator,
     contract: Contract,
     /// Keyed by the shared key string: the same allocation names the key in `owners` and
-    /// `index`.
-    installed: BTreeMap<KeyName, Installed>,
+    /// `index`. Hashed: 100k keys sharing a 40-byte prefix made every lookup of a sorted map
+    /// a chain of long comparisons.
+    installed: FastMap<KeyName, Installed>,
     index: RefIndex,
     owners: Owners,
     owned: Objects,
@@ -164,7 +181,7 @@ impl<S: SwitchIo> Engine<S> {
             switch,
             translator,
             contract: Contract::default(),
-            installed: BTreeMap::new(),
+            installed: FastMap::default(),
             index: RefIndex::default(),
             owners: Owners::default(),
             owned: Objects::new(),
@@ -172,7 +189,7 @@ impl<S: SwitchIo> Engine<S> {
         }
     }
 
-    pub fn installed(&self) -> &BTreeMap<KeyName, Installed> {
+    pub fn installed(&self) -> &FastMap<KeyName, Installed> {
         &self.installed
     }
 
@@ -182,19 +199,9 @@ impl<S: SwitchIo> Engine<S> {
 
     /// Nexthop ids of the installed `nexthop_table` entries (whose path spread is counted).
     pub fn nexthop_ids(&self) -> BTreeSet<u32> {
-        let table = weft_sonic_db::sonic_table_name(
-            t::nexthop_table::ALIAS,
-            weft_sonic_db::P4rtTableKind::Fixed,
-        );
-        let prefix = format!("{table}:");
-        // Keys are sorted: the nexthops are one range, not a scan of every route.
-        self.installed
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix.as_str()),
-                std::ops::Bound::Unbounded,
-            ))
-            .map(|(k, _)| k)
-            .take_while(|k| k.starts_with(&prefix))
+        // The keys providing a nexthop identity: the nexthops, not a scan of every route.
+        self.index
+            .providers_in(t::nexthop_table::ID)
             .filter_map(|k| weft_sonic_db::P4rtKey::parse_table_key(k).ok())
             .filter_map(|k| {
                 k.match_value(t::nexthop_table::fields::nexthop_id::NAME)
@@ -286,7 +293,8 @@ impl<S: SwitchIo> Engine<S> {
         }
         // Then claim the objects, in batch order: the first key programming an object has it.
         {
-            let mut claimed: HashMap<&ObjKey, usize> = HashMap::with_capacity(n);
+            let mut claimed: FastMap<&ObjKey, usize> = FastMap::default();
+            claimed.reserve(n);
             for (i, op) in ops.iter().enumerate() {
                 let Some(objs) = &new_objects[i] else {
                     continue;
@@ -327,8 +335,8 @@ impl<S: SwitchIo> Engine<S> {
         }
 
         // 2. References, as the batch leaves them: what each key provides and names.
-        let mut batch_provides: HashMap<&Ref, usize> = HashMap::new();
-        let mut batch_drops: HashMap<&Ref, usize> = HashMap::new();
+        let mut batch_provides: FastMap<&Ref, usize> = FastMap::default();
+        let mut batch_drops: FastMap<&Ref, usize> = FastMap::default();
         for i in 0..n {
             if results[i].is_some() {
                 continue;
@@ -402,7 +410,10 @@ impl<S: SwitchIo> Engine<S> {
                 if pending.changes(id) || pending.names(id) {
                     blocked = true;
                 }
-                for user in self.index.users(id).filter(|u| *u != op.key) {
+                // Sorted, so the user an answer names does not depend on hashing.
+                let mut users: Vec<&str> = self.index.users(id).filter(|u| *u != op.key).collect();
+                users.sort_unstable();
+                for user in users {
                     let leaving = ops.iter().enumerate().find(|(j, o)| {
                         o.key == user
                             && results[*j].is_none()
@@ -714,6 +725,7 @@ impl<S: SwitchIo> Engine<S> {
                 out.push((key.to_string(), s));
             }
         }
+        out.sort_unstable();
         Ok(out)
     }
 
@@ -726,7 +738,7 @@ impl<S: SwitchIo> Engine<S> {
         self.stats.syncs += 1;
         let mut report = SyncReport::default();
         let mut desired = Objects::new();
-        let mut installed = BTreeMap::new();
+        let mut installed = FastMap::default();
         let mut owners = Owners::default();
         let mut index = RefIndex::default();
         for (key, fields) in desired_p4rt {
@@ -828,6 +840,8 @@ impl<S: SwitchIo> Engine<S> {
     /// the identities they name (new and old).
     pub fn pending(&self, p: &Prepared) -> Pending {
         let mut out = Pending::default();
+        out.keys.reserve(p.ops.len());
+        out.objects.reserve(p.ops.len() + p.plan.len());
         out.keys
             .extend(p.ops.iter().map(|o| fingerprint(o.key.as_str())));
         out.objects.extend(
@@ -852,10 +866,9 @@ impl<S: SwitchIo> Engine<S> {
 
 /// A 64-bit fingerprint of a key, object or identity, for [`Pending`].
 fn fingerprint<T: Hash + ?Sized>(x: &T) -> u64 {
-    // Fixed keys: the same value gives the same fingerprint in every batch.
-    let mut h = std::hash::DefaultHasher::new();
-    x.hash(&mut h);
-    h.finish()
+    // A fixed seed: the same value gives the same fingerprint in every batch.
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x5745_4654).hash_one(x)
 }
 
 /// Hashes a fingerprint as itself: it is a hash already.

@@ -401,7 +401,7 @@ pub type KeyName = std::sync::Arc<str>;
 /// Which owner holds each object (so two keys cannot claim one switch object).
 #[derive(Debug, Default, Clone)]
 pub struct Owners {
-    map: HashMap<ObjKey, KeyName>,
+    map: foldhash::HashMap<ObjKey, KeyName>,
 }
 
 impl Owners {
