@@ -131,7 +131,11 @@ pub(crate) const CLAIM_TERM: &str = concat!(
 pub const TERM_KEY: &str = "WEFT_LEADER_TERM";
 
 /// Consumer pop. KEYS: key set, table prefix (`T:`), del set. ARGV: how many keys to pop, staging
-/// prefix (`_`). Returns `{{key, {f, v, ...}}, ...}`; an empty field list means the key was deleted.
+/// prefix (`_`). What it does to the keys is swss-common's pop; what it returns is Weft's own:
+/// one JSON text `[[key, f, v, ...], ...]` (a key alone: it was deleted). A single string, not
+/// nested arrays of a reply per key and field: parsing 100k of those in redis-rs cost the plugin
+/// more than anything else it does per key, and Redis encodes one string faster than it
+/// writes thousands of replies.
 pub(crate) const CONSUMER_POP: &str = r#"
 if redis.replicate_commands then
     -- Redis < 5 replicates scripts verbatim and refuses writes after SPOP without this.
@@ -155,9 +159,17 @@ for _, k in ipairs(popped) do
         a = stop + 1
     end
     redis.call('DEL', staged)
-    out[#out + 1] = {k, fv}
+    local entry = {k}
+    for j = 1, #fv do
+        entry[j + 1] = fv[j]
+    end
+    out[#out + 1] = entry
 end
-return out
+if #out == 0 then
+    -- cjson writes an empty table as an object.
+    return '[]'
+end
+return cjson.encode(out)
 "#;
 
 /// APPL_STATE_DB rows of answered keys, replaced as a batch (what swss-common's

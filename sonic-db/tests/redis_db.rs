@@ -1217,3 +1217,36 @@ async fn fenced_batches_from_an_older_term_are_refused_whole() {
     new.apply(&ops[..3]).await.expect("term 9 writes");
     assert_eq!(smembers(&mut c, "P4RT_TABLE_KEY_SET").await.len(), 4);
 }
+
+#[tokio::test]
+async fn popped_keys_and_values_survive_quotes_escapes_unicode_and_empty_values() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    let key = r#"FIXED_T:{"match/a":"x\"y\\z/é"}"#;
+    let fields = vec![
+        ("action".to_string(), "a\tb\\c\"d/e".to_string()),
+        ("param/empty".to_string(), String::new()),
+        ("param/uni".to_string(), "żółw ✓".to_string()),
+    ];
+    producer.set(key, &fields).await.expect("set");
+    producer.del("FIXED_T:gone").await.expect("del");
+    let mut got = consumer.pop(10).await.expect("pop");
+    // The set first, then the delete.
+    got.sort_by_key(|o| o.op == Op::Del);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].key, key);
+    assert_eq!(got[0].op, Op::Set);
+    let mut want = fields.clone();
+    want.sort();
+    let mut have = got[0].fields.clone();
+    have.sort();
+    assert_eq!(have, want);
+    assert_eq!((got[1].key.as_str(), got[1].op), ("FIXED_T:gone", Op::Del));
+    assert!(consumer.pop(10).await.expect("pop").is_empty());
+}
