@@ -245,7 +245,7 @@ fn commandstats_top(info: &str) -> Vec<(String, u64, u64)> {
             Some((name.to_string(), field("calls")?, field("usec")?))
         })
         .collect();
-    out.sort_by(|a, b| b.2.cmp(&a.2));
+    out.sort_by_key(|x| std::cmp::Reverse(x.2));
     out
 }
 
