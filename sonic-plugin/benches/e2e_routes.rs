@@ -355,7 +355,11 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
     // as the controller would).
     let bench_table = "WEFT_BENCH_TABLE";
     let mut prod = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
+    // redis-server's CPU per stage alone: what each side of the protocol costs Redis.
+    let redis_cpu = || cpu_of(redis.pid());
+    let r0 = redis_cpu();
     prod.apply(&routes).await?;
+    let redis_produce = redis_cpu().saturating_sub(r0);
     let mut cons = ConsumerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
     let t0 = Instant::now();
     let mut popped = Vec::with_capacity(n);
@@ -367,6 +371,7 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         popped.extend(b);
     }
     let pops = t0.elapsed();
+    let redis_pops = redis_cpu().saturating_sub(r0 + redis_produce);
     let results: Vec<EntryResult> = popped
         .into_iter()
         .map(|o| EntryResult::ok(o.key, Op::Set, o.fields))
@@ -378,6 +383,7 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         publisher.publish_batch(chunk).await?;
     }
     let respond = t0.elapsed();
+    let redis_respond = redis_cpu().saturating_sub(r0 + redis_produce + redis_pops);
     let heard = waiter
         .wait(
             results.iter().map(|r| r.key.clone()),
@@ -493,6 +499,12 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
             );
         }
     }
+    println!(
+        "  redis-server CPU per stage alone: producer {:.2}s, consumer pops {:.2}s, responses + APPL_STATE_DB {:.2}s",
+        redis_produce.as_secs_f64(),
+        redis_pops.as_secs_f64(),
+        redis_respond.as_secs_f64()
+    );
     let limit = [
         ("translation", translate),
         ("P4Runtime write into BMv2", seq),
