@@ -23,7 +23,7 @@
 //!   batch loop:     prepare N+1 (translate, check refs, plan)   commit N ─► start N+1
 //!   switch:         ═══ Write N (its stages in rank order) ═══            ═══ Write N+1 ═══
 //!   responder task: answer N−1 (APPL_DB reverts, APPL_STATE_DB copies, then the PUBLISHes:
-//!                   one MULTI/EXEC and one pipeline per batch, swss-common's buffered form)
+//!                   one script for the APPL_STATE_DB rows and one of the PUBLISHes per batch)
 //! ```
 //! * One Write in flight, ever: batch N+1 reaches the switch only after batch N's every stage
 //!   was answered by the switch and committed. The writes the switch sees are in the order the
