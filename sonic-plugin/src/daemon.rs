@@ -23,7 +23,7 @@
 //!   batch loop:     prepare N+1 (translate, check refs, plan)   commit N ─► start N+1
 //!   switch:         ═══ Write N (its stages in rank order) ═══            ═══ Write N+1 ═══
 //!   responder task: answer N−1 (APPL_DB reverts, APPL_STATE_DB copies, then the PUBLISHes:
-//!                   one MULTI/EXEC and one pipeline per batch, swss-common's buffered form)
+//!                   one script for the APPL_STATE_DB rows and one of the PUBLISHes per batch)
 //! ```
 //! * One Write in flight, ever: batch N+1 reaches the switch only after batch N's every stage
 //!   was answered by the switch and committed. The writes the switch sees are in the order the
@@ -147,6 +147,10 @@ pub struct Daemon {
     postcards: Vec<weft_sonic_schema::state::PostcardHop>,
     /// The last drift audit, and the keys it reported (STATE_DB `WEFT_DRIFT`).
     audited: Option<Instant>,
+    /// How long the last audit took (it reads the whole switch back: ~0.6 s at 100k entries).
+    audit_cost: Duration,
+    /// When the batch loop last took a batch (an audit waits while batches flow).
+    last_batch: Option<Instant>,
     drifted: Vec<String>,
     /// Why the last read-back failed, while it keeps failing (logged once).
     audit_error: Option<String>,
@@ -211,8 +215,38 @@ async fn psn_task(
 /// Postcards held for the next flush at most; more are dropped (and counted).
 const POSTCARD_BUFFER: usize = 20_000;
 
-/// How often the plugin reads the switch back and compares it with what it installed.
+/// How often the plugin reads the switch back and compares it with what it installed, at
+/// most (see [`audit_due`]).
 pub const AUDIT_INTERVAL: Duration = Duration::from_secs(2);
+/// An audit is at most this share of the plugin's time: the next one waits this many times
+/// the last one's duration.
+const AUDIT_COST_FACTOR: u32 = 20;
+/// While batches flow, the audit waits, but never longer than this.
+const AUDIT_MAX_DEFER: Duration = Duration::from_secs(60);
+
+/// Whether the drift audit runs now. It reads the whole switch back and the session loop waits
+/// for it (a batch committed during the read would show as drift), so it must not stall a
+/// stream of batches: with 100k routes it took 30% of the plugin's CPU and held the batch loop
+/// 0.6 s every 2 s. It waits until no batch came for [`AUDIT_INTERVAL`] (a controller writing
+/// routes is not when the switch drifts behind the plugin's back), or [`AUDIT_MAX_DEFER`] under
+/// constant churn, and keeps to a 1/[`AUDIT_COST_FACTOR`] duty cycle. Small tables audit every
+/// [`AUDIT_INTERVAL`] as before.
+/// `last` is the last audit (`None`: none yet, then the deferral counts from `started`).
+fn audit_due(
+    now: Instant,
+    last: Option<Instant>,
+    started: Instant,
+    last_cost: Duration,
+    last_batch: Option<Instant>,
+) -> bool {
+    let since = |t: Instant| now.saturating_duration_since(t);
+    let spacing = AUDIT_INTERVAL.max(last_cost * AUDIT_COST_FACTOR);
+    if last.is_some_and(|t| since(t) < spacing) {
+        return false;
+    }
+    let busy = last_batch.is_some_and(|t| since(t) < AUDIT_INTERVAL);
+    !busy || since(last.unwrap_or(started)) >= AUDIT_MAX_DEFER
+}
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -271,6 +305,8 @@ impl Daemon {
             metrics: Arc::new(weft_telemetry::PluginMetrics::new(cfg.switch_name.clone())),
             postcards: Vec::new(),
             audited: None,
+            audit_cost: Duration::ZERO,
+            last_batch: None,
             drifted: Vec::new(),
             audit_error: None,
             appl_digest: None,
@@ -576,7 +612,7 @@ impl Daemon {
                 .engine
                 .installed()
                 .iter()
-                .map(|(k, inst)| (k.clone(), inst.fields.clone()))
+                .map(|(k, inst)| (k.to_string(), inst.fields.clone()))
                 .collect();
             live.replace_many(&rows, &[]).await?;
             state.replace_many(&rows, &[]).await?;
@@ -726,7 +762,7 @@ impl Daemon {
         let mut revert = Vec::new();
         let mut remove = Vec::new();
         for r in results.iter().filter(|r| !r.status.is_ok()) {
-            match self.engine.installed().get(&r.key) {
+            match self.engine.installed().get(r.key.as_str()) {
                 Some(inst) => revert.push((r.key.clone(), inst.fields.clone())),
                 None => remove.push(r.key.clone()),
             }
@@ -754,6 +790,7 @@ impl Daemon {
     /// prepared now (when it touches no key of the batch in flight) and written next.
     fn take_batch(&mut self, pipe: &mut Pipe, batch: Vec<KeyOpFieldValues>) -> Result<(), End> {
         let t0 = Instant::now();
+        self.last_batch = Some(t0);
         let keys = batch.len();
         let idle = pipe.inflight.is_none();
         let r = self.take_batch_inner(pipe, batch);
@@ -1014,9 +1051,17 @@ impl Daemon {
         self.write_status().await?;
         let records = self.features.tuning_records();
         self.publish(&records).await?;
-        if self.audited.is_none_or(|t| t.elapsed() >= AUDIT_INTERVAL) {
-            self.audited = Some(Instant::now());
+        let now = Instant::now();
+        if audit_due(
+            now,
+            self.audited,
+            self.started,
+            self.audit_cost,
+            self.last_batch,
+        ) {
             self.audit().await?;
+            self.audited = Some(now);
+            self.audit_cost = now.elapsed();
         }
         Ok(())
     }
@@ -1448,4 +1493,33 @@ pub fn failed(results: &[EntryResult]) -> usize {
 /// For tests: fields as a map.
 pub fn fields_map(f: &FieldValues) -> BTreeMap<String, String> {
     f.iter().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_audit_waits_while_batches_flow_and_spaces_itself_by_its_cost() {
+        let t0 = Instant::now();
+        let s = |n: u64| t0 + Duration::from_millis(n);
+        let cheap = Duration::from_millis(5);
+        // Small tables, no batches: every AUDIT_INTERVAL, as before.
+        assert!(audit_due(s(0), None, t0, Duration::ZERO, None));
+        assert!(!audit_due(s(1_999), Some(s(0)), t0, cheap, None));
+        assert!(audit_due(s(2_000), Some(s(0)), t0, cheap, None));
+        // A batch within the last interval: the audit waits...
+        assert!(!audit_due(s(10_000), Some(s(0)), t0, cheap, Some(s(9_000))));
+        assert!(!audit_due(s(1_000), None, t0, cheap, Some(s(500))));
+        // ...until the batches stop for an interval...
+        assert!(audit_due(s(11_000), Some(s(0)), t0, cheap, Some(s(9_000))));
+        // ...or for AUDIT_MAX_DEFER under constant churn, counted from the start when there
+        // was no audit yet.
+        assert!(audit_due(s(60_000), Some(s(0)), t0, cheap, Some(s(59_999))));
+        assert!(audit_due(s(60_000), None, t0, cheap, Some(s(59_999))));
+        // A read-back of 0.6 s (100k entries) runs at most every 12 s.
+        let costly = Duration::from_millis(600);
+        assert!(!audit_due(s(11_999), Some(s(0)), t0, costly, None));
+        assert!(audit_due(s(12_000), Some(s(0)), t0, costly, None));
+    }
 }
