@@ -50,6 +50,10 @@ compile() {
     # p4c records the path of its preprocessed file, which depends on the output directory;
     # name the source instead so that the output only depends on the sources.
     sed -i -e "s|\"program\" : \"[^\"]*\"|\"program\" : \"$src\"|" "$outdir/$name.json"
+    # One metadata field per p4c temporary costs every packet a reset: share them between
+    # actions (share_temps.py says why and when it is safe). python3 is there wherever p4c is
+    # (p4c's driver is a Python script).
+    python3 "$here/share_temps.py" "$outdir/$name.json"
 }
 
 if [[ "$mode" == "write" ]]; then

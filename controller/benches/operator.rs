@@ -14,9 +14,11 @@
 //! `?db_base=` when there are fewer servers than switches. `weft apply --no-wait` writes the
 //! fabric; a responder in this bench then does what each switch's plugin does with it (pops
 //! APPL_DB P4RT_TABLE, answers SUCCESS and copies the entries to APPL_STATE_DB), so every switch
-//! holds its installed state. Then, in one run: `weft plan --offline`, `weft plan` (reads every
-//! switch's installed state and diffs: must find nothing to do), and `weft run` up to its
-//! "converged" log line, and their ratios to the offline plan. `WEFT_BENCH_PERF=DIR` also
+//! holds its installed state, and publishes in its status row the digests of APPL_STATE_DB and
+//! of the owned CONFIG_DB tables as the plugin does (the shared stand-in code). Then, in one
+//! run: `weft plan --offline`, `weft plan` (reads every switch's status row and compares
+//! digests, reading rows only where they differ: must find nothing to do), and `weft run` up
+//! to its "converged" log line, and their ratios to the offline plan. `WEFT_BENCH_PERF=DIR` also
 //! records a `perf` profile of the online plan into DIR.
 
 #[path = "../tests/common/mod.rs"]
@@ -28,11 +30,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use weft_sonic_db::{
-    ConsumerStateTable, EntryResult, ResponsePublisher, SonicDb, SonicDbId, Table,
-};
+use weft_sonic_db::{ConsumerStateTable, Digest, EntryResult, SonicDb, SonicDbId, Table};
 use weft_sonic_schema::Row;
-use weft_sonic_schema::state::PluginStatus;
+use weft_sonic_schema::state::{InstalledDigests, PluginStatus};
 
 #[path = "../tests/common/stand_in.rs"]
 #[allow(dead_code)]
@@ -189,11 +189,15 @@ fn role_name(r: Role) -> &'static str {
 
 /// Does what each switch's plugin does with what `weft apply` wrote: pops APPL_DB P4RT_TABLE
 /// and answers SUCCESS, which copies each entry into APPL_STATE_DB; and says, in its status row,
-/// that it runs in sync (without that row the reconciler trusts no APPL_STATE_DB).
+/// that it runs in sync (without that row the reconciler trusts no APPL_STATE_DB), with the
+/// digests of APPL_STATE_DB and of the owned CONFIG_DB tables a plugin publishes.
 async fn respond(db: &str) -> usize {
     let sonic = SonicDb::from_endpoint(db).expect("endpoint");
-    let n = pop_and_answer(&sonic).await;
-    let status = stand_in_plugin::status_row(n as u64);
+    let (n, entries) = pop_and_answer(&sonic).await;
+    let config = stand_in_plugin::read_config_digest(&sonic)
+        .await
+        .expect("CONFIG_DB digest");
+    let status = stand_in_plugin::status_with_digests(&InstalledDigests { entries, config });
     let t = Table::new(
         sonic.connect(SonicDbId::StateDb).await.expect("STATE_DB"),
         PluginStatus::TABLE,
@@ -205,11 +209,12 @@ async fn respond(db: &str) -> usize {
     n
 }
 
-async fn pop_and_answer(sonic: &SonicDb) -> usize {
+/// Keys answered, and the digest of APPL_STATE_DB P4RT_TABLE after.
+async fn pop_and_answer(sonic: &SonicDb) -> (usize, Digest) {
     let mut consumer = ConsumerStateTable::new(sonic, SonicDbId::ApplDb, "P4RT_TABLE")
         .await
         .expect("consumer");
-    let mut publisher = ResponsePublisher::new(sonic, "P4RT_TABLE")
+    let mut publisher = stand_in_plugin::tracking_publisher(sonic)
         .await
         .expect("publisher");
     let mut n = 0;
@@ -224,7 +229,7 @@ async fn pop_and_answer(sonic: &SonicDb) -> usize {
             .collect();
         publisher.publish_batch(&results).await.expect("answer");
     }
-    n
+    (n, publisher.digest().unwrap_or_default())
 }
 
 fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
@@ -319,7 +324,7 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
     }
     let plan_text = std::fs::read_to_string(&out).unwrap_or_default();
     let m_off = report("weft plan --offline", &off);
-    let m_on = report("weft plan (reads every switch, diffs)", &on);
+    let m_on = report("weft plan (status rows, digests, diffs)", &on);
     let m_run = median(run.clone());
     println!(
         "{:<44} wall median {m_run:>6.2} s worst {:>6.2} s",

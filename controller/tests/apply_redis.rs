@@ -54,6 +54,10 @@ async fn responder(url: String, refuse_v6: bool) {
         counter_polls: 0,
         uptime_s: 0,
         updated_ms: 0,
+        appl_state_digest: None,
+        appl_state_rows: None,
+        config_digest: None,
+        config_rows: None,
     };
     let Ok(conn) = sonic.connect(SonicDbId::StateDb).await else {
         return;

@@ -217,7 +217,7 @@ fn plan_file_applies_exactly_its_plan_and_is_refused_once_a_switch_changed() {
     assert!(out.contains("total: 116 to add"), "{out}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan file")).expect("json");
-    assert_eq!(v["weft_plan"], 1);
+    assert_eq!(v["weft_plan"], 2);
     assert!(
         v["intent"]["text"]
             .as_str()

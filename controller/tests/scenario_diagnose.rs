@@ -15,42 +15,16 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::bed::{self, Bed, Needs, REPO};
 use weft_testbed as tb;
 
 const TEST: &str = "scenario_diagnose";
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// DSCP 26 (the lossless `roce` class) with ECT(0).
 const TOS_ROCE_ECT0: &str = "106";
 const WINDOWS: [&str; 2] = ["1s", "6s"];
-
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-    background: Vec<Child>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        for c in &mut self.background {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if std::thread::panicking() {
-            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(self.dir.join("state"))
-                .arg(&keep)
-                .status();
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// A small deterministic generator (xorshift64*): the trials' targets are reproducible.
 struct Rng(u64);
@@ -153,35 +127,15 @@ fn fault(weft: &Path, file: &Path, state: &Path, args: &[String]) {
 
 #[test]
 fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_windows() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        return common::skip_or_fail(
-            TEST,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let needs = Needs {
+        cli: true,
+        bins: &[("weft-traffic", "weft-traffic")],
+        ..Needs::default()
     };
-    if !common::is_root() {
-        return common::skip_or_fail(TEST, "needs root for network namespaces");
-    }
+    let Some(programs) = bed::programs(TEST, &needs) else {
+        return;
+    };
     let weft = Path::new(env!("CARGO_BIN_EXE_weft"));
-    for (bin, pkg) in [
-        ("weft-plugin", "weft-sonic-plugin"),
-        ("weft-traffic", "weft-traffic"),
-    ] {
-        if !weft.with_file_name(bin).exists() {
-            return common::skip_or_fail(
-                TEST,
-                &format!("{bin} not built next to weft (cargo build -p {pkg})"),
-            );
-        }
-    }
-    if !bmv2.with_file_name("simple_switch_CLI").exists() {
-        return common::skip_or_fail(TEST, "simple_switch_CLI not found next to BMv2");
-    }
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin: weft.with_file_name("weft-plugin"),
-    };
     let trials: u32 = std::env::var("WEFT_DIAGNOSE_TRIALS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -191,61 +145,10 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
         .and_then(|v| v.parse().ok())
         .unwrap_or(16);
 
-    let (dir, fabric, text) = common::small_example("dgn");
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, &text).expect("intent");
-    let topo = weft_topology::load_file(&file).expect("valid intent");
-    let mut f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-        background: Vec::new(),
-    };
-    let state = dir.join("state");
     let t_up = Instant::now();
-    tb::up(
-        &topo,
-        &programs,
-        &tb::UpOptions {
-            state_dir: state.clone(),
-            plugin_args: ["--counter-interval", "300ms"].map(String::from).to_vec(),
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
-    // Plugins still starting may refuse entries for ports their CONFIG_DB has not given an id
-    // yet (unknown port): apply again, as an operator would.
-    let mut out = None;
-    for _ in 0..4 {
-        let o = Command::new(weft)
-            .args(["apply", &file.to_string_lossy(), "--timeout", "90s"])
-            .output()
-            .expect("weft apply");
-        let ok = o.status.success();
-        out = Some(o);
-        if ok {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(3));
-    }
-    let out = out.expect("applied");
-    assert!(
-        out.status.success(),
-        "weft apply failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let st = tb::State::load(&state).expect("state");
-    let t0 = Instant::now();
-    let reachable = loop {
-        let r = tb::ping_all(&st, 1);
-        if r.iter().all(|x| x.2) || t0.elapsed() > Duration::from_secs(90) {
-            break r.iter().all(|x| x.2);
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    assert!(reachable, "not all host pairs reachable");
+    let mut f = Bed::up_applied(&programs, "dgn", |t| t, &["--counter-interval", "300ms"]);
+    let (dir, file, state) = (f.dir.clone(), f.file.clone(), f.state_dir());
+    let st = f.state();
     println!("testbed up, applied and reachable in {:?}", t_up.elapsed());
 
     // Background: every host sends 40 pkt/s of RoCE-class ECT(0) UDP (8 flows) to the next.
@@ -260,7 +163,7 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
             .stdout(Stdio::null())
             .spawn()
             .expect("receiver");
-        f.background.push(c);
+        f.keep("background", c);
     }
     for (i, h) in hosts.iter().enumerate() {
         let next = &hosts[(i + 1) % hosts.len()];
@@ -288,7 +191,7 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
             .stdout(Stdio::null())
             .spawn()
             .expect("sender");
-        f.background.push(c);
+        f.keep("background", c);
     }
     std::thread::sleep(Duration::from_secs(3));
 

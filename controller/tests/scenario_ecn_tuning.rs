@@ -21,10 +21,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::bed::{self, Bed, Needs};
 use weft_sonic_db::{SonicDb, SonicDbId, Table};
 use weft_testbed as tb;
 
@@ -170,73 +171,8 @@ a = ap.parse_args()
 recv(a) if a.cmd == "recv" else send(a)
 "#;
 
-/// The testbed, torn down (processes by PID, namespaces, veths) when dropped, also on failure.
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-    children: Vec<Child>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        // Keep the switches' logs of a failed run, or when asked (WEFT_KEEP_LOGS=1).
-        if std::thread::panicking() || std::env::var_os("WEFT_KEEP_LOGS").is_some_and(|v| v == "1")
-        {
-            let keep = std::env::temp_dir().join(format!("weft-ecn-logs-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(self.dir.join("state"))
-                .arg(&keep)
-                .status();
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Fixture {
-    fn state(&self) -> tb::State {
-        tb::State::load(&self.dir.join("state")).expect("testbed state")
-    }
-    fn ns(&self, host: &str) -> String {
-        tb::host_netns(&self.fabric, host)
-    }
-    fn host_ip(&self, host: &str) -> String {
-        self.state()
-            .host(host)
-            .map(|h| h.ipv4.clone())
-            .expect("host")
-    }
-    fn weft(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(args)
-            .output()
-            .expect("run weft");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    }
-    /// `weft apply`; a plugin still starting on a loaded machine may miss a deadline, and apply
-    /// writes only what is missing, so a second attempt converges (failures are printed).
-    fn apply(&self, file: &Path) {
-        let mut last = String::new();
-        for attempt in 1..=3 {
-            let (code, out) = self.weft(&["apply", &file.to_string_lossy(), "--timeout", "30s"]);
-            if code == 0 {
-                return;
-            }
-            println!("weft apply attempt {attempt} failed:\n{out}");
-            last = out;
-        }
-        panic!("weft apply {} never succeeded:\n{last}", file.display());
-    }
+/// The traffic script and the switches' DBs on the shared testbed.
+impl Bed {
     fn script(&self) -> PathBuf {
         self.dir.join("traffic.py")
     }
@@ -246,38 +182,10 @@ impl Fixture {
             .arg(self.script());
         c
     }
-    /// `simple_switch_CLI` commands on one switch, inside the fabric namespace.
-    fn thrift(&self, switch: &str, commands: &str) -> String {
-        let st = self.state();
-        let sw = st.switch(switch).expect("switch");
-        let mut c = Command::new("ip")
-            .args(["netns", "exec", &st.netns, "/usr/bin/python3"])
-            .arg(bmv2_cli())
-            .args(["--thrift-port", &sw.thrift_port.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("simple_switch_CLI");
-        {
-            use std::io::Write;
-            let mut stdin = c.stdin.take().expect("stdin");
-            stdin.write_all(commands.as_bytes()).expect("write CLI");
-        }
-        let out = c.wait_with_output().expect("CLI");
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-    }
     fn db(&self, switch: &str) -> SonicDb {
         let st = self.state();
         SonicDb::from_endpoint(&st.switch(switch).expect("switch").db).expect("db endpoint")
     }
-}
-
-fn bmv2_cli() -> PathBuf {
-    weft_tests::bmv2::find_bmv2()
-        .and_then(|p| p.parent().map(|d| d.join("simple_switch_CLI")))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("/opt/p4/bin/simple_switch_CLI"))
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -309,7 +217,7 @@ struct Snapshot {
     queue_tx: u64,
 }
 
-fn snapshot(f: &Fixture) -> Snapshot {
+fn snapshot(f: &Bed) -> Snapshot {
     let db = f.db(BOTTLENECK_SWITCH);
     let st = f.state();
     let ports: Vec<String> = st
@@ -421,7 +329,7 @@ struct Flow<'a> {
 }
 
 /// Runs one load: a receiver on RECEIVER, the flows, then the deltas at the bottleneck.
-fn run_load(f: &mut Fixture, label: &str, flows: &[Flow]) -> Measured {
+fn run_load(f: &mut Bed, label: &str, flows: &[Flow]) -> Measured {
     let out = f.dir.join(format!("recv-{label}.json"));
     let recv = f
         .python(RECEIVER)
@@ -437,7 +345,7 @@ fn run_load(f: &mut Fixture, label: &str, flows: &[Flow]) -> Measured {
         .stdout(Stdio::null())
         .spawn()
         .expect("receiver");
-    f.children.push(recv);
+    f.keep("receiver", recv);
     std::thread::sleep(Duration::from_millis(500));
     let dst = f.host_ip(RECEIVER);
     let mut senders = Vec::new();
@@ -464,9 +372,7 @@ fn run_load(f: &mut Fixture, label: &str, flows: &[Flow]) -> Measured {
         let o = c.wait_with_output().expect("sender");
         sent.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
     }
-    if let Some(mut r) = f.children.pop() {
-        let _ = r.wait();
-    }
+    f.wait("receiver");
     // The senders are done: the window ends here (the queue drains in well under the 200 ms
     // the counters need to be published, so draining adds a few samples to both settings).
     std::thread::sleep(Duration::from_millis(400));
@@ -542,85 +448,46 @@ fn mixed() -> Vec<Flow<'static>> {
 
 #[test]
 fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bottleneck() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        common::skip_or_fail(
-            TEST,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let needs = Needs {
+        cli: true,
+        ..Needs::default()
+    };
+    let Some(programs) = bed::programs(TEST, &needs) else {
         return;
     };
-    if !common::is_root() {
-        common::skip_or_fail(TEST, "needs root for network namespaces");
-        return;
-    }
-    let plugin = Path::new(env!("CARGO_BIN_EXE_weft"))
-        .parent()
-        .expect("bin dir")
-        .join("weft-plugin");
-    if !plugin.exists() {
-        common::skip_or_fail(
-            TEST,
-            &format!(
-                "{} not built (cargo test --workspace builds it)",
-                plugin.display()
-            ),
-        );
-        return;
-    }
-    let thrift_ok = Command::new("/usr/bin/python3")
-        .args(["-c", "import thrift"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !thrift_ok || !bmv2_cli().exists() {
-        common::skip_or_fail(
-            TEST,
-            "BMv2's simple_switch_CLI or Debian python3-thrift missing (scripts/setup.sh)",
-        );
-        return;
-    }
     let t_start = Instant::now();
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin,
-    };
-    let (dir, fabric, base) = common::small_example("ecn");
-    assert!(base.contains("tuning: auto"), "the example turns tuning on");
-    let on = dir.join("fabric-on.yaml");
-    let off = dir.join("fabric-off.yaml");
-    std::fs::write(&on, &base).expect("intent");
-    std::fs::write(&off, base.replace("tuning: auto", "tuning: off")).expect("intent");
-    let t = weft_topology::load_file(&off).expect("valid intent");
-    let mut f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-        children: Vec::new(),
-    };
-    std::fs::write(f.script(), TRAFFIC_PY).expect("script");
-    tb::up(
-        &t,
+    // Brought up from the intent with tuning off; the same with tuning on beside it.
+    let line_rate = format!("{BOTTLENECK_PORT}={RATE_PPS}");
+    let mut f = Bed::up(
         &programs,
-        &tb::UpOptions {
-            state_dir: dir.join("state"),
-            plugin_args: [
-                "--counter-interval-ms",
-                "200",
-                "--bmv2-queue-scale",
-                QUEUE_SCALE,
-                "--tuning-line-rate",
-                &format!("{BOTTLENECK_PORT}={RATE_PPS}"),
-            ]
-            .map(String::from)
-            .to_vec(),
-            db_only: false,
-            acl: false,
-            tls: false,
+        "ecn",
+        |t| {
+            assert!(t.contains("tuning: auto"), "the example turns tuning on");
+            t.replace("tuning: auto", "tuning: off")
         },
+        &[
+            "--counter-interval-ms",
+            "200",
+            "--bmv2-queue-scale",
+            QUEUE_SCALE,
+            "--tuning-line-rate",
+            &line_rate,
+        ],
+    );
+    let dir = f.dir.clone();
+    let off = f.file.clone();
+    let on = dir.join("fabric-on.yaml");
+    std::fs::write(
+        &on,
+        std::fs::read_to_string(&off)
+            .expect("intent")
+            .replace("tuning: off", "tuning: auto"),
     )
-    .expect("testbed up");
+    .expect("intent");
+    std::fs::write(f.script(), TRAFFIC_PY).expect("script");
 
     // Tuning off first.
-    f.apply(&off);
+    f.apply(&off, "30s");
     let st = f.state();
     let port_id: u32 = st
         .switch(BOTTLENECK_SWITCH)
@@ -628,7 +495,7 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
         .and_then(|i| i.rsplit('p').next())
         .and_then(|p| p.parse().ok())
         .expect("bottleneck port id");
-    let cli = f.thrift(
+    let cli = f.bmv2_cli(
         BOTTLENECK_SWITCH,
         &format!(
             "set_queue_rate {RATE_PPS} {port_id}\nset_queue_depth {QUEUE_PACKETS} {port_id}\n"
@@ -697,7 +564,7 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
     );
 
     // Tuning on: the intent changed, so the tuners start from the static values.
-    f.apply(&on);
+    f.apply(&on, "30s");
     wait_tuning("auto");
     runs.push(run_load(&mut f, "incast, tuned", &incast()));
     let after_incast = tuning_row();
@@ -705,7 +572,7 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
     let tuned = tuning_row();
 
     // A re-apply of the same intent keeps the tuned values.
-    f.apply(&on);
+    f.apply(&on, "30s");
     std::thread::sleep(Duration::from_millis(500));
     let reapplied = tuning_row();
     let (_, status) = f.weft(&["status", &on.to_string_lossy()]);
@@ -713,7 +580,7 @@ fn ecn_tuning_lowers_queue_depth_and_pfc_against_static_thresholds_on_a_bmv2_bot
     runs.push(run_load(&mut f, "mixed, tuned", &mixed()));
 
     // Off again: the static values come back.
-    f.apply(&off);
+    f.apply(&off, "30s");
     wait_tuning("off");
     let off_again = tuning_row();
     assert_eq!(

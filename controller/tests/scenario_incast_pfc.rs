@@ -13,68 +13,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use weft_testbed as tb;
+use common::bed::{self, Bed, Needs, REPO, wait_until};
 
 const TEST: &str = "scenario_incast_pfc";
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// DSCP 26 (the example's lossless `roce` class) with ECT(0).
 const TOS_ROCE_ECT0: &str = "106";
 
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-    topo: weft_topology::Topology,
-    cli: PathBuf,
-    storm: Option<Child>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        self.stop_storm();
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Fixture {
-    fn state(&self) -> tb::State {
-        tb::State::load(&self.dir.join("state")).expect("testbed state")
-    }
-    fn ns(&self, host: &str) -> String {
-        tb::host_netns(&self.fabric, host)
-    }
-    fn host_ip(&self, host: &str) -> String {
-        self.state()
-            .host(host)
-            .map(|h| h.ipv4.clone())
-            .expect("host")
-    }
-    fn port_id(&self, switch: &str, port: &str) -> u32 {
-        self.topo
-            .switches
-            .iter()
-            .find(|s| s.name == switch)
-            .and_then(|s| s.ports.iter().find(|p| p.name == port))
-            .map(|p| p.id)
-            .expect("port in the example")
-    }
-    fn wait_all_reachable(&self, deadline: Duration) -> (usize, usize) {
-        let t0 = Instant::now();
-        loop {
-            let r = tb::ping_all(&self.state(), 1);
-            let (ok, n) = (r.iter().filter(|x| x.2).count(), r.len());
-            if ok == n || t0.elapsed() > deadline {
-                return (ok, n);
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-
+/// Scenario-specific reads and loads on the shared testbed.
+impl Bed {
     /// `redis-cli HGET` against one switch's SONiC DB.
     fn hget(&self, switch: &str, db: u8, key: &str, field: &str) -> Option<String> {
         let st = self.state();
@@ -98,27 +47,6 @@ impl Fixture {
         self.hget(switch, db, key, field)
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
-    }
-
-    /// One command through BMv2's Thrift CLI, inside the fabric namespace.
-    fn bmv2_cli(&self, switch: &str, line: &str) -> String {
-        let st = self.state();
-        let port = st.switch(switch).expect("switch").thrift_port.to_string();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &st.netns, "/usr/bin/python3"])
-            .arg(&self.cli)
-            .args(["--thrift-port", &port])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("simple_switch_CLI");
-        if let Some(mut i) = child.stdin.take() {
-            use std::io::Write;
-            let _ = writeln!(i, "{line}");
-        }
-        let out = child.wait_with_output().expect("simple_switch_CLI");
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
     }
 
     /// `pfc_watchdog_table` of one switch, read by the independent p4rt-dump.
@@ -160,153 +88,23 @@ impl Fixture {
             .stderr(log)
             .spawn()
             .expect("pfc_storm.py");
-        self.storm = Some(child);
+        self.keep("storm", child);
     }
-
-    fn stop_storm(&mut self) {
-        if let Some(mut c) = self.storm.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Paced UDP from every sender to one receiver at once; the receiver's report.
-    fn incast(
-        &self,
-        senders: &[&str],
-        dst: &str,
-        pps: u32,
-        seconds: f64,
-        tos: &str,
-    ) -> serde_json::Value {
-        let probe = format!("{REPO}/tests/scripts/udp_probe.py");
-        static RUN: AtomicU32 = AtomicU32::new(0);
-        let out = self.dir.join(format!(
-            "recv-{dst}-{}.json",
-            RUN.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut recv = Command::new("ip")
-            .args(["netns", "exec", &self.ns(dst), "python3", &probe, "recv"])
-            .args(["--port", "5000", "--seconds", &format!("{}", seconds + 2.5)])
-            .arg("--out")
-            .arg(&out)
-            .spawn()
-            .expect("receiver");
-        std::thread::sleep(Duration::from_millis(500));
-        let ip = self.host_ip(dst);
-        let mut sends: Vec<Child> = senders
-            .iter()
-            .map(|src| {
-                Command::new("ip")
-                    .args(["netns", "exec", &self.ns(src), "python3", &probe, "send"])
-                    .args(["--dst", &ip, "--port", "5000", "--tos", tos])
-                    .args(["--pps", &pps.to_string(), "--seconds", &seconds.to_string()])
-                    .args(["--flows", "8", "--size", "512"])
-                    .spawn()
-                    .expect("sender")
-            })
-            .collect();
-        for s in &mut sends {
-            let _ = s.wait();
-        }
-        let _ = recv.wait();
-        std::fs::read_to_string(&out)
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or(serde_json::Value::Null)
-    }
-}
-
-fn wait_until(deadline: Duration, mut ok: impl FnMut() -> bool) -> Option<Duration> {
-    let t0 = Instant::now();
-    while t0.elapsed() < deadline {
-        if ok() {
-            return Some(t0.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
 }
 
 #[test]
 fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_and_restored() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        common::skip_or_fail(
-            TEST,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let needs = Needs {
+        cli: true,
+        ..Needs::default()
+    };
+    let Some(programs) = bed::programs(TEST, &needs) else {
         return;
     };
-    if !common::is_root() {
-        common::skip_or_fail(TEST, "needs root for network namespaces");
-        return;
-    }
-    let cli = bmv2.with_file_name("simple_switch_CLI");
-    if !cli.exists() {
-        common::skip_or_fail(TEST, &format!("{} not found next to BMv2", cli.display()));
-        return;
-    }
-    let plugin = Path::new(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-plugin");
-    if !plugin.exists() {
-        common::skip_or_fail(
-            TEST,
-            &format!(
-                "{} not built (cargo test --workspace builds it)",
-                plugin.display()
-            ),
-        );
-        return;
-    }
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin,
-    };
-
-    let (dir, fabric, text) = common::small_example("ipf");
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
-    let topo = weft_topology::load_file(&file).expect("valid intent");
-    let wd = topo.qos.watchdog.clone();
-    let mut f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-        topo,
-        cli,
-        storm: None,
-    };
-    tb::up(
-        &f.topo,
-        &programs,
-        &tb::UpOptions {
-            state_dir: dir.join("state"),
-            // Counters every 300 ms so COUNTERS_DB follows the short phases.
-            plugin_args: vec!["--counter-interval-ms".into(), "300".into()],
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
-    // Plugins still starting pick up what was written once they have synced: one apply, with a
-    // deadline generous enough for a loaded machine.
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["apply", &file.to_string_lossy(), "--timeout", "60s"])
-        .output()
-        .expect("weft apply");
-    assert!(
-        out.status.success(),
-        "weft apply failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (ok, n) = f.wait_all_reachable(Duration::from_secs(90));
-    assert_eq!(
-        ok,
-        n,
-        "not all host pairs reachable; logs in {}",
-        dir.display()
-    );
+    // Counters every 300 ms so COUNTERS_DB follows the short phases.
+    let mut f = Bed::up_applied(&programs, "ipf", |t| t, &["--counter-interval-ms", "300"]);
+    let wd = f.topo.qos.watchdog.clone();
+    let dir = f.dir.clone();
 
     // 1. Incast toward leaf4-h1: four senders, 250 pps each, into a port drained at 100 pps.
     let (rx_sw, rx_port) = ("leaf4", "Ethernet0");
@@ -351,7 +149,7 @@ fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_a
     let (sw, port) = ("leaf1", "Ethernet0");
     let port_id = f.port_id(sw, port);
     let wd_key = format!("PFC_WD_STATE|{port}|3");
-    let status = |f: &Fixture| f.hget(sw, 6, &wd_key, "status").unwrap_or_default();
+    let status = |f: &Bed| f.hget(sw, 6, &wd_key, "status").unwrap_or_default();
     assert_eq!(f.watchdog_entries(sw).len(), 0, "no storm yet");
     let rx_field = "SAI_PORT_STAT_PFC_3_RX_PKTS";
     let pauses_before = f.hget_u64(sw, 2, &format!("COUNTERS:{port}"), rx_field);
@@ -407,7 +205,7 @@ fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_a
     assert!(pauses > 0, "the PAUSE frames were not counted");
 
     // Stop the storm: restored after restoration_time without PAUSE.
-    f.stop_storm();
+    f.stop("storm");
     let t_stop = Instant::now();
     let restored = wait_until(Duration::from_secs(15), || status(&f) == "operational");
     println!(

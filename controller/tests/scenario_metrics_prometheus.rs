@@ -15,107 +15,21 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::bed::{self, Bed, Needs, wait_until};
 use weft_testbed as tb;
 
 const TEST: &str = "scenario_metrics_prometheus";
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// DSCP 26 (the example's lossless `roce` class) with ECT(0).
 const TOS_ROCE_ECT0: &str = "106";
 /// Prometheus' own address, in the fabric namespace.
 const PROM: &str = "127.0.0.1:19490";
 
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-    file: PathBuf,
-    topo: weft_topology::Topology,
-    cli: PathBuf,
-    children: Vec<(String, Child)>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        // By PID: the children are `ip netns exec`, which execs the program itself.
-        for (_, c) in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if std::thread::panicking() {
-            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(&self.dir)
-                .arg(&keep)
-                .status();
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Fixture {
-    fn state(&self) -> tb::State {
-        tb::State::load(&self.dir.join("state")).expect("testbed state")
-    }
-    fn ns(&self, host: &str) -> String {
-        tb::host_netns(&self.fabric, host)
-    }
-    fn host_ip(&self, host: &str) -> String {
-        self.state()
-            .host(host)
-            .map(|h| h.ipv4.clone())
-            .expect("host")
-    }
-    fn port_id(&self, switch: &str, port: &str) -> u32 {
-        self.topo
-            .switches
-            .iter()
-            .find(|s| s.name == switch)
-            .and_then(|s| s.ports.iter().find(|p| p.name == port))
-            .map(|p| p.id)
-            .expect("port in the example")
-    }
-
-    /// Starts `args` in the fabric namespace, logging to `<name>.log`.
-    fn spawn_in_fabric(&mut self, name: &str, args: &[&str]) {
-        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).expect("log");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &tb::fabric_netns(&self.fabric)])
-            .args(args)
-            .env("WEFT_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        self.children.push((name.to_string(), child));
-    }
-
-    fn bmv2_cli(&self, switch: &str, line: &str) -> String {
-        let st = self.state();
-        let port = st.switch(switch).expect("switch").thrift_port.to_string();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &st.netns, "/usr/bin/python3"])
-            .arg(&self.cli)
-            .args(["--thrift-port", &port])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("simple_switch_CLI");
-        if let Some(mut i) = child.stdin.take() {
-            use std::io::Write;
-            let _ = writeln!(i, "{line}");
-        }
-        let out = child.wait_with_output().expect("simple_switch_CLI");
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-    }
-
+/// Prometheus' HTTP query API, from the fabric namespace.
+impl Bed {
     /// One instant query (at `time`, unix seconds, or now); the result vector.
     fn query(&self, q: &str, time: Option<f64>) -> Vec<serde_json::Value> {
         let mut cmd = Command::new("ip");
@@ -144,64 +58,6 @@ impl Fixture {
             .and_then(|s| s["value"][1].as_str())
             .and_then(|v| v.parse().ok())
     }
-
-    /// Paced UDP from every sender to one receiver at once; the receiver's report.
-    fn incast(&self, senders: &[&str], dst: &str, pps: u32, seconds: f64) -> serde_json::Value {
-        let probe = format!("{REPO}/tests/scripts/udp_probe.py");
-        let out = self.dir.join(format!("recv-{dst}.json"));
-        let mut recv = Command::new("ip")
-            .args(["netns", "exec", &self.ns(dst), "python3", &probe, "recv"])
-            .args(["--port", "5000", "--seconds", &format!("{}", seconds + 2.5)])
-            .arg("--out")
-            .arg(&out)
-            .spawn()
-            .expect("receiver");
-        std::thread::sleep(Duration::from_millis(500));
-        let ip = self.host_ip(dst);
-        let mut sends: Vec<Child> = senders
-            .iter()
-            .map(|src| {
-                Command::new("ip")
-                    .args(["netns", "exec", &self.ns(src), "python3", &probe, "send"])
-                    .args(["--dst", &ip, "--port", "5000", "--tos", TOS_ROCE_ECT0])
-                    .args(["--pps", &pps.to_string(), "--seconds", &seconds.to_string()])
-                    .args(["--flows", "8", "--size", "512"])
-                    .spawn()
-                    .expect("sender")
-            })
-            .collect();
-        for s in &mut sends {
-            let _ = s.wait();
-        }
-        let _ = recv.wait();
-        std::fs::read_to_string(&out)
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or(serde_json::Value::Null)
-    }
-
-    fn wait_all_reachable(&self, deadline: Duration) -> (usize, usize) {
-        let t0 = Instant::now();
-        loop {
-            let r = tb::ping_all(&self.state(), 1);
-            let (ok, n) = (r.iter().filter(|x| x.2).count(), r.len());
-            if ok == n || t0.elapsed() > deadline {
-                return (ok, n);
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-}
-
-fn wait_until(deadline: Duration, mut ok: impl FnMut() -> bool) -> Option<Duration> {
-    let t0 = Instant::now();
-    while t0.elapsed() < deadline {
-        if ok() {
-            return Some(t0.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    None
 }
 
 fn unix_now() -> f64 {
@@ -212,17 +68,13 @@ fn unix_now() -> f64 {
 
 #[test]
 fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a_link_flap() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        common::skip_or_fail(
-            TEST,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let needs = Needs {
+        cli: true,
+        ..Needs::default()
+    };
+    let Some(programs) = bed::programs(TEST, &needs) else {
         return;
     };
-    if !common::is_root() {
-        common::skip_or_fail(TEST, "needs root for network namespaces");
-        return;
-    }
     let prometheus = PathBuf::from("/usr/bin/prometheus");
     if !prometheus.exists() {
         common::skip_or_fail(
@@ -231,71 +83,9 @@ fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a
         );
         return;
     }
-    let cli = bmv2.with_file_name("simple_switch_CLI");
-    let plugin = Path::new(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-plugin");
-    if !cli.exists() || !plugin.exists() {
-        common::skip_or_fail(TEST, "simple_switch_CLI or weft-plugin missing");
-        return;
-    }
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin,
-    };
-    let (dir, fabric, text) = common::small_example("prm");
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
-    let topo = weft_topology::load_file(&file).expect("valid intent");
-    let mut f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-        file: file.clone(),
-        topo,
-        cli,
-        children: Vec::new(),
-    };
-    tb::up(
-        &f.topo,
-        &programs,
-        &tb::UpOptions {
-            state_dir: dir.join("state"),
-            plugin_args: vec!["--counter-interval".into(), "300ms".into()],
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
+    let mut f = Bed::up_applied(&programs, "prm", |t| t, &["--counter-interval", "300ms"]);
+    let dir = f.dir.clone();
     let weft = env!("CARGO_BIN_EXE_weft");
-    // Plugins still starting may refuse entries that race their CONFIG_DB PORT rows on a
-    // loaded machine; a second apply (idempotent) finds them synced.
-    let mut out = None;
-    for _ in 0..3 {
-        let o = Command::new(weft)
-            .args(["apply", &file.to_string_lossy(), "--timeout", "60s"])
-            .output()
-            .expect("weft apply");
-        let done = o.status.success();
-        out = Some(o);
-        if done {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(3));
-    }
-    let out = out.expect("apply ran");
-    assert!(
-        out.status.success(),
-        "weft apply failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (ok, n) = f.wait_all_reachable(Duration::from_secs(90));
-    assert_eq!(
-        ok,
-        n,
-        "not all host pairs reachable; logs in {}",
-        dir.display()
-    );
 
     // The controller, in the fabric namespace (the scrape config's controller target).
     let file_s = f.file.to_string_lossy().into_owned();
@@ -382,7 +172,7 @@ fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a
     assert!(!r.contains("Error"), "set_queue_rate: {r}");
     let senders = ["leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf4-h2"];
     let t_start = unix_now();
-    let rep = f.incast(&senders, "leaf4-h1", 250, 4.0);
+    let rep = f.incast(&senders, "leaf4-h1", 250, 4.0, TOS_ROCE_ECT0);
     let t_end = unix_now();
     f.bmv2_cli(rx_sw, &format!("set_queue_rate 0 {pid4}"));
     assert!(

@@ -14,83 +14,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use weft_testbed as tb;
+use common::bed::{self, Bed, Needs, REPO};
 
 const TEST: &str = "scenario_postcard_trace";
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-    file: PathBuf,
-    topo: weft_topology::Topology,
-    cli: PathBuf,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(&self.dir)
-                .arg(&keep)
-                .status();
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Fixture {
-    fn state(&self) -> tb::State {
-        tb::State::load(&self.dir.join("state")).expect("testbed state")
-    }
-    fn ns(&self, host: &str) -> String {
-        tb::host_netns(&self.fabric, host)
-    }
-    fn host_ip(&self, host: &str) -> String {
-        self.state()
-            .host(host)
-            .map(|h| h.ipv4.clone())
-            .expect("host")
-    }
-    fn wait_all_reachable(&self, deadline: Duration) -> (usize, usize) {
-        let t0 = Instant::now();
-        loop {
-            let r = tb::ping_all(&self.state(), 1);
-            let (ok, n) = (r.iter().filter(|x| x.2).count(), r.len());
-            if ok == n || t0.elapsed() > deadline {
-                return (ok, n);
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
-    fn bmv2_cli(&self, switch: &str, line: &str) -> String {
-        let st = self.state();
-        let port = st.switch(switch).expect("switch").thrift_port.to_string();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &st.netns, "/usr/bin/python3"])
-            .arg(&self.cli)
-            .args(["--thrift-port", &port])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("simple_switch_CLI");
-        if let Some(mut i) = child.stdin.take() {
-            use std::io::Write;
-            let _ = writeln!(i, "{line}");
-        }
-        let out = child.wait_with_output().expect("simple_switch_CLI");
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-    }
-
+/// The watched flow and `weft trace` on the shared testbed.
+impl Bed {
     /// `count` paced packets of the watched flow (connected sockets: distinct IPv4 ids); the
     /// receiver's report.
     fn send(&self, count: u32, pps: u32, tag: &str) -> serde_json::Value {
@@ -160,81 +92,20 @@ impl Fixture {
 
 #[test]
 fn every_watched_packet_is_traced_hop_by_hop_and_a_route_changed_behind_wefts_back_is_flagged() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        common::skip_or_fail(
-            TEST,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let needs = Needs {
+        cli: true,
+        venv: true,
+        ..Needs::default()
+    };
+    let Some(programs) = bed::programs(TEST, &needs) else {
         return;
     };
-    if !common::is_root() {
-        common::skip_or_fail(TEST, "needs root for network namespaces");
-        return;
-    }
-    let cli = bmv2.with_file_name("simple_switch_CLI");
-    let plugin = Path::new(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-plugin");
-    let venv = PathBuf::from(format!("{REPO}/.venv/bin/python"));
-    if !cli.exists() || !plugin.exists() || !venv.exists() {
-        common::skip_or_fail(
-            TEST,
-            "simple_switch_CLI, weft-plugin or .venv (scripts/setup.sh) missing",
-        );
-        return;
-    }
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin,
+    let watch = |text: String| {
+        format!(
+            "{text}\ntelemetry:\n  watch:\n    - {{src: leaf1-h1, dst: leaf3-h1, protocol: udp, dst_port: 5000}}\n"
+        )
     };
-    let (dir, fabric, text) = common::small_example("pct");
-    let text = format!(
-        "{text}\ntelemetry:\n  watch:\n    - {{src: leaf1-h1, dst: leaf3-h1, protocol: udp, dst_port: 5000}}\n"
-    );
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
-    let topo = weft_topology::load_file(&file).expect("valid intent");
-    let f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-        file: file.clone(),
-        topo,
-        cli,
-    };
-    tb::up(
-        &f.topo,
-        &programs,
-        &tb::UpOptions {
-            state_dir: dir.join("state"),
-            plugin_args: Vec::new(),
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
-    // A plugin still starting may refuse entries racing its CONFIG_DB PORT rows; a second
-    // apply (idempotent) finds it synced.
-    let mut last = String::new();
-    let applied = (0..3).any(|_| {
-        let o = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(["apply", &file.to_string_lossy(), "--timeout", "60s"])
-            .output()
-            .expect("weft apply");
-        last =
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-        if !o.status.success() {
-            std::thread::sleep(Duration::from_secs(3));
-        }
-        o.status.success()
-    });
-    assert!(applied, "weft apply failed:\n{last}");
-    let (ok, n) = f.wait_all_reachable(Duration::from_secs(90));
-    assert_eq!(
-        ok,
-        n,
-        "not all host pairs reachable; logs in {}",
-        dir.display()
-    );
+    let f = Bed::up_applied(&programs, "pct", watch, &[]);
 
     // 1. Every packet of the watched flow, hop by hop.
     let t1 = Instant::now();
@@ -316,7 +187,7 @@ fn every_watched_packet_is_traced_hop_by_hop_and_a_route_changed_behind_wefts_ba
     let out = Command::new("ip")
         .args(["netns", "exec", &st.netns, "env"])
         .arg("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python")
-        .arg(&venv)
+        .arg(format!("{REPO}/.venv/bin/python"))
         .arg(format!("{REPO}/tests/scripts/p4rt_nexthop.py"))
         .args(["--addr", &leaf1.p4rt_address])
         .args(["--device-id", &leaf1.device_id.to_string()])

@@ -8,50 +8,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+
+use common::bed::{self, Bed, Needs};
+use std::time::Duration;
 
 use weft_testbed as tb;
 
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-    file: PathBuf,
-    run: Option<Child>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        self.stop_run();
-        // Keep the logs of a failed run (switch DBs are gone with their redis-servers).
-        if std::thread::panicking() {
-            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(self.dir.join("state"))
-                .arg(&keep)
-                .status();
-            let _ = std::fs::copy(self.dir.join("run.log"), keep.join("run.log"));
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Fixture {
-    fn weft(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(args)
-            .output()
-            .expect("run weft");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    }
+/// `weft run` on the shared testbed.
+impl Bed {
     fn start_run(&mut self) {
         let log = std::fs::File::create(self.dir.join("run.log")).expect("log");
         let child = Command::new(env!("CARGO_BIN_EXE_weft"))
@@ -73,16 +38,7 @@ impl Fixture {
             .stderr(log)
             .spawn()
             .expect("start weft run");
-        self.run = Some(child);
-    }
-    fn stop_run(&mut self) {
-        if let Some(mut c) = self.run.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-    fn state(&self) -> tb::State {
-        tb::State::load(&self.dir.join("state")).expect("testbed state")
+        self.keep("run", child);
     }
     fn status(&self) -> serde_json::Value {
         std::fs::read_to_string(self.dir.join("status.json"))
@@ -94,74 +50,16 @@ impl Fixture {
         let r = tb::ping_all(&self.state(), 1);
         (r.iter().filter(|x| x.2).count(), r.len())
     }
-    fn wait_all_reachable(&self, deadline: Duration) -> (usize, usize) {
-        let t0 = Instant::now();
-        loop {
-            let (ok, n) = self.all_reachable();
-            if ok == n || t0.elapsed() > deadline {
-                return (ok, n);
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
 }
 
 #[test]
 fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
-    if tb::Programs::locate().is_err() && weft_tests_bmv2().is_none() {
-        common::skip_or_fail(
-            "scenario_testbed",
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let Some(programs) = bed::programs("scenario_testbed", &Needs::default()) else {
         return;
-    }
-    if !common::is_root() {
-        common::skip_or_fail("scenario_testbed", "needs root for network namespaces");
-        return;
-    }
-    let here = Path::new(env!("CARGO_BIN_EXE_weft"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    let plugin = here.join("weft-plugin");
-    if !plugin.exists() {
-        common::skip_or_fail(
-            "scenario_testbed",
-            &format!(
-                "{} not built (cargo test --workspace builds it)",
-                plugin.display()
-            ),
-        );
-        return;
-    }
-    let programs = tb::Programs {
-        bmv2: weft_tests_bmv2().expect("bmv2"),
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin,
     };
-
-    let (dir, fabric, text) = common::small_example("scn");
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
-    let t = weft_topology::load_file(&file).expect("valid intent");
-    let mut f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-        file: file.clone(),
-        run: None,
-    };
-    tb::up(
-        &t,
-        &programs,
-        &tb::UpOptions {
-            state_dir: dir.join("state"),
-            plugin_args: Vec::new(),
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
+    // `weft run` applies (no `weft apply`): what the plugins hold is what it wrote.
+    let mut f = Bed::up(&programs, "scn", |t| t, &[]);
+    let (dir, file) = (f.dir.clone(), f.file.clone());
     f.start_run();
 
     // 1. All hosts reach all hosts.
@@ -262,12 +160,7 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         "flap storm: {reconv} reconvergences for 200 link events; link now {}",
         link.clone().unwrap_or_default()
     );
-    assert!(
-        f.run
-            .as_mut()
-            .is_some_and(|c| c.try_wait().ok().flatten().is_none()),
-        "weft run died during the storm"
-    );
+    assert!(f.running("run"), "weft run died during the storm");
     assert!(
         link.is_some_and(|l| l["suppressed"] == true),
         "the flapping link must be suppressed"
@@ -317,7 +210,7 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
     }
 
     // 5. The controller killed and restarted converges; a plugin killed and restarted converges.
-    f.stop_run();
+    f.stop("run");
     f.start_run();
     let (ok, n) = f.wait_all_reachable(Duration::from_secs(60));
     assert_eq!(ok, n, "after controller restart");
@@ -354,8 +247,4 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         8,
         "{out}"
     );
-}
-
-fn weft_tests_bmv2() -> Option<PathBuf> {
-    weft_tests::bmv2::find_bmv2()
 }

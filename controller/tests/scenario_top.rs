@@ -7,139 +7,35 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use weft_testbed as tb;
+use common::bed::{self, Bed, Needs, REPO};
 
 const TEST: &str = "scenario_top";
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-    children: Vec<Child>,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if std::thread::panicking() {
-            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(&self.dir)
-                .arg(&keep)
-                .status();
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Fixture {
-    fn state(&self) -> tb::State {
-        tb::State::load(&self.dir.join("state")).expect("testbed state")
-    }
-    fn wait_all_reachable(&self, deadline: Duration) -> (usize, usize) {
-        let t0 = Instant::now();
-        loop {
-            let r = tb::ping_all(&self.state(), 1);
-            let (ok, n) = (r.iter().filter(|x| x.2).count(), r.len());
-            if ok == n || t0.elapsed() > deadline {
-                return (ok, n);
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    }
+/// Paced background streams on the shared testbed.
+impl Bed {
     fn stream(&mut self, src: &str, dst: &str, pps: u32, seconds: u32) {
         let probe = format!("{REPO}/tests/scripts/udp_probe.py");
-        let ip = self
-            .state()
-            .host(dst)
-            .map(|h| h.ipv4.clone())
-            .expect("host");
+        let ip = self.host_ip(dst);
         let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &tb::host_netns(&self.fabric, src),
-                "python3",
-                &probe,
-            ])
+            .args(["netns", "exec", &self.ns(src), "python3", &probe])
             .args(["send", "--dst", &ip, "--port", "5000", "--size", "1000"])
             .args(["--pps", &pps.to_string(), "--seconds", &seconds.to_string()])
             .spawn()
             .expect("sender");
-        self.children.push(child);
+        self.keep("stream", child);
     }
 }
 
 #[test]
 fn weft_top_once_names_a_link_of_the_loaded_path_first() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        common::skip_or_fail(
-            TEST,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
+    let Some(programs) = bed::programs(TEST, &Needs::default()) else {
         return;
     };
-    if !common::is_root() {
-        common::skip_or_fail(TEST, "needs root for network namespaces");
-        return;
-    }
-    let plugin = Path::new(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-plugin");
-    if !plugin.exists() {
-        common::skip_or_fail(TEST, "weft-plugin not built");
-        return;
-    }
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin,
-    };
-    let (dir, fabric, text) = common::small_example("top");
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
-    let topo = weft_topology::load_file(&file).expect("valid intent");
-    let mut f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-        children: Vec::new(),
-    };
-    tb::up(
-        &topo,
-        &programs,
-        &tb::UpOptions {
-            state_dir: dir.join("state"),
-            plugin_args: vec!["--counter-interval".into(), "500ms".into()],
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
-    let mut last = String::new();
-    let applied = (0..3).any(|_| {
-        let o = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(["apply", &file.to_string_lossy(), "--timeout", "60s"])
-            .output()
-            .expect("weft apply");
-        last =
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-        if !o.status.success() {
-            std::thread::sleep(Duration::from_secs(3));
-        }
-        o.status.success()
-    });
-    assert!(applied, "weft apply failed:\n{last}");
-    let (ok, n) = f.wait_all_reachable(Duration::from_secs(90));
-    assert_eq!(ok, n, "not all host pairs reachable");
+    let mut f = Bed::up_applied(&programs, "top", |t| t, &["--counter-interval", "500ms"]);
+    let file = f.file.clone();
 
     f.stream("leaf1-h1", "leaf3-h1", 300, 12);
     f.stream("leaf2-h1", "leaf4-h1", 30, 12);

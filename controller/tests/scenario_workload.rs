@@ -11,12 +11,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
+use common::bed::{self, Bed, Needs};
 use weft_controller::cmd::workload::Report;
-use weft_testbed as tb;
 use weft_traffic::collective::{Collective, Kind};
 
 const TEST: &str = "scenario_workload";
@@ -26,108 +25,29 @@ const TEST: &str = "scenario_workload";
 /// had seeds; which orders collide depends on every leaf's seed.)
 const RANKS: &str = "leaf4-h1,leaf1-h1,leaf3-h2,leaf1-h2,leaf3-h1,leaf4-h2,leaf2-h2,leaf2-h1";
 
-struct Fixture {
-    dir: PathBuf,
-    fabric: String,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let keep = std::env::temp_dir().join(format!("weft-failed-{}", self.fabric));
-            let _ = Command::new("cp")
-                .arg("-r")
-                .arg(self.dir.join("state"))
-                .arg(&keep)
-                .status();
-            eprintln!("logs kept in {}", keep.display());
-        }
-        let _ = tb::down(&self.dir.join("state"), &self.fabric);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn skip(why: &str) {
-    common::skip_or_fail(TEST, why);
-}
-
 #[test]
 fn ring_allreduce_and_alltoall_deliver_every_byte_and_spraying_beats_colliding_ecmp() {
-    let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        return skip("BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)");
+    let needs = Needs {
+        cli: true,
+        bins: &[("weft-traffic", "weft-traffic")],
+        ..Needs::default()
     };
-    if !common::is_root() {
-        return skip("needs root for network namespaces");
-    }
-    let weft = Path::new(env!("CARGO_BIN_EXE_weft"));
-    for (bin, pkg) in [
-        ("weft-plugin", "weft-sonic-plugin"),
-        ("weft-traffic", "weft-traffic"),
-    ] {
-        if !weft.with_file_name(bin).exists() {
-            return skip(&format!(
-                "{bin} not built next to weft (cargo build -p {pkg}; cargo test --workspace builds it)"
-            ));
-        }
-    }
-    if !bmv2.with_file_name("simple_switch_CLI").exists() {
-        return skip("simple_switch_CLI not found next to BMv2");
-    }
-    let programs = tb::Programs {
-        bmv2,
-        redis: PathBuf::from("/usr/bin/redis-server"),
-        plugin: weft.with_file_name("weft-plugin"),
+    let Some(programs) = bed::programs(TEST, &needs) else {
+        return;
     };
-    let (dir, fabric, text) = common::small_example("wkl");
-    // The run-time ECN tuner would move thresholds between the runs being compared.
-    let text = text.replace("tuning: auto", "tuning: off");
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, &text).expect("intent");
-    let topo = weft_topology::load_file(&file).expect("valid intent");
-    let f = Fixture {
-        dir: dir.clone(),
-        fabric: fabric.clone(),
-    };
-    let state = dir.join("state");
-    tb::up(
-        &topo,
+    // The run-time ECN tuner would move thresholds between the runs being compared. ECN
+    // thresholds mapped into BMv2's 64-packet queues (README, run-time ECN tuning), so DCQCN
+    // sees marks before the queue overflows; counters every 300 ms.
+    let f = Bed::up_applied(
         &programs,
-        &tb::UpOptions {
-            state_dir: state.clone(),
-            // ECN thresholds mapped into BMv2's 64-packet queues (README, run-time ECN tuning),
-            // so DCQCN sees marks before the queue overflows; counters every 300 ms.
-            plugin_args: ["--bmv2-queue-scale", "0.18", "--counter-interval-ms", "300"]
-                .map(String::from)
-                .to_vec(),
-            db_only: false,
-            acl: false,
-            tls: false,
-        },
-    )
-    .expect("testbed up");
-    let out = Command::new(weft)
-        .args(["apply", &file.to_string_lossy(), "--timeout", "60s"])
-        .output()
-        .expect("weft apply");
-    assert!(
-        out.status.success(),
-        "weft apply failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        "wkl",
+        |t| t.replace("tuning: auto", "tuning: off"),
+        &["--bmv2-queue-scale", "0.18", "--counter-interval-ms", "300"],
     );
-    let t0 = Instant::now();
-    let reachable = loop {
-        let r = tb::ping_all(&tb::State::load(&state).expect("state"), 1);
-        let ok = r.iter().all(|x| x.2);
-        if ok || t0.elapsed() > Duration::from_secs(90) {
-            break ok;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    assert!(
-        reachable,
-        "not all host pairs reachable; logs in {}",
-        dir.display()
+    let (weft, file, state) = (
+        Path::new(env!("CARGO_BIN_EXE_weft")),
+        f.file.clone(),
+        f.state_dir(),
     );
 
     // The comparison of modes is timing: on a machine other builds keep busy it can drown in

@@ -86,6 +86,13 @@ PROGRAMS = [
 ]
 
 
+def frame(dscp):
+    """The UDP frame every program is sent (from host 1 toward 10.0.2.0/24), with DSCP `dscp`."""
+    return bytes(Ether(dst=fabric.mac_str(fabric.router_mac(1)), src=fabric.HOST_MAC)
+                 / IP(src="10.0.1.1", dst="10.0.2.1", tos=dscp << 2)
+                 / UDP(sport=1234, dport=5678) / (b"\0" * 18))
+
+
 def blast(sock, frame, rate, duration):
     """Send `frame` at `rate` pps for `duration` s, in 1 ms batches (sleep precision)."""
     per_ms = max(1, rate // 1000)
@@ -135,18 +142,15 @@ def main():
                     c.close()
                 bm.close()
                 raise
-            frame = bytes(Ether(dst=fabric.mac_str(fabric.router_mac(1)), src=fabric.HOST_MAC)
-                          / IP(src="10.0.1.1", dst="10.0.2.1", tos=dscp << 2)
-                          / UDP(sport=1234, dport=5678) / (b"\0" * 18))
-            switches.append((name, bm, c, sock, frame))
+            switches.append((name, bm, c, sock, frame(dscp)))
 
         results = {name: {} for name, *_ in switches}
         cpu = {name: [0.0, 0] for name, *_ in switches}
         for rate in rates:
-            for name, bm, c, sock, frame in switches:
+            for name, bm, c, sock, pkt in switches:
                 before = rx_packets(bm.ns, "h2") + rx_packets(bm.ns, "h3")
                 cpu_before = cpu_seconds(bm.proc.pid)
-                sent = blast(sock, frame, rate, args.duration)
+                sent = blast(sock, pkt, rate, args.duration)
                 time.sleep(0.5)
                 got = rx_packets(bm.ns, "h2") + rx_packets(bm.ns, "h3") - before
                 cpu[name][0] += cpu_seconds(bm.proc.pid) - cpu_before
@@ -177,7 +181,7 @@ def main():
             print(f"ratio {name}/minimal: loss-free {rb:.2f}x, peak {rp:.2f}x, "
                   f"per CPU {rc:.2f}x (goal >= 0.70x)")
     finally:
-        for name, bm, c, sock, frame in switches:
+        for name, bm, c, sock, _ in switches:
             sock.close()
             c.close()
             bm.close()

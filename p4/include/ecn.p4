@@ -25,13 +25,14 @@ control Ecn(inout headers_t hdr,
     // P(r < (depth - kmin) * pmax) with r uniform in [0, (kmax - kmin) * 100). Both header's
     // fields are written: the one not valid is not sent.
     @hidden action ecn_mark() {
-        random(meta.ecn_r, 32w0, (ECN_CFG_KMAX - ECN_CFG_KMIN) * 100 - 1);
-        meta.ecn_r = ((bit<32>)sm.enq_qdepth >= ECN_CFG_KMAX
-                      || meta.ecn_r < ((bit<32>)sm.enq_qdepth - ECN_CFG_KMIN) * ECN_CFG_PMAX)
+        bit<32> r;
+        random(r, 32w0, (ECN_CFG_KMAX - ECN_CFG_KMIN) * 100 - 1);
+        r = ((bit<32>)sm.enq_qdepth >= ECN_CFG_KMAX
+                      || r < ((bit<32>)sm.enq_qdepth - ECN_CFG_KMIN) * ECN_CFG_PMAX)
             ? 32w1 : 32w0;
-        hdr.ipv4.ecn = meta.ecn_r == 1 ? 2w3 : hdr.ipv4.ecn;
-        hdr.ipv6.ecn = meta.ecn_r == 1 ? 2w3 : hdr.ipv6.ecn;
-        ecn_mark_counter.count(meta.ecn_r == 1 ? ECN_CFG_QUEUE_INDEX
+        hdr.ipv4.ecn = r == 1 ? 2w3 : hdr.ipv4.ecn;
+        hdr.ipv6.ecn = r == 1 ? 2w3 : hdr.ipv6.ecn;
+        ecn_mark_counter.count(r == 1 ? ECN_CFG_QUEUE_INDEX
                                                : (bit<32>)(DROP_PORT * NUM_QUEUES + 7));
     }
 

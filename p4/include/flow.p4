@@ -29,14 +29,6 @@
     hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,                                           \
          { FLOW_ADDRS_PROTO ++ FLOW_L4_PORTS ++ FLOW_DST_QP }, 32w0xffffffff);
 
-// The key as separate fields, for the postcard watch table; FLOW_KEY_HASH hashes them (in
-// another action: within one, p4c would copy every field again for the hash).
-#define FLOW_KEY_HASH                                                                         \
-    hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,                                           \
-         { meta.flow_src, meta.flow_dst, meta.ip_proto, meta.l4_src_port, meta.l4_dst_port,    \
-           meta.dst_qp },                                                                     \
-         32w0xffffffff);
-
 control FlowKey(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t sm) {
@@ -44,8 +36,6 @@ control FlowKey(inout headers_t hdr,
         meta.flow_src = hdr.ipv4.isValid() ? (bit<128>)hdr.ipv4.src_addr : hdr.ipv6.src_addr;
         meta.flow_dst = hdr.ipv4.isValid() ? (bit<128>)hdr.ipv4.dst_addr : hdr.ipv6.dst_addr;
         meta.ip_proto = hdr.ipv4.isValid() ? hdr.ipv4.protocol : hdr.ipv6.next_hdr;
-        meta.l4_src_port = (hdr.udp.isValid() ? hdr.udp.src_port : 16w0)
-                         | (hdr.tcp.isValid() ? hdr.tcp.src_port : 16w0);
         meta.l4_dst_port = (hdr.udp.isValid() ? hdr.udp.dst_port : 16w0)
                          | (hdr.tcp.isValid() ? hdr.tcp.dst_port : 16w0);
         meta.dst_qp = FLOW_DST_QP;

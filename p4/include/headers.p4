@@ -158,7 +158,9 @@ struct headers_t {
 // ---- Per-packet metadata ----------------------------------------------------------------------
 // BMv2 resets every metadata field of every packet (a GMP big-integer write each), and each
 // assignment is one primitive: fields are packed where one action fills them together and the
-// readers only take slices (see p4/README.md, "Packet rate"). Fields tagged
+// readers only take slices, and a value used within one action only is a variable of that
+// action, not a field here: compile.sh's share_temps.py lets such variables (and p4c's own
+// temporaries) of different actions share one field (see p4/README.md, "Packet rate"). Fields tagged
 // @field_list(FL_CLONE) survive into the egress clone that becomes a PFC frame or a postcard
 // (BMv2 resets all other metadata of a clone); @field_list(FL_RESUBMIT) into a resubmitted pass.
 struct local_metadata_t {
@@ -179,33 +181,20 @@ struct local_metadata_t {
     bit<32>         flow_hash;        // crc32 of the flow key (multipath, postcards)
     bit<32>         selector_key;
     bit<32>         member;           // 7w0 ++ port ++ nexthop_id: the sample, then the choice
-    bit<1>          sample_live;
-    bit<1>          take_last;
-    bit<48>         last_choice;      // group_last_choice_reg: epoch ++ (7w0 ++ port) ++ nexthop_id
-    bit<19>         sample_depth;
-    bit<19>         last_depth;
-    bit<48>         flowlet_seen;
     bit<64>         flowlet_choice;   // group ++ epoch ++ (7w0 ++ port) ++ nexthop_id
 
     // telemetry (only while a postcard session is set): the flow key, IPv4 zero-extended
     bit<128>        flow_src;
     bit<128>        flow_dst;
     bit<8>          ip_proto;
-    bit<16>         l4_src_port;
     bit<16>         l4_dst_port;
     bit<24>         dst_qp;
     bit<8>          postcard_flags;   // 0 = no postcard
-    bit<32>         postcard_r;
 
     // egress (queue_config_table and what it gates)
     bit<128>        ecn_cfg;          // ECN_CFG_*: queue index, Kmin, Kmax, Pmax
-    bit<32>         ecn_r;
-    bit<16>         pfc_state;        // pfc_state_reg of the packet's queue
     bit<16>         pfc_event;        // 0, or 1 + the port a PAUSE / RESUME goes to
-    bit<1>          psn_track;
-    bit<152>        psn_key;
     bit<32>         psn_slot;
-    bit<32>         psn_state;
     bit<2>          psn_event;        // PSN_EVENT_*
 
     // carried into a resubmitted pass (BMv2 does not keep the ingress port of a resubmit)

@@ -108,10 +108,11 @@ control Multipath(inout headers_t hdr,
     // FLOWLET, first pass: the flow's remembered member, if its last packet came within the
     // gap and the member is of the same group and epoch and live.
     @hidden action flowlet_lookup() {
-        flowlet_time_reg.read(meta.flowlet_seen, meta.flow_hash & (FLOWLET_SLOTS - 1));
+        bit<48> seen;
+        flowlet_time_reg.read(seen, meta.flow_hash & (FLOWLET_SLOTS - 1));
         flowlet_choice_reg.read(meta.flowlet_choice, meta.flow_hash & (FLOWLET_SLOTS - 1));
         flowlet_time_reg.write(meta.flow_hash & (FLOWLET_SLOTS - 1), sm.ingress_global_timestamp);
-        meta.nexthop_id = (sm.ingress_global_timestamp - meta.flowlet_seen
+        meta.nexthop_id = (sm.ingress_global_timestamp - seen
                                < (bit<48>)MULTIPATH_CFG_GAP_US
                            && meta.flowlet_choice[63:48] == meta.wcmp_group_id
                            && meta.flowlet_choice[47:32] == MULTIPATH_CFG_EPOCH
@@ -161,30 +162,36 @@ control Multipath(inout headers_t hdr,
     // The full choice between the sample and the group's memory (see the top of this file).
     // The memory is written with the choice (rewritten unchanged when nothing was chosen).
     @hidden action multipath_choose() {
-        queue_depth_reg.read(meta.sample_depth, (bit<32>)meta.member[24:16]);
-        group_last_choice_reg.read(meta.last_choice, (bit<32>)meta.wcmp_group_id);
-        queue_depth_reg.read(meta.last_depth, (bit<32>)meta.last_choice[24:16]);
-        meta.sample_live = (meta.member[15:0] != 0 && PORT_IS_UP(meta.member[24:16])) ? 1w1 : 0;
-        meta.take_last = (meta.last_choice[15:0] != 0
-                          && meta.last_choice[47:32] == MULTIPATH_CFG_EPOCH
-                          && PORT_IS_UP(meta.last_choice[24:16])
-                          && (meta.sample_live == 0
+        bit<19> sample_depth;
+        bit<48> last_choice;        // epoch ++ (7w0 ++ port) ++ nexthop_id
+        bit<19> last_depth;
+        bit<1> sample_live;
+        bit<1> take_last;
+        queue_depth_reg.read(sample_depth, (bit<32>)meta.member[24:16]);
+        group_last_choice_reg.read(last_choice, (bit<32>)meta.wcmp_group_id);
+        queue_depth_reg.read(last_depth, (bit<32>)last_choice[24:16]);
+        sample_live = (meta.member[15:0] != 0 && PORT_IS_UP(meta.member[24:16])) ? 1w1 : 0;
+        take_last = (last_choice[15:0] != 0
+                          && last_choice[47:32] == MULTIPATH_CFG_EPOCH
+                          && PORT_IS_UP(last_choice[24:16])
+                          && (sample_live == 0
                               || (MULTIPATH_CFG_MODE >= MULTIPATH_MODE_ADAPTIVE
-                                  && meta.last_depth < meta.sample_depth)))
+                                  && last_depth < sample_depth)))
             ? 1w1 : 0;
-        meta.member = (meta.take_last == 1 ? meta.last_choice[31:0] : 32w0)
-                    | (meta.take_last == 0 && meta.sample_live == 1 ? meta.member : 32w0);
+        meta.member = (take_last == 1 ? last_choice[31:0] : 32w0)
+                    | (take_last == 0 && sample_live == 1 ? meta.member : 32w0);
         meta.nexthop_id = meta.member[15:0];
-        group_last_choice_reg.write((bit<32>)meta.wcmp_group_id,
-                                    meta.member != 0 ? MULTIPATH_CFG_EPOCH ++ meta.member
-                                                     : meta.last_choice);
+        // last_choice becomes the value written back.
+        last_choice = meta.member != 0 ? MULTIPATH_CFG_EPOCH ++ meta.member
+                                            : last_choice;
+        group_last_choice_reg.write((bit<32>)meta.wcmp_group_id, last_choice);
         multipath_member_counter.count((bit<32>)meta.nexthop_id);
     }
 
     // FLOWLET: remember the new choice for the flow.
     @hidden action flowlet_remember() {
-        flowlet_choice_reg.write(meta.flow_hash & (FLOWLET_SLOTS - 1),
-                                 meta.wcmp_group_id ++ MULTIPATH_CFG_EPOCH ++ meta.member);
+        meta.flowlet_choice = meta.wcmp_group_id ++ MULTIPATH_CFG_EPOCH ++ meta.member;
+        flowlet_choice_reg.write(meta.flow_hash & (FLOWLET_SLOTS - 1), meta.flowlet_choice);
     }
 
     // No live candidate (a group that has not carried traffic since its epoch changed, or

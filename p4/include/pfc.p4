@@ -104,16 +104,18 @@ control PfcWatchdog(inout headers_t hdr,
 // <= xon while pausing makes a RESUME due toward the port paused. meta.pfc_event = 1 + that
 // port (0: nothing due); PfcEgress then clones the packet toward it.
 #define PFC_STATE(queue_index, xoff, xon, quanta)                                            \
-    pfc_state_reg.read(meta.pfc_state, queue_index);                                         \
+    bit<16> pfc_state;                                                                       \
+    pfc_state_reg.read(pfc_state, queue_index);                                              \
     meta.pfc_event =                                                                         \
-          (meta.lossless == 1 && meta.pfc_state == 0 && (bit<32>)sm.deq_qdepth >= xoff       \
+          (meta.lossless == 1 && pfc_state == 0 && (bit<32>)sm.deq_qdepth >= xoff            \
            ? (bit<16>)sm.ingress_port + 1 : 16w0)                                            \
-        | (meta.lossless == 1 && meta.pfc_state != 0 && (bit<32>)sm.deq_qdepth <= xon        \
-           ? meta.pfc_state : 16w0);                                                         \
-    pfc_state_reg.write(queue_index,                                                         \
-                          (meta.pfc_state == 0 ? meta.pfc_event : 16w0)                      \
-                        | (meta.pfc_state != 0 && meta.pfc_event == 0 ? meta.pfc_state : 16w0)); \
-    meta.pfc_quanta = meta.pfc_state == 0 ? quanta : 16w0;
+        | (meta.lossless == 1 && pfc_state != 0 && (bit<32>)sm.deq_qdepth <= xon             \
+           ? pfc_state : 16w0);                                                              \
+    meta.pfc_quanta = pfc_state == 0 ? quanta : 16w0;                                        \
+    /* pfc_state becomes the value written back: an expression would be a temporary */       \
+    pfc_state = (pfc_state == 0 ? meta.pfc_event : 16w0)                                     \
+              | (pfc_state != 0 && meta.pfc_event == 0 ? pfc_state : 16w0);                  \
+    pfc_state_reg.write(queue_index, pfc_state);
 
 #define PFC_SET_TIME(i, f)                    \
     if (meta.pfc_priority == i) {             \

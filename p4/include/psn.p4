@@ -26,27 +26,28 @@ control PsnTracker(inout headers_t hdr,
     // as 128 bits and the destination QP) and its state, and what this packet means for it.
     @id(ID_ENABLE_PSN_TRACKING)
     action enable_psn_tracking() {
-        meta.psn_track = 1;
-        meta.psn_key = (hdr.ipv4.isValid() ? (bit<128>)hdr.ipv4.dst_addr : hdr.ipv6.dst_addr)
-                       ++ hdr.bth.dst_qp;
-        hash(meta.psn_slot, HashAlgorithm.crc16, 32w0, { meta.psn_key }, (bit<32>)PSN_SLOTS);
-        psn_expected_reg.read(meta.psn_state, meta.psn_slot);
+        bit<32> state;
+        hash(meta.psn_slot, HashAlgorithm.crc16, 32w0,
+             { (hdr.ipv4.isValid() ? (bit<128>)hdr.ipv4.dst_addr : hdr.ipv6.dst_addr)
+               ++ hdr.bth.dst_qp },
+             (bit<32>)PSN_SLOTS);
+        psn_expected_reg.read(state, meta.psn_slot);
         // diff = psn - expected: 0 in order, below half the PSN space skipped ahead, else older.
         meta.psn_event =
-              (meta.psn_state[24:24] == 1 && hdr.bth.psn != meta.psn_state[23:0]
-               && hdr.bth.psn - meta.psn_state[23:0] < 24w0x800000
+              (state[24:24] == 1 && hdr.bth.psn != state[23:0]
+               && hdr.bth.psn - state[23:0] < 24w0x800000
                ? PSN_EVENT_OUT_OF_ORDER : PSN_EVENT_NONE)
-            | (meta.psn_state[24:24] == 1 && hdr.bth.psn - meta.psn_state[23:0] >= 24w0x800000
+            | (state[24:24] == 1 && hdr.bth.psn - state[23:0] >= 24w0x800000
                ? PSN_EVENT_REGRESSION : PSN_EVENT_NONE);
         // The first packet of a slot starts tracking; a regression leaves the expected PSN.
-        psn_expected_reg.write(meta.psn_slot, meta.psn_event == PSN_EVENT_REGRESSION
-                                              ? meta.psn_state : 8w1 ++ (hdr.bth.psn + 1));
+        // state becomes the state written back.
+        state = meta.psn_event == PSN_EVENT_REGRESSION ? state
+                                                                : 8w1 ++ (hdr.bth.psn + 1);
+        psn_expected_reg.write(meta.psn_slot, state);
     }
 
     @id(ID_PSN_TRACKING_DISABLED)
-    action psn_tracking_disabled() {
-        meta.psn_track = 0;
-    }
+    action psn_tracking_disabled() { }
 
     // The port is a physical port (CONFIG_DB PORT), not a port_config_table entry: tracking
     // needs no router MAC, so the key refers to no table (and ranks with port_config_table).

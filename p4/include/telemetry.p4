@@ -44,12 +44,15 @@ control TelemetryIngress(inout headers_t hdr,
         size = POSTCARD_WATCH_TABLE_SIZE;
     }
 
-    // 1 in postcard_sample_n (0: never) of the packets not watched; the flow hash for the card.
+    // 1 in postcard_sample_n (0: never) of the packets not watched; the flow hash for the card
+    // (FLOW_HASH from the headers: p4c copies a hash input list of metadata fields into
+    // temporaries, one metadata field per element, so hashing FlowKey's six fields costs six).
     @hidden action postcard_sample() {
-        FLOW_KEY_HASH
-        random(meta.postcard_r, 32w0, SWITCH_CFG_POSTCARD_SAMPLE_N - 1);
+        bit<32> r;
+        FLOW_HASH
+        random(r, 32w0, SWITCH_CFG_POSTCARD_SAMPLE_N - 1);
         meta.postcard_flags = meta.postcard_flags == 0 && SWITCH_CFG_POSTCARD_SAMPLE_N != 0
-                              && meta.postcard_r == 0
+                              && r == 0
             ? POSTCARD_FLAG_SAMPLED : meta.postcard_flags;
     }
 

@@ -88,6 +88,13 @@ def _run(*cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+# <linux/socket.h>, <linux/if_packet.h>: not all in Python's socket module.
+SO_RCVBUFFORCE = 33
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23
+RCVBUF_BYTES = 16 << 20
+
+
 class PortIO:
     """The test's end (h<i>) of BMv2 port i: send frames, collect what BMv2 sends out."""
 
@@ -96,6 +103,18 @@ class PortIO:
         self.ifname = f"h{port}"
         self.sock = socket_in_netns(ns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.sock.bind((self.ifname, 0))
+        # The reader is a Python thread: on a loaded machine it can be off the CPU for a second
+        # while BMv2 keeps sending, and the default receive buffer (~200 small frames) would
+        # drop the rest. Root may raise it past rmem_max; the kernel need not queue the test's
+        # own transmissions for it at all (PACKET_IGNORE_OUTGOING, Linux 4.20+).
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+        try:
+            self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        except OSError:
+            pass
         self.sock.settimeout(0.2)
         self._lock = threading.Lock()
         self._frames = []

@@ -102,20 +102,86 @@ async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
             config.insert(format!("{table}|{k}"), v);
         }
     }
-    let status = Table::new(
-        sonic.connect(SonicDbId::StateDb).await?,
-        PluginStatus::TABLE,
-    )?;
-    let plugin = status
-        .get(PLUGIN_STATUS_KEY)
-        .await?
-        .and_then(|f| PluginStatus::from_fields(PLUGIN_STATUS_KEY, &f).ok());
+    let plugin = status_row(&sonic).await?;
     Ok(Installed {
         entries,
         config,
         source: Source::ApplStateDb,
         plugin,
     })
+}
+
+/// The plugin's status row of the switch behind `db` (`None`: no live plugin), and nothing
+/// else: with its digests, `weft plan` knows whether the rows need reading at all.
+pub async fn read_status(db: &str) -> Result<Option<PluginStatus>, String> {
+    with_timeout(db, "a read", async {
+        let sonic = SonicDb::from_endpoint(db)?;
+        status_row(&sonic).await
+    })
+    .await
+}
+
+async fn status_row(sonic: &SonicDb) -> Result<Option<PluginStatus>, SonicDbError> {
+    let status = Table::new(
+        sonic.connect(SonicDbId::StateDb).await?,
+        PluginStatus::TABLE,
+    )?;
+    Ok(status
+        .get(PLUGIN_STATUS_KEY)
+        .await?
+        .and_then(|f| PluginStatus::from_fields(PLUGIN_STATUS_KEY, &f).ok()))
+}
+
+/// The status rows ([`read_status`]) of the switches `selected` says, a bounded number at a
+/// time, read in a task of their own (the caller compiles meanwhile); the others are
+/// `Ok(None)`.
+pub fn spawn_status_reads(
+    t: &Topology,
+    selected: impl Fn(usize) -> bool,
+    parallel: usize,
+) -> tokio::task::JoinHandle<Vec<Result<Option<PluginStatus>, String>>> {
+    let n = t.switches.len();
+    let wanted: Vec<(usize, String, String)> = t
+        .switches
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| selected(*i))
+        .map(|(i, s)| (i, s.db.clone(), s.name.clone()))
+        .collect();
+    tokio::spawn(read_statuses(n, wanted, parallel))
+}
+
+async fn read_statuses(
+    n: usize,
+    wanted: Vec<(usize, String, String)>,
+    parallel: usize,
+) -> Vec<Result<Option<PluginStatus>, String>> {
+    let sem = Arc::new(Semaphore::new(parallel.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, db, name) in wanted {
+        let sem = sem.clone();
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            let r = read_status(&db).await;
+            match &r {
+                Ok(st) => tracing::debug!(
+                    switch = %name,
+                    state = st.as_ref().map_or("no live plugin", |s| s.state.as_str()),
+                    digests = st.as_ref().is_some_and(|s| s.digests().is_some()),
+                    "status read"
+                ),
+                Err(e) => tracing::debug!(switch = %name, error = %e, "status read failed"),
+            }
+            (i, r)
+        });
+    }
+    let mut out: Vec<Result<Option<PluginStatus>, String>> = (0..n).map(|_| Ok(None)).collect();
+    while let Some(r) = tasks.join_next().await {
+        if let Ok((i, r)) = r {
+            out[i] = r;
+        }
+    }
+    out
 }
 
 /// Reads the installed state of the switches `selected` says, a bounded number at a time; the

@@ -12,9 +12,10 @@ use weft_compiler::p4delta::EntryDelta;
 use weft_compiler::p4map::{self, Entries, MapError, Stage, stage_of_table};
 use weft_compiler::qos::QosError;
 use weft_compiler::{SwitchDesired, Target};
+use weft_sonic_db::Digest;
 use weft_sonic_db::FieldValues;
 use weft_sonic_schema::config::ConfigRow;
-use weft_sonic_schema::state::PluginStatus;
+use weft_sonic_schema::state::{InstalledDigests, PluginStatus};
 use weft_topology::{Peer, SwitchIdx, Topology};
 
 /// Why a switch's desired state could not be built.
@@ -46,6 +47,21 @@ pub fn desired_switch(
     Ok(DesiredSwitch { entries, config })
 }
 
+impl DesiredSwitch {
+    /// The digests a plugin publishes when its switch holds exactly this: of the entries as
+    /// APPL_STATE_DB holds them and of the CONFIG_DB rows as written.
+    pub fn digests(&self) -> InstalledDigests {
+        InstalledDigests {
+            entries: Digest::of(self.entries.iter().map(|(k, e)| (k.as_str(), &e.fields))),
+            config: weft_sonic_schema::config::config_digest(
+                self.config
+                    .iter()
+                    .map(|r| (r.table(), r.key(), r.to_fields())),
+            ),
+        }
+    }
+}
+
 /// Where an installed state came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,6 +70,11 @@ pub enum Source {
     ApplStateDb,
     /// Not read (`--offline`) or not readable: planned against nothing.
     Empty(String),
+    /// Not read because the plugin, in sync, publishes digests of APPL_STATE_DB and CONFIG_DB
+    /// equal to these, which are the desired state's ([`Installed::by_digest`]): the switch
+    /// holds exactly what it should.
+    #[serde(skip_serializing)]
+    Digest(InstalledDigests),
 }
 
 /// What a switch has, as read from its SONiC DB.
@@ -76,6 +97,22 @@ impl Default for Installed {
 }
 
 impl Installed {
+    /// What the switch has, known from its plugin's status row alone: when the plugin is in
+    /// sync and its published digests equal `desired` (a [`DesiredSwitch::digests`]), it holds
+    /// exactly the desired state and its rows need not be read. `None` otherwise (digests
+    /// differ, the plugin is not in sync, or it publishes none): read the rows.
+    pub fn by_digest(status: PluginStatus, desired: &InstalledDigests) -> Option<Installed> {
+        if !status.in_sync() || status.digests().as_ref() != Some(desired) {
+            return None;
+        }
+        Some(Installed {
+            entries: BTreeMap::new(),
+            config: BTreeMap::new(),
+            source: Source::Digest(*desired),
+            plugin: Some(status),
+        })
+    }
+
     pub fn empty(why: impl Into<String>) -> Self {
         Installed {
             entries: BTreeMap::new(),
@@ -88,7 +125,7 @@ impl Installed {
     /// What the plan's `installed_from` says.
     pub fn describe(&self) -> String {
         match &self.source {
-            Source::ApplStateDb => match &self.plugin {
+            Source::ApplStateDb | Source::Digest(_) => match &self.plugin {
                 Some(p) if p.in_sync() => "APPL_STATE_DB".into(),
                 Some(p) => format!(
                     "APPL_STATE_DB (plugin {}: not what the switch holds)",
@@ -100,32 +137,29 @@ impl Installed {
         }
     }
 
-    /// FNV-1a over every entry and row (keys and sorted fields), as hex: equal digests, equal
-    /// installed state.
-    pub fn digest(&self) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |b: &[u8]| {
-            for x in b {
-                h = (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3);
-            }
-            h = (h ^ 0xff).wrapping_mul(0x0100_0000_01b3);
-        };
-        for (k, f) in self.entries.iter().chain(self.config.iter()) {
-            eat(k.as_bytes());
-            let mut f: Vec<&(String, String)> = f.iter().collect();
-            f.sort();
-            for (a, b) in f {
-                eat(a.as_bytes());
-                eat(b.as_bytes());
-            }
+    /// The digests of the entries and of the rows (the ones the plugin publishes, computed the
+    /// same way), whether they were read or known by digest.
+    pub fn digests(&self) -> InstalledDigests {
+        match &self.source {
+            Source::Digest(d) => *d,
+            _ => InstalledDigests {
+                entries: Digest::of(self.entries.iter().map(|(k, f)| (k.as_str(), f))),
+                config: Digest::of(self.config.iter().map(|(k, f)| (k.as_str(), f))),
+            },
         }
-        format!("{h:016x}")
+    }
+
+    /// The plan's `installed_digest`: both digests as one, hex: equal digests, equal installed
+    /// state.
+    pub fn digest(&self) -> String {
+        self.digests().combined().hex()
     }
 
     /// The switch holds what APPL_STATE_DB says only while its plugin is running (primary,
     /// pipeline pushed, synced).
     pub fn trusted(&self) -> bool {
-        self.source == Source::ApplStateDb && self.plugin.as_ref().is_some_and(|p| p.in_sync())
+        matches!(self.source, Source::ApplStateDb | Source::Digest(_))
+            && self.plugin.as_ref().is_some_and(|p| p.in_sync())
     }
 }
 
@@ -421,8 +455,18 @@ pub fn diff(
     views: Views,
 ) -> SwitchPlan {
     let (entries, config_rows) = (desired.entries.len(), desired.config.len());
-    let (add, modify, delete) = diff_entries(desired.entries, &installed.entries);
-    let (config_set, config_delete) = diff_config(desired.config, &installed.config);
+    let (add, modify, delete, config_set, config_delete) = match &installed.source {
+        Source::Digest(d) => {
+            // Made by `Installed::by_digest` from this desired state's digests: nothing differs.
+            debug_assert_eq!(*d, desired.digests(), "a digest of another desired state");
+            Default::default()
+        }
+        _ => {
+            let (add, modify, delete) = diff_entries(desired.entries, &installed.entries);
+            let (set, del) = diff_config(desired.config, &installed.config);
+            (add, modify, delete, set, del)
+        }
+    };
     let mut p = switch_plan(t, si, installed, views, (add, modify, delete));
     p.counts.entries = entries;
     p.counts.config_rows = config_rows;
@@ -459,7 +503,10 @@ fn switch_plan(
             String::new()
         },
         counts: Counts {
-            entries: (installed.entries.len() + add.len()).saturating_sub(delete.len()),
+            entries: match &installed.source {
+                Source::Digest(d) => d.entries.count() as usize,
+                _ => (installed.entries.len() + add.len()).saturating_sub(delete.len()),
+            },
             add: add.len(),
             modify: modify.len(),
             delete: delete.len(),

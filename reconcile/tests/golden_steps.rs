@@ -81,6 +81,10 @@ fn status(state: PluginState) -> PluginStatus {
         counter_polls: 0,
         uptime_s: 0,
         updated_ms: 0,
+        appl_state_digest: None,
+        appl_state_rows: None,
+        config_digest: None,
+        config_rows: None,
     }
 }
 

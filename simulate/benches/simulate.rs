@@ -1,8 +1,10 @@
 //! The model at fabric scale: `cargo bench -p weft-simulate --bench simulate`.
 //!
 //! Every (fabric, links down, collective, mode) of the README's table, timed; 1 GiB per rank.
-//! `WEFT_BENCH_FABRICS=k16,k32,planes` picks fabrics (default all); `WEFT_BENCH_JSON=FILE`
-//! also writes every outcome as JSON lines.
+//! `WEFT_BENCH_FABRICS=k16,k32,planes` picks fabrics (default all), `WEFT_BENCH_DOWN=none,1,1%`
+//! the link sets (default all; "1" is the README's leaf uplink: `pod1-leaf1:Ethernet32` at k=16,
+//! `plane1-leaf1:Ethernet32` on the planes, `pod1-leaf1:Ethernet64` at k=32);
+//! `WEFT_BENCH_JSON=FILE` also writes every outcome as JSON lines.
 
 use std::io::Write;
 use std::time::Instant;
@@ -12,6 +14,15 @@ use weft_controller::cmd::simulate::{class_of, model};
 use weft_simulate::model::{Params, Workload};
 use weft_topology::{RoutingMode, Topology};
 use weft_traffic::collective::{Collective, Kind};
+
+/// The leaf uplink the README's "1 (leaf uplink)" rows take down on fabric `name`.
+fn leaf_uplink(name: &str) -> &'static str {
+    match name {
+        "k16" => "pod1-leaf1:Ethernet32",
+        "k32" => "pod1-leaf1:Ethernet64",
+        _ => "plane1-leaf1:Ethernet32",
+    }
+}
 
 fn load(name: &str) -> Topology {
     let path = match name {
@@ -44,6 +55,11 @@ fn main() {
         .split(',')
         .map(str::to_string)
         .collect();
+    let sets: Vec<String> = std::env::var("WEFT_BENCH_DOWN")
+        .unwrap_or_else(|_| "none,1,1%".into())
+        .split(',')
+        .map(str::to_string)
+        .collect();
     let mut json = std::env::var_os("WEFT_BENCH_JSON").and_then(|p| std::fs::File::create(p).ok());
     let modes = [
         RoutingMode::Ecmp,
@@ -61,12 +77,17 @@ fn main() {
         let class = class_of(&t, None).expect("class");
         let groups = weft_simulate::host_groups(&t);
         let ranks = groups[0].len() as u32;
-        let links = t.links.len();
+        let uplink = weft_controller::cmd::plan::links_down(&t, &[leaf_uplink(name).to_string()])
+            .expect("the README's leaf uplink is a link of the fabric");
         for (label, down) in [
             ("none", Vec::new()),
-            ("1 link", vec![links / 2]),
+            ("1 link", uplink.into_iter().collect()),
             ("1%", weft_simulate::random_down(&t, 1.0, 1)),
         ] {
+            let key = label.split(' ').next().unwrap_or(label);
+            if !sets.iter().any(|s| s == key) {
+                continue;
+            }
             let mut ls = LinkState::all_up(&t);
             for &l in &down {
                 ls.set_down(l, true);

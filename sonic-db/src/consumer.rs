@@ -83,7 +83,7 @@ impl ConsumerStateTable {
 
     async fn pop_once(&mut self, count: usize) -> Result<Vec<KeyOpFieldValues>, SonicDbError> {
         let mut reloaded = false;
-        let raw: Vec<(String, Vec<String>)> = loop {
+        let raw: String = loop {
             let result = redis::cmd("EVALSHA")
                 .arg(self.script.sha())
                 .arg(3)
@@ -107,12 +107,21 @@ impl ConsumerStateTable {
                 }
             }
         };
-        Ok(raw
+        let entries: Vec<Vec<String>> =
+            serde_json::from_str(&raw).map_err(|e| SonicDbError::UnexpectedReply {
+                context: format!("pop {}", self.table),
+                detail: format!("not [[key, f, v, ...], ...]: {e}"),
+            })?;
+        Ok(entries
             .into_iter()
-            .map(|(key, flat)| {
+            .filter_map(|mut flat| {
+                if flat.is_empty() {
+                    return None;
+                }
+                let key = flat.remove(0);
                 let fields = pairs(flat);
                 let op = if fields.is_empty() { Op::Del } else { Op::Set };
-                KeyOpFieldValues { key, op, fields }
+                Some(KeyOpFieldValues { key, op, fields })
             })
             .collect())
     }

@@ -17,6 +17,7 @@
 
 mod consumer;
 mod db;
+pub mod digest;
 mod error;
 mod p4rt;
 mod producer;
@@ -31,6 +32,7 @@ pub use db::{
     CREDENTIALS_ENV, DbConnection, RedisEndpoint, SonicDb, SonicDbConfig, SonicDbId,
     read_credentials,
 };
+pub use digest::{Digest, KeyedDigest};
 pub use error::{P4rtError, SonicDbError};
 pub use p4rt::{
     FIELD_ACTION, FIELD_ACTIONS, FIELD_CONTROLLER_METADATA, FIELD_METER_CBURST, FIELD_METER_CIR,
@@ -46,6 +48,6 @@ pub use response::{
     response_channel, response_message,
 };
 pub use scripts::TERM_KEY;
-pub use subscriber::{SubscriberOptions, SubscriberStateTable};
+pub use subscriber::{SubscriberOptions, SubscriberStateTable, TableWatcher};
 pub use table::{P4rtSnapshot, Table, claim_term, dump_tables, held_term, merge_hash};
 pub use types::{FieldValues, KeyOpFieldValues, Op};

@@ -366,11 +366,10 @@ impl P4rtEntry {
     /// Parses the fields of an entry strictly: unknown fields, a missing or doubled action, parameters
     /// without an action and malformed action sets are errors that name the problem.
     pub fn from_fields(key: P4rtKey, fields: &[(String, String)]) -> Result<Self, P4rtError> {
-        let k = key.to_table_key();
-        let field_err = |reason: String| P4rtError::Field {
-            key: k.clone(),
-            reason,
-        };
+        // The key's text only for errors: serialising it for every entry was a tenth of the
+        // plugin's translation.
+        let k = || key.to_table_key();
+        let field_err = |reason: String| P4rtError::Field { key: k(), reason };
         let mut action: Option<String> = None;
         let mut actions: Option<&str> = None;
         let mut params = BTreeMap::new();
@@ -401,7 +400,7 @@ impl P4rtEntry {
                 other => {
                     let Some(p) = other.strip_prefix(PARAM_PREFIX) else {
                         return Err(P4rtError::UnknownField {
-                            key: k.clone(),
+                            key: k(),
                             field: other.to_string(),
                         });
                     };
@@ -433,7 +432,7 @@ impl P4rtEntry {
                         "parameter 'param/{p}' outside 'actions' in a weighted entry"
                     )));
                 }
-                P4rtActionSpec::Weighted(parse_action_set(&k, json)?)
+                P4rtActionSpec::Weighted(parse_action_set(&k(), json)?)
             }
         };
         Ok(P4rtEntry {

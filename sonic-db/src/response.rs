@@ -23,7 +23,9 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use crate::db::{DbConnection, SonicDb, SonicDbId};
+use crate::digest::{Digest, KeyedDigest};
 use crate::error::SonicDbError;
+use crate::scripts::{LoadedScript, PUBLISH_ALL, STATE_REPLACE};
 use crate::types::{FieldValues, Op, check_table_name};
 
 /// swss-common's `StatusCode` (`common/status_code_util.h`).
@@ -171,26 +173,55 @@ pub fn response_message(status: &str, key: &str, message: &str, fields: &FieldVa
     serde_json::to_string(&items).unwrap_or_else(|_| "[]".to_string())
 }
 
+/// swss-common's placeholder field (and value) of a row without attributes.
+const NULL_FIELD: &str = "NULL";
+
+fn null_fields() -> FieldValues {
+    vec![(NULL_FIELD.to_string(), NULL_FIELD.to_string())]
+}
+
 /// Publishes responses and keeps APPL_STATE_DB in step (the plugin's side).
 pub struct ResponsePublisher {
     appl: DbConnection,
     appl_state: DbConnection,
+    state_script: LoadedScript,
+    publish_script: LoadedScript,
     table: String,
     channel: String,
     /// `<TABLE>:` in APPL_STATE_DB.
     state_prefix: String,
+    /// The digest of the APPL_STATE_DB table, when asked to keep one ([`Self::track`]).
+    tracked: Option<KeyedDigest>,
 }
 
 impl ResponsePublisher {
     pub async fn new(sonic: &SonicDb, table: &str) -> Result<Self, SonicDbError> {
         check_table_name(table, SonicDbId::ApplStateDb.separator())?;
+        let mut appl = sonic.connect(SonicDbId::ApplDb).await?;
+        let mut appl_state = sonic.connect(SonicDbId::ApplStateDb).await?;
         Ok(ResponsePublisher {
-            appl: sonic.connect(SonicDbId::ApplDb).await?,
-            appl_state: sonic.connect(SonicDbId::ApplStateDb).await?,
+            state_script: LoadedScript::load(&mut appl_state, STATE_REPLACE).await?,
+            publish_script: LoadedScript::load(&mut appl, PUBLISH_ALL).await?,
+            appl,
+            appl_state,
             table: table.to_string(),
             channel: response_channel(table),
             state_prefix: format!("{table}{}", SonicDbId::ApplStateDb.separator()),
+            tracked: None,
         })
+    }
+
+    /// Keeps a digest of the APPL_STATE_DB table from now on, starting from `rows` (what it
+    /// holds now, keys within the table) and following every write of [`Self::publish_batch`]
+    /// (the only writer of the table), so the digest is what a reader of the table would
+    /// compute.
+    pub fn track(&mut self, rows: &BTreeMap<String, FieldValues>) {
+        self.tracked = Some(KeyedDigest::from_rows(rows));
+    }
+
+    /// The tracked table's digest (`None` unless [`Self::track`] was called).
+    pub fn digest(&self) -> Option<Digest> {
+        self.tracked.as_ref().map(KeyedDigest::digest)
     }
 
     pub fn channel(&self) -> &str {
@@ -201,55 +232,78 @@ impl ResponsePublisher {
         self.publish_batch(std::slice::from_ref(result)).await
     }
 
-    /// Writes APPL_STATE_DB for the successful results (one MULTI/EXEC), then publishes every response.
-    /// State first, so a controller that hears SUCCESS and reads APPL_STATE_DB finds the entry.
+    /// Writes APPL_STATE_DB for the successful results (one atomic script), then publishes every
+    /// response (one script of a PUBLISH per key). State first, so a controller that hears
+    /// SUCCESS and reads APPL_STATE_DB finds the entry.
     pub async fn publish_batch(&mut self, results: &[EntryResult]) -> Result<(), SonicDbError> {
         if results.is_empty() {
             return Ok(());
         }
-        let mut state = redis::pipe();
-        state.atomic();
-        let mut state_writes = 0usize;
-        for r in results.iter().filter(|r| r.status.is_ok()) {
-            let rkey = format!("{}{}", self.state_prefix, r.key);
-            match r.op {
-                Op::Del => {
-                    state.del(&rkey).ignore();
-                }
-                Op::Set => {
-                    // Replace rather than merge: APPL_STATE_DB must hold exactly what is installed.
-                    state.del(&rkey).ignore();
-                    let mut hset = redis::cmd("HSET");
-                    hset.arg(&rkey);
+        let ok = results.iter().filter(|r| r.status.is_ok());
+        let rows: Vec<String> = ok
+            .clone()
+            .map(|r| format!("{}{}", self.state_prefix, r.key))
+            .collect();
+        if !rows.is_empty() {
+            let counts: Vec<String> = ok
+                .clone()
+                .map(|r| match r.op {
+                    Op::Del => "-1".to_string(),
+                    // swss-common's placeholder for an entry without attributes.
+                    Op::Set if r.fields.is_empty() => "1".to_string(),
+                    // Replace rather than merge: APPL_STATE_DB must hold exactly what is
+                    // installed.
+                    Op::Set => r.fields.len().to_string(),
+                })
+                .collect();
+            let mut args: Vec<&str> = Vec::with_capacity(rows.len() * 5);
+            for (r, n) in ok.zip(&counts) {
+                args.push(n);
+                if r.op == Op::Set {
                     if r.fields.is_empty() {
-                        // swss-common's placeholder for an entry without attributes.
-                        hset.arg("NULL").arg("NULL");
+                        args.extend([NULL_FIELD, NULL_FIELD]);
                     }
                     for (f, v) in &r.fields {
-                        hset.arg(f).arg(v);
+                        args.push(f);
+                        args.push(v);
                     }
-                    state.add_command(hset).ignore();
                 }
             }
-            state_writes += 1;
+            let keys: Vec<&str> = rows.iter().map(String::as_str).collect();
+            crate::scripts::eval_loaded(
+                &mut self.appl_state,
+                &mut self.state_script,
+                &keys,
+                &args,
+                &format!("APPL_STATE_DB update for {}", self.table),
+            )
+            .await?;
         }
-        if state_writes > 0 {
-            state
-                .query_async::<()>(self.appl_state.raw())
-                .await
-                .map_err(|e| {
-                    SonicDbError::redis(format!("APPL_STATE_DB update for {}", self.table), e)
-                })?;
+        if let Some(t) = self.tracked.as_mut() {
+            // After the write above: the digest says what APPL_STATE_DB holds.
+            for r in results.iter().filter(|r| r.status.is_ok()) {
+                match r.op {
+                    Op::Del => t.del(&r.key),
+                    Op::Set if r.fields.is_empty() => t.set(&r.key, &null_fields()),
+                    Op::Set => t.set(&r.key, &r.fields),
+                }
+            }
         }
-        let mut publish = redis::pipe();
-        for r in results {
-            let msg = response_message(r.status.as_str(), &r.key, &r.message, &r.fields);
-            publish.cmd("PUBLISH").arg(&self.channel).arg(msg).ignore();
-        }
-        publish
-            .query_async::<()>(self.appl.raw())
-            .await
-            .map_err(|e| SonicDbError::redis(format!("PUBLISH {}", self.channel), e))
+        let messages: Vec<String> = results
+            .iter()
+            .map(|r| response_message(r.status.as_str(), &r.key, &r.message, &r.fields))
+            .collect();
+        let args: Vec<&str> = std::iter::once(self.channel.as_str())
+            .chain(messages.iter().map(String::as_str))
+            .collect();
+        crate::scripts::eval_loaded(
+            &mut self.appl,
+            &mut self.publish_script,
+            &[],
+            &args,
+            &format!("PUBLISH {}", self.channel),
+        )
+        .await
     }
 }
 

@@ -131,7 +131,11 @@ pub(crate) const CLAIM_TERM: &str = concat!(
 pub const TERM_KEY: &str = "WEFT_LEADER_TERM";
 
 /// Consumer pop. KEYS: key set, table prefix (`T:`), del set. ARGV: how many keys to pop, staging
-/// prefix (`_`). Returns `{{key, {f, v, ...}}, ...}`; an empty field list means the key was deleted.
+/// prefix (`_`). What it does to the keys is swss-common's pop; what it returns is Weft's own:
+/// one JSON text `[[key, f, v, ...], ...]` (a key alone: it was deleted). A single string, not
+/// nested arrays of a reply per key and field: parsing 100k of those in redis-rs cost the plugin
+/// more than anything else it does per key, and Redis encodes one string faster than it
+/// writes thousands of replies.
 pub(crate) const CONSUMER_POP: &str = r#"
 if redis.replicate_commands then
     -- Redis < 5 replicates scripts verbatim and refuses writes after SPOP without this.
@@ -155,9 +159,50 @@ for _, k in ipairs(popped) do
         a = stop + 1
     end
     redis.call('DEL', staged)
-    out[#out + 1] = {k, fv}
+    local entry = {k}
+    for j = 1, #fv do
+        entry[j + 1] = fv[j]
+    end
+    out[#out + 1] = entry
 end
-return out
+if #out == 0 then
+    -- cjson writes an empty table as an object.
+    return '[]'
+end
+return cjson.encode(out)
+"#;
+
+/// APPL_STATE_DB rows of answered keys, replaced as a batch (what swss-common's
+/// ResponsePublisher writes per key: the row deleted, then HSET with the new fields). KEYS:
+/// the rows. ARGV per row: a pair count n and n field/value pairs, or -1 to delete the row.
+/// One script instead of a MULTI of two commands per key: Redis answers it once, not 2n + 2
+/// times, and the writer parses one reply.
+pub(crate) const STATE_REPLACE: &str = r#"
+local a = 1
+for i = 1, #KEYS do
+    local k = KEYS[i]
+    local n = tonumber(ARGV[a])
+    a = a + 1
+    redis.call('DEL', k)
+    if n > 0 then
+        local last = a + 2 * n - 1
+        while a <= last do
+            local stop = math.min(a + 199, last)
+            redis.call('HSET', k, unpack(ARGV, a, stop))
+            a = stop + 1
+        end
+    end
+end
+"#;
+
+/// The response notifications of a batch: one PUBLISH per message on channel ARGV[1], the
+/// messages after it, in order (subscribers see exactly swss-common's per-key messages; the
+/// publisher gets one reply for the batch instead of one per key). No KEYS: a channel is no
+/// key, and an ACL user's key patterns must not have to cover it.
+pub(crate) const PUBLISH_ALL: &str = r#"
+for i = 2, #ARGV do
+    redis.call('PUBLISH', ARGV[1], ARGV[i])
+end
 "#;
 
 /// A script loaded into one Redis, remembered by SHA.
@@ -193,6 +238,31 @@ async fn script_load(conn: &mut DbConnection, body: &str) -> Result<String, Soni
         .query_async(conn.raw())
         .await
         .map_err(|e| SonicDbError::redis("SCRIPT LOAD", e))
+}
+
+/// Runs `script` with `keys` and `args`, loading it again once if Redis forgot it (nothing ran
+/// then, so the retry cannot apply anything twice).
+pub(crate) async fn eval_loaded(
+    conn: &mut DbConnection,
+    script: &mut LoadedScript,
+    keys: &[&str],
+    args: &[&str],
+    what: &str,
+) -> Result<(), SonicDbError> {
+    let mut reloaded = false;
+    loop {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.sha()).arg(keys.len()).arg(keys).arg(args);
+        match cmd.query_async::<()>(conn.raw()).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_noscript(&e) && !reloaded => {
+                tracing::info!(what, "script missing in Redis, reloading");
+                script.reload(conn).await?;
+                reloaded = true;
+            }
+            Err(e) => return Err(SonicDbError::redis(what.to_string(), e)),
+        }
+    }
 }
 
 pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {

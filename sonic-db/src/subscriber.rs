@@ -175,6 +175,61 @@ fn keyspace_event_kind(event: &str) -> EventKind {
     }
 }
 
+/// Follows several tables of one database for changes, without reading them: each
+/// [`TableWatcher::changed`] returns once some row of one of them was written or deleted (the
+/// caller reads what it needs). Subscribed when [`TableWatcher::new`] returns, so a read after
+/// it misses no change.
+pub struct TableWatcher {
+    pubsub: redis::aio::PubSub,
+    /// `__keyspace@<n>__:`
+    prefix: String,
+    tables: Vec<String>,
+    separator: char,
+}
+
+impl TableWatcher {
+    /// Turns keyspace notifications on when they are off (see
+    /// [`SonicDb::ensure_keyspace_notifications`]).
+    pub async fn new(
+        sonic: &SonicDb,
+        db: SonicDbId,
+        tables: &[&str],
+    ) -> Result<TableWatcher, SonicDbError> {
+        sonic.ensure_keyspace_notifications(true).await?;
+        let mut pubsub = sonic.pubsub().await?;
+        let prefix = format!("__keyspace@{}__:", sonic.db_number(db));
+        pubsub
+            .psubscribe(format!("{prefix}*"))
+            .await
+            .map_err(|e| SonicDbError::redis(format!("PSUBSCRIBE {db:?} keyspace"), e))?;
+        Ok(TableWatcher {
+            pubsub,
+            prefix,
+            tables: tables.iter().map(|t| t.to_string()).collect(),
+            separator: db.separator(),
+        })
+    }
+
+    /// Waits for a change of a watched table; an error when the subscription ended.
+    pub async fn changed(&mut self) -> Result<(), SonicDbError> {
+        let mut stream = self.pubsub.on_message();
+        while let Some(msg) = stream.next().await {
+            let table = msg
+                .get_channel_name()
+                .strip_prefix(&self.prefix)
+                .and_then(|k| k.split(self.separator).next())
+                .unwrap_or("");
+            if self.tables.iter().any(|t| t == table) {
+                return Ok(());
+            }
+        }
+        Err(SonicDbError::UnexpectedReply {
+            context: "keyspace subscription".into(),
+            detail: "the subscription ended".into(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

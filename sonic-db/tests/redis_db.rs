@@ -11,8 +11,8 @@ use futures::StreamExt;
 use redis_server::{RedisServer, RedisServerOptions};
 use weft_sonic_db::{
     ConsumerStateTable, EntryResult, KeyOpFieldValues, Op, P4rtAction, P4rtEntry, P4rtKey,
-    ProducerStateTable, ResponsePublisher, ResponseWaiter, SonicDb, SonicDbConfig, SonicDbError,
-    SonicDbId, StatusCode, SubscriberOptions, SubscriberStateTable, Table,
+    ProducerStateTable, Response, ResponsePublisher, ResponseWaiter, SonicDb, SonicDbConfig,
+    SonicDbError, SonicDbId, StatusCode, SubscriberOptions, SubscriberStateTable, Table,
 };
 
 /// Generous: the machine is shared with long builds.
@@ -563,6 +563,74 @@ async fn scripts_are_reloaded_after_script_flush() {
         .expect("set after flush");
     srv.cli(0, &["SCRIPT", "FLUSH"]).expect("flush");
     assert_eq!(consumer.pop(10).await.expect("pop after flush").len(), 1);
+    // The publisher's scripts too (APPL_STATE_DB copy, then the notifications).
+    let mut waiter = ResponseWaiter::subscribe(&db, "P4RT_TABLE")
+        .await
+        .expect("waiter");
+    let mut publisher = ResponsePublisher::new(&db, "P4RT_TABLE")
+        .await
+        .expect("publisher");
+    srv.cli(0, &["SCRIPT", "FLUSH"]).expect("flush");
+    publisher
+        .publish_batch(&[EntryResult::ok(
+            "FIXED_T:{}",
+            Op::Set,
+            vec![("action".into(), "drop".into())],
+        )])
+        .await
+        .expect("publish after flush");
+    let out = waiter.wait(["FIXED_T:{}"], DEADLINE).await.expect("wait");
+    assert!(out.all_ok(), "{out:?}");
+    let mut c = raw(&db, SonicDbId::ApplStateDb).await;
+    assert_eq!(
+        hgetall(&mut c, "P4RT_TABLE:FIXED_T:{}").await,
+        BTreeMap::from([("action".to_string(), "drop".to_string())])
+    );
+}
+
+#[tokio::test]
+async fn a_batch_of_responses_is_one_message_per_key_in_order_and_a_set_without_fields_stores_null()
+{
+    let srv = server();
+    let db = sonic(&srv);
+    let mut raw_sub = db.pubsub().await.expect("pubsub");
+    raw_sub
+        .subscribe("APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL")
+        .await
+        .expect("sub");
+    let mut publisher = ResponsePublisher::new(&db, "P4RT_TABLE")
+        .await
+        .expect("publisher");
+    let keys: Vec<String> = (0..300).map(|i| route_key(i).to_table_key()).collect();
+    let mut results: Vec<EntryResult> = keys
+        .iter()
+        .map(|k| EntryResult::ok(k, Op::Set, vec![("action".into(), "drop".into())]))
+        .collect();
+    results[7] = EntryResult::ok(&keys[7], Op::Set, vec![]);
+    results[8] = EntryResult::err(
+        &keys[8],
+        Op::Set,
+        StatusCode::Full,
+        "table full",
+        vec![("action".into(), "drop".into())],
+    );
+    publisher.publish_batch(&results).await.expect("publish");
+    for r in &results {
+        let got = Response::parse(&next_payload(&mut raw_sub).await).expect("swss message");
+        assert_eq!((&got.key, got.status), (&r.key, r.status));
+        assert_eq!(got.fields, r.fields);
+    }
+    let mut c = raw(&db, SonicDbId::ApplStateDb).await;
+    assert_eq!(
+        hgetall(&mut c, &format!("P4RT_TABLE:{}", keys[7])).await,
+        BTreeMap::from([("NULL".to_string(), "NULL".to_string())]),
+        "swss-common's placeholder for a row without fields"
+    );
+    assert!(!exists(&mut c, &format!("P4RT_TABLE:{}", keys[8])).await);
+    assert_eq!(
+        hgetall(&mut c, &format!("P4RT_TABLE:{}", keys[299])).await,
+        BTreeMap::from([("action".to_string(), "drop".to_string())])
+    );
 }
 
 #[tokio::test]
@@ -1148,4 +1216,98 @@ async fn fenced_batches_from_an_older_term_are_refused_whole() {
     new.set_fence(Some(9)).await.expect("fence");
     new.apply(&ops[..3]).await.expect("term 9 writes");
     assert_eq!(smembers(&mut c, "P4RT_TABLE_KEY_SET").await.len(), 4);
+}
+
+/// The publisher's incremental digest is what a reader of APPL_STATE_DB computes from scratch:
+/// after rows it found there, sets, rewrites, a field-less entry (swss-common's NULL
+/// placeholder), a delete, and a failure (nothing written).
+#[tokio::test]
+async fn the_tracked_appl_state_digest_equals_the_digest_of_the_table_read_back() {
+    use weft_sonic_db::Digest;
+    let srv = server();
+    let db = sonic(&srv);
+    let state = Table::new(
+        db.connect(SonicDbId::ApplStateDb).await.expect("c"),
+        "P4RT_TABLE",
+    )
+    .expect("table");
+    let fv = |v: &str| vec![("action".to_string(), v.to_string())];
+    state
+        .set(&route_key(1).to_table_key(), &[("action", "drop")])
+        .await
+        .expect("earlier row");
+    state
+        .set(&route_key(2).to_table_key(), &[("action", "drop")])
+        .await
+        .expect("earlier row");
+    let read_back = || async {
+        let rows = state.dump().await.expect("dump");
+        Digest::of(rows.iter().map(|(k, f)| (k.as_str(), f)))
+    };
+    let mut publisher = ResponsePublisher::new(&db, "P4RT_TABLE")
+        .await
+        .expect("publisher");
+    assert_eq!(publisher.digest(), None, "not tracked until asked");
+    publisher.track(&state.dump().await.expect("dump"));
+    assert_eq!(publisher.digest(), Some(read_back().await));
+
+    let batches = vec![
+        vec![
+            EntryResult::ok(route_key(3).to_table_key(), Op::Set, fv("set_nexthop_id")),
+            EntryResult::ok(route_key(1).to_table_key(), Op::Set, fv("set_nexthop_id")),
+        ],
+        vec![
+            EntryResult::ok(route_key(4).to_table_key(), Op::Set, Vec::new()),
+            EntryResult::ok(route_key(2).to_table_key(), Op::Del, Vec::new()),
+            EntryResult::err(
+                route_key(5).to_table_key(),
+                Op::Set,
+                StatusCode::InvalidParam,
+                "refused",
+                fv("x"),
+            ),
+        ],
+    ];
+    let mut seen = vec![publisher.digest()];
+    for b in &batches {
+        publisher.publish_batch(b).await.expect("publish");
+        let d = publisher.digest();
+        assert_eq!(d, Some(read_back().await), "after {b:?}");
+        assert!(!seen.contains(&d), "every batch changed the table");
+        seen.push(d);
+    }
+    assert_eq!(publisher.digest().map(|d| d.count()), Some(3));
+}
+
+#[tokio::test]
+async fn popped_keys_and_values_survive_quotes_escapes_unicode_and_empty_values() {
+    let srv = server();
+    let db = sonic(&srv);
+    let mut producer = ProducerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("producer");
+    let mut consumer = ConsumerStateTable::new(&db, SonicDbId::ApplDb, "P4RT_TABLE")
+        .await
+        .expect("consumer");
+    let key = r#"FIXED_T:{"match/a":"x\"y\\z/é"}"#;
+    let fields = vec![
+        ("action".to_string(), "a\tb\\c\"d/e".to_string()),
+        ("param/empty".to_string(), String::new()),
+        ("param/uni".to_string(), "żółw ✓".to_string()),
+    ];
+    producer.set(key, &fields).await.expect("set");
+    producer.del("FIXED_T:gone").await.expect("del");
+    let mut got = consumer.pop(10).await.expect("pop");
+    // The set first, then the delete.
+    got.sort_by_key(|o| o.op == Op::Del);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].key, key);
+    assert_eq!(got[0].op, Op::Set);
+    let mut want = fields.clone();
+    want.sort();
+    let mut have = got[0].fields.clone();
+    have.sort();
+    assert_eq!(have, want);
+    assert_eq!((got[1].key.as_str(), got[1].op), ("FIXED_T:gone", Op::Del));
+    assert!(consumer.pop(10).await.expect("pop").is_empty());
 }

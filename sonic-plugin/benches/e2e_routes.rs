@@ -20,6 +20,8 @@
 //!   APPL_STATE_DB copies, in the plugin's batch size.
 //!
 //! Without BMv2 it prints SKIPPED and exits 0 (`WEFT_REQUIRE_BMV2=1` fails instead).
+//! `WEFT_BENCH_REDIS_STATS=1` also prints redis-server's per-command CPU (`INFO commandstats`,
+//! reset before the routes) for the end-to-end phase alone: where Redis' time goes.
 
 #[allow(dead_code)]
 #[path = "../../tests/src/bmv2.rs"]
@@ -229,6 +231,24 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
+/// `(command, calls, usec)` from `INFO commandstats`, most CPU first.
+fn commandstats_top(info: &str) -> Vec<(String, u64, u64)> {
+    let mut out: Vec<(String, u64, u64)> = info
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |f: &str| {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(f)?.strip_prefix('='))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            Some((name.to_string(), field("calls")?, field("usec")?))
+        })
+        .collect();
+    out.sort_by_key(|x| std::cmp::Reverse(x.2));
+    out
+}
+
 /// CPU time (user + system) a process has used so far.
 fn cpu_of(pid: Option<u32>) -> Duration {
     let Some(pid) = pid else {
@@ -299,6 +319,14 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
             Some(std::process::id()),
         ),
     ];
+    let redis_stats = std::env::var_os("WEFT_BENCH_REDIS_STATS").is_some();
+    if redis_stats {
+        let mut c = sonic.connect(SonicDbId::ApplDb).await?;
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async::<()>(c.raw())
+            .await?;
+    }
     let cpu0: Vec<Duration> = pids.iter().map(|(_, p)| cpu_of(*p)).collect();
     let (produced, total) = produce_and_wait(&sonic, &routes)
         .await
@@ -308,6 +336,16 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         .zip(&cpu0)
         .map(|((name, p), c0)| (*name, cpu_of(*p).saturating_sub(*c0)))
         .collect();
+    let commandstats = if redis_stats {
+        let mut c = sonic.connect(SonicDbId::ApplDb).await?;
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(c.raw())
+            .await?;
+        Some(info)
+    } else {
+        None
+    };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = plugin_batches(&log);
     let (batches, keys, busy_ms) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
@@ -317,7 +355,11 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
     // as the controller would).
     let bench_table = "WEFT_BENCH_TABLE";
     let mut prod = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
+    // redis-server's CPU per stage alone: what each side of the protocol costs Redis.
+    let redis_cpu = || cpu_of(redis.pid());
+    let r0 = redis_cpu();
     prod.apply(&routes).await?;
+    let redis_produce = redis_cpu().saturating_sub(r0);
     let mut cons = ConsumerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
     let t0 = Instant::now();
     let mut popped = Vec::with_capacity(n);
@@ -329,6 +371,7 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         popped.extend(b);
     }
     let pops = t0.elapsed();
+    let redis_pops = redis_cpu().saturating_sub(r0 + redis_produce);
     let results: Vec<EntryResult> = popped
         .into_iter()
         .map(|o| EntryResult::ok(o.key, Op::Set, o.fields))
@@ -340,6 +383,7 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         publisher.publish_batch(chunk).await?;
     }
     let respond = t0.elapsed();
+    let redis_respond = redis_cpu().saturating_sub(r0 + redis_produce + redis_pops);
     let heard = waiter
         .wait(
             results.iter().map(|r| r.key.clone()),
@@ -412,7 +456,7 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
     println!(
         "  CPU used meanwhile: {} (2 cores: {:.2?} of CPU time available)",
         cpu.iter()
-            .map(|(name, d)| format!("{name} {d:.0?}"))
+            .map(|(name, d)| format!("{name} {:.2}s", d.as_secs_f64()))
             .collect::<Vec<_>>()
             .join(", "),
         total * 2
@@ -444,6 +488,22 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
     println!(
         "  consumer pops alone (ConsumerStateTable, batches of {PLUGIN_BATCH}; a task beside the batches): {pops:.2?} ({})",
         rate(n, pops)
+    );
+    if let Some(info) = &commandstats {
+        println!("  redis-server per command, end-to-end phase (calls, CPU, µs per call):");
+        for (name, calls, usec) in commandstats_top(info) {
+            println!(
+                "    {name:<12} {calls:>9} {:>8.3}s {:>7.2}",
+                usec as f64 / 1e6,
+                usec as f64 / calls.max(1) as f64
+            );
+        }
+    }
+    println!(
+        "  redis-server CPU per stage alone: producer {:.2}s, consumer pops {:.2}s, responses + APPL_STATE_DB {:.2}s",
+        redis_produce.as_secs_f64(),
+        redis_pops.as_secs_f64(),
+        redis_respond.as_secs_f64()
     );
     let limit = [
         ("translation", translate),

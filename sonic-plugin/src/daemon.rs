@@ -23,7 +23,7 @@
 //!   batch loop:     prepare N+1 (translate, check refs, plan)   commit N ─► start N+1
 //!   switch:         ═══ Write N (its stages in rank order) ═══            ═══ Write N+1 ═══
 //!   responder task: answer N−1 (APPL_DB reverts, APPL_STATE_DB copies, then the PUBLISHes:
-//!                   one MULTI/EXEC and one pipeline per batch, swss-common's buffered form)
+//!                   one script for the APPL_STATE_DB rows and one of the PUBLISHes per batch)
 //! ```
 //! * One Write in flight, ever: batch N+1 reaches the switch only after batch N's every stage
 //!   was answered by the switch and committed. The writes the switch sees are in the order the
@@ -55,18 +55,20 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use weft_p4rt::{Client, ClientConfig, Event, P4Info, PipelineConfig, PipelinePush};
 use weft_sonic_db::{
-    ConsumerStateTable, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE, ResponsePublisher,
-    SonicDb, SonicDbConfig, SonicDbError, SonicDbId, StateTableNames, Table,
+    ConsumerStateTable, Digest, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE,
+    ResponsePublisher, SonicDb, SonicDbConfig, SonicDbError, SonicDbId, StateTableNames, Table,
+    TableWatcher,
 };
 use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::PortNameMap;
 use weft_sonic_schema::state::{
-    EcnTuningState, PLUGIN_STATUS_KEY, PLUGIN_STATUS_TTL_MS, PluginState, PluginStatus,
+    EcnTuningState, InstalledDigests, PLUGIN_STATUS_KEY, PLUGIN_STATUS_TTL_MS, PluginState,
+    PluginStatus,
 };
 
 use crate::config::PluginConfig;
@@ -145,9 +147,19 @@ pub struct Daemon {
     postcards: Vec<weft_sonic_schema::state::PostcardHop>,
     /// The last drift audit, and the keys it reported (STATE_DB `WEFT_DRIFT`).
     audited: Option<Instant>,
+    /// How long the last audit took (it reads the whole switch back: ~0.6 s at 100k entries).
+    audit_cost: Duration,
+    /// When the batch loop last took a batch (an audit waits while batches flow).
+    last_batch: Option<Instant>,
     drifted: Vec<String>,
     /// Why the last read-back failed, while it keeps failing (logged once).
     audit_error: Option<String>,
+    /// The digest of APPL_STATE_DB P4RT_TABLE as this session's responder last wrote it
+    /// (`None` until the session read it): published in the status row, so `weft plan` reads
+    /// the rows only when it differs from what it would write.
+    appl_digest: Option<Digest>,
+    /// The digest of the owned CONFIG_DB tables as last read (`load_config`).
+    config_digest: Option<Digest>,
 }
 
 /// The PSN anomaly counters (two wildcard reads of every QP slot) are read every this many
@@ -203,8 +215,38 @@ async fn psn_task(
 /// Postcards held for the next flush at most; more are dropped (and counted).
 const POSTCARD_BUFFER: usize = 20_000;
 
-/// How often the plugin reads the switch back and compares it with what it installed.
+/// How often the plugin reads the switch back and compares it with what it installed, at
+/// most (see [`audit_due`]).
 pub const AUDIT_INTERVAL: Duration = Duration::from_secs(2);
+/// An audit is at most this share of the plugin's time: the next one waits this many times
+/// the last one's duration.
+const AUDIT_COST_FACTOR: u32 = 20;
+/// While batches flow, the audit waits, but never longer than this.
+const AUDIT_MAX_DEFER: Duration = Duration::from_secs(60);
+
+/// Whether the drift audit runs now. It reads the whole switch back and the session loop waits
+/// for it (a batch committed during the read would show as drift), so it must not stall a
+/// stream of batches: with 100k routes it took 30% of the plugin's CPU and held the batch loop
+/// 0.6 s every 2 s. It waits until no batch came for [`AUDIT_INTERVAL`] (a controller writing
+/// routes is not when the switch drifts behind the plugin's back), or [`AUDIT_MAX_DEFER`] under
+/// constant churn, and keeps to a 1/[`AUDIT_COST_FACTOR`] duty cycle. Small tables audit every
+/// [`AUDIT_INTERVAL`] as before.
+/// `last` is the last audit (`None`: none yet, then the deferral counts from `started`).
+fn audit_due(
+    now: Instant,
+    last: Option<Instant>,
+    started: Instant,
+    last_cost: Duration,
+    last_batch: Option<Instant>,
+) -> bool {
+    let since = |t: Instant| now.saturating_duration_since(t);
+    let spacing = AUDIT_INTERVAL.max(last_cost * AUDIT_COST_FACTOR);
+    if last.is_some_and(|t| since(t) < spacing) {
+        return false;
+    }
+    let busy = last_batch.is_some_and(|t| since(t) < AUDIT_INTERVAL);
+    !busy || since(last.unwrap_or(started)) >= AUDIT_MAX_DEFER
+}
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -263,8 +305,12 @@ impl Daemon {
             metrics: Arc::new(weft_telemetry::PluginMetrics::new(cfg.switch_name.clone())),
             postcards: Vec::new(),
             audited: None,
+            audit_cost: Duration::ZERO,
+            last_batch: None,
             drifted: Vec::new(),
             audit_error: None,
+            appl_digest: None,
+            config_digest: None,
             cfg,
         })
     }
@@ -329,6 +375,8 @@ impl Daemon {
     ) -> End {
         // 1. Primary on the switch.
         self.state = PluginState::WaitingForSwitch;
+        // What the last session wrote may change before this one reads APPL_STATE_DB again.
+        self.appl_digest = None;
         let _ = self.write_status().await;
         loop {
             tokio::select! {
@@ -391,11 +439,12 @@ impl Daemon {
                 self.cfg.counter_interval.map(|d| d * PSN_EVERY as u32),
             )),
         ]);
-        let (mut responder, mut responder_failed) =
-            match Responder::start(&self.sonic, appl_live.clone()).await {
+        let (mut responder, mut responder_failed, mut appl_digest) =
+            match Responder::start(&self.sonic, appl_live.clone(), &state).await {
                 Ok(r) => r,
                 Err(e) => return e.into(),
             };
+        self.appl_digest = *appl_digest.borrow_and_update();
         // CONFIG_DB again, now that the watcher is subscribed: nothing changes unseen.
         if let Err(e) = self.load_config().await {
             return e;
@@ -507,6 +556,15 @@ impl Daemon {
                 _ = counter_tick.tick(), if self.cfg.counter_interval.is_some() => self.poll_counters().await,
                 _ = tuning_tick.tick(), if self.cfg.tuning_interval.is_some() && self.features.tuning.sampling_any() => self.poll_tuning().await,
                 _ = status_tick.tick() => self.status_tick().await,
+                c = appl_digest.changed() => match c {
+                    // The responder wrote APPL_STATE_DB: say so in the status row now, not at the
+                    // next tick, so a plan made after the answers trusts the new digest.
+                    Ok(()) => {
+                        self.appl_digest = *appl_digest.borrow_and_update();
+                        self.write_status().await.map_err(End::from)
+                    }
+                    Err(_) => Err(End::Resync("responder stopped".into())),
+                },
                 _ = usr1.recv() => {
                     self.health_line();
                     Ok(())
@@ -554,7 +612,7 @@ impl Daemon {
                 .engine
                 .installed()
                 .iter()
-                .map(|(k, inst)| (k.clone(), inst.fields.clone()))
+                .map(|(k, inst)| (k.to_string(), inst.fields.clone()))
                 .collect();
             live.replace_many(&rows, &[]).await?;
             state.replace_many(&rows, &[]).await?;
@@ -596,6 +654,11 @@ impl Daemon {
                 rows.push((name, k, f));
             }
         }
+        // What CONFIG_DB holds, whatever of it the intent below takes or keeps: a hand edit
+        // changes the digest, and `weft plan` then reads the rows.
+        self.config_digest = Some(weft_sonic_schema::config::config_digest(
+            rows.iter().map(|(t, k, f)| (*t, k.as_str(), f)),
+        ));
         let intent = SwitchIntent::from_rows(
             rows.iter().map(|(t, k, f)| (*t, k.as_str(), f)),
             &self.cfg.queue,
@@ -651,7 +714,12 @@ impl Daemon {
     ) -> Result<(), End> {
         self.drain(pipe, responder).await?;
         responder.flush().await?;
-        self.on_config_change(appl_state).await
+        let before = self.config_digest;
+        self.on_config_change(appl_state).await?;
+        if self.config_digest != before {
+            self.write_status().await?;
+        }
+        Ok(())
     }
 
     async fn on_config_change(&mut self, appl_state: &Table) -> Result<(), End> {
@@ -694,7 +762,7 @@ impl Daemon {
         let mut revert = Vec::new();
         let mut remove = Vec::new();
         for r in results.iter().filter(|r| !r.status.is_ok()) {
-            match self.engine.installed().get(&r.key) {
+            match self.engine.installed().get(r.key.as_str()) {
                 Some(inst) => revert.push((r.key.clone(), inst.fields.clone())),
                 None => remove.push(r.key.clone()),
             }
@@ -722,6 +790,7 @@ impl Daemon {
     /// prepared now (when it touches no key of the batch in flight) and written next.
     fn take_batch(&mut self, pipe: &mut Pipe, batch: Vec<KeyOpFieldValues>) -> Result<(), End> {
         let t0 = Instant::now();
+        self.last_batch = Some(t0);
         let keys = batch.len();
         let idle = pipe.inflight.is_none();
         let r = self.take_batch_inner(pipe, batch);
@@ -982,9 +1051,17 @@ impl Daemon {
         self.write_status().await?;
         let records = self.features.tuning_records();
         self.publish(&records).await?;
-        if self.audited.is_none_or(|t| t.elapsed() >= AUDIT_INTERVAL) {
-            self.audited = Some(Instant::now());
+        let now = Instant::now();
+        if audit_due(
+            now,
+            self.audited,
+            self.started,
+            self.audit_cost,
+            self.last_batch,
+        ) {
             self.audit().await?;
+            self.audited = Some(now);
+            self.audit_cost = now.elapsed();
         }
         Ok(())
     }
@@ -1079,7 +1156,7 @@ impl Daemon {
     async fn status(&self) -> PluginStatus {
         let s = &self.engine.stats;
         let pending = pending_keys(&self.sonic).await.unwrap_or(0);
-        PluginStatus {
+        let mut st = PluginStatus {
             name: PLUGIN_STATUS_KEY.into(),
             state: self.state,
             pid: std::process::id(),
@@ -1105,7 +1182,15 @@ impl Daemon {
             counter_polls: self.counters.counter_polls,
             uptime_s: self.started.elapsed().as_secs(),
             updated_ms: now_ms(),
+            appl_state_digest: None,
+            appl_state_rows: None,
+            config_digest: None,
+            config_rows: None,
+        };
+        if let (Some(entries), Some(config)) = (self.appl_digest, self.config_digest) {
+            st.set_digests(&InstalledDigests { entries, config });
         }
+        st
     }
 
     /// The status row, which expires unless refreshed: its presence says the plugin lives.
@@ -1198,11 +1283,23 @@ enum ToResponder {
 }
 
 impl Responder {
+    /// `appl_state` is what APPL_STATE_DB holds now: the digest on the watch channel starts
+    /// from it and follows every write.
     async fn start(
         sonic: &SonicDb,
         appl_live: Table,
-    ) -> Result<(Responder, tokio::sync::oneshot::Receiver<String>), SonicDbError> {
+        appl_state: &BTreeMap<String, FieldValues>,
+    ) -> Result<
+        (
+            Responder,
+            tokio::sync::oneshot::Receiver<String>,
+            tokio::sync::watch::Receiver<Option<Digest>>,
+        ),
+        SonicDbError,
+    > {
         let mut publisher = ResponsePublisher::new(sonic, P4RT_TABLE).await?;
+        publisher.track(appl_state);
+        let (digest_tx, digest_rx) = tokio::sync::watch::channel(publisher.digest());
         let (tx, mut rx) = mpsc::channel::<ToResponder>(4);
         let (err_tx, err_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
@@ -1229,6 +1326,12 @@ impl Responder {
                     let _ = err_tx.send(e.to_string());
                     return;
                 }
+                digest_tx.send_if_modified(|d| {
+                    let now = publisher.digest();
+                    let changed = *d != now;
+                    *d = now;
+                    changed
+                });
             }
         });
         Ok((
@@ -1237,6 +1340,7 @@ impl Responder {
                 task: Some(task),
             },
             err_rx,
+            digest_rx,
         ))
     }
 
@@ -1371,32 +1475,14 @@ async fn consumer_task(
 async fn config_watch_task(sonic: SonicDb, tx: mpsc::Sender<()>) {
     let tables = config_tables();
     let run = async {
-        sonic.ensure_keyspace_notifications(true).await?;
-        let mut pubsub = sonic.pubsub().await?;
-        let prefix = format!("__keyspace@{}__:", sonic.db_number(SonicDbId::ConfigDb));
-        pubsub
-            .psubscribe(format!("{prefix}*"))
-            .await
-            .map_err(|e| SonicDbError::Redis {
-                context: "PSUBSCRIBE CONFIG_DB keyspace".into(),
-                source: e,
-            })?;
-        let mut stream = pubsub.on_message();
-        while let Some(msg) = stream.next().await {
-            let chan = msg.get_channel_name();
-            let table = chan
-                .strip_prefix(&prefix)
-                .and_then(|k| k.split('|').next())
-                .unwrap_or("");
-            if tables.contains(&table) {
-                let _ = tx.try_send(());
-            }
+        let mut w = TableWatcher::new(&sonic, SonicDbId::ConfigDb, &tables).await?;
+        loop {
+            w.changed().await?;
+            let _ = tx.try_send(());
         }
-        Ok::<(), SonicDbError>(())
     };
-    if let Err(e) = run.await {
-        tracing::warn!(error = %e, "CONFIG_DB watcher stopped");
-    }
+    let Err(e): Result<std::convert::Infallible, SonicDbError> = run.await;
+    tracing::warn!(error = %e, "CONFIG_DB watcher stopped");
 }
 
 /// Re-exported for tests: replays what a result list says (used by the bench too).
@@ -1407,4 +1493,33 @@ pub fn failed(results: &[EntryResult]) -> usize {
 /// For tests: fields as a map.
 pub fn fields_map(f: &FieldValues) -> BTreeMap<String, String> {
     f.iter().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_audit_waits_while_batches_flow_and_spaces_itself_by_its_cost() {
+        let t0 = Instant::now();
+        let s = |n: u64| t0 + Duration::from_millis(n);
+        let cheap = Duration::from_millis(5);
+        // Small tables, no batches: every AUDIT_INTERVAL, as before.
+        assert!(audit_due(s(0), None, t0, Duration::ZERO, None));
+        assert!(!audit_due(s(1_999), Some(s(0)), t0, cheap, None));
+        assert!(audit_due(s(2_000), Some(s(0)), t0, cheap, None));
+        // A batch within the last interval: the audit waits...
+        assert!(!audit_due(s(10_000), Some(s(0)), t0, cheap, Some(s(9_000))));
+        assert!(!audit_due(s(1_000), None, t0, cheap, Some(s(500))));
+        // ...until the batches stop for an interval...
+        assert!(audit_due(s(11_000), Some(s(0)), t0, cheap, Some(s(9_000))));
+        // ...or for AUDIT_MAX_DEFER under constant churn, counted from the start when there
+        // was no audit yet.
+        assert!(audit_due(s(60_000), Some(s(0)), t0, cheap, Some(s(59_999))));
+        assert!(audit_due(s(60_000), None, t0, cheap, Some(s(59_999))));
+        // A read-back of 0.6 s (100k entries) runs at most every 12 s.
+        let costly = Duration::from_millis(600);
+        assert!(!audit_due(s(11_999), Some(s(0)), t0, costly, None));
+        assert!(audit_due(s(12_000), Some(s(0)), t0, costly, None));
+    }
 }

@@ -16,7 +16,11 @@
 //! Full sync: desired = translate(APPL_STATE_DB) ∪ plugin-owned; current = read the switch;
 //! write the diff. Run twice, the second plans nothing.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use foldhash::HashMap as FastMap;
+use foldhash::HashSet as FastSet;
+use std::hash::{Hash, Hasher};
 
 use weft_p4::tables as t;
 use weft_p4rt::proto::p4::v1::{
@@ -26,7 +30,7 @@ use weft_p4rt::proto::p4::v1::{
 use weft_p4rt::{Code, Error as P4Error};
 use weft_sonic_db::{EntryResult, FieldValues, KeyOpFieldValues, Op, StatusCode};
 
-use crate::objects::{ObjKey, Objects, Owners, Plan, PlannedUpdate};
+use crate::objects::{KeyName, KeyObjects, ObjKey, Objects, Owners, Plan, PlannedUpdate};
 use crate::pipeline::Contract;
 use crate::switch::SwitchIo;
 use crate::translate::{Refs, Translator};
@@ -36,7 +40,7 @@ use weft_p4::contract::Ref;
 #[derive(Debug, Clone)]
 pub struct Installed {
     pub fields: FieldValues,
-    pub objects: Objects,
+    pub objects: KeyObjects,
     /// What it is to other entries, and what it names.
     pub refs: Refs,
 }
@@ -46,26 +50,35 @@ pub struct Installed {
 /// (IN_USE), as SONiC's p4orch answers.
 #[derive(Debug, Default, Clone)]
 pub struct RefIndex {
-    provided: HashMap<Ref, String>,
-    users: HashMap<Ref, BTreeSet<String>>,
+    provided: FastMap<Ref, KeyName>,
+    /// Unordered: a nexthop has tens of thousands of routes, and a sorted set of long keys
+    /// cost more to keep than anything else per route. Whoever reports a user sorts.
+    users: FastMap<Ref, FastSet<KeyName>>,
 }
 
 impl RefIndex {
-    fn add(&mut self, key: &str, r: &Refs) {
+    fn add(&mut self, key: &KeyName, r: &Refs) {
         for id in &r.ids {
-            self.provided.insert(id.clone(), key.to_string());
+            self.provided.insert(id.clone(), key.clone());
         }
         for x in &r.refs {
-            self.users
-                .entry(x.clone())
-                .or_default()
-                .insert(key.to_string());
+            // Every route names one of a few nexthops: look the set up before cloning the Ref.
+            match self.users.get_mut(x) {
+                Some(u) => {
+                    u.insert(key.clone());
+                }
+                None => {
+                    let mut u = FastSet::default();
+                    u.insert(key.clone());
+                    self.users.insert(x.clone(), u);
+                }
+            }
         }
     }
 
     fn remove(&mut self, key: &str, r: &Refs) {
         for id in &r.ids {
-            if self.provided.get(id).is_some_and(|k| k == key) {
+            if self.provided.get(id).is_some_and(|k| &**k == key) {
                 self.provided.remove(id);
             }
         }
@@ -80,11 +93,20 @@ impl RefIndex {
     }
 
     pub fn provider(&self, id: &Ref) -> Option<&str> {
-        self.provided.get(id).map(String::as_str)
+        self.provided.get(id).map(|k| &**k)
     }
 
+    /// The keys naming `id`, in no particular order.
     pub fn users(&self, id: &Ref) -> impl Iterator<Item = &str> {
-        self.users.get(id).into_iter().flatten().map(String::as_str)
+        self.users.get(id).into_iter().flatten().map(|k| &**k)
+    }
+
+    /// The keys providing an identity of `table_id`.
+    pub fn providers_in(&self, table_id: u32) -> impl Iterator<Item = &str> {
+        self.provided
+            .iter()
+            .filter(move |(r, _)| r.table_id == table_id)
+            .map(|(_, k)| &**k)
     }
 }
 
@@ -119,7 +141,10 @@ pub struct Engine<S> {
     pub switch: S,
     pub translator: Translator,
     contract: Contract,
-    installed: BTreeMap<String, Installed>,
+    /// Keyed by the shared key string: the same allocation names the key in `owners` and
+    /// `index`. Hashed: 100k keys sharing a 40-byte prefix made every lookup of a sorted map
+    /// a chain of long comparisons.
+    installed: FastMap<KeyName, Installed>,
     index: RefIndex,
     owners: Owners,
     owned: Objects,
@@ -156,7 +181,7 @@ impl<S: SwitchIo> Engine<S> {
             switch,
             translator,
             contract: Contract::default(),
-            installed: BTreeMap::new(),
+            installed: FastMap::default(),
             index: RefIndex::default(),
             owners: Owners::default(),
             owned: Objects::new(),
@@ -164,7 +189,7 @@ impl<S: SwitchIo> Engine<S> {
         }
     }
 
-    pub fn installed(&self) -> &BTreeMap<String, Installed> {
+    pub fn installed(&self) -> &FastMap<KeyName, Installed> {
         &self.installed
     }
 
@@ -174,16 +199,9 @@ impl<S: SwitchIo> Engine<S> {
 
     /// Nexthop ids of the installed `nexthop_table` entries (whose path spread is counted).
     pub fn nexthop_ids(&self) -> BTreeSet<u32> {
-        let table = weft_sonic_db::sonic_table_name(
-            t::nexthop_table::ALIAS,
-            weft_sonic_db::P4rtTableKind::Fixed,
-        );
-        let prefix = format!("{table}:");
-        // Keys are sorted: the nexthops are one range, not a scan of every route.
-        self.installed
-            .range(prefix.clone()..)
-            .map(|(k, _)| k)
-            .take_while(|k| k.starts_with(&prefix))
+        // The keys providing a nexthop identity: the nexthops, not a scan of every route.
+        self.index
+            .providers_in(t::nexthop_table::ID)
             .filter_map(|k| weft_sonic_db::P4rtKey::parse_table_key(k).ok())
             .filter_map(|k| {
                 k.match_value(t::nexthop_table::fields::nexthop_id::NAME)
@@ -227,16 +245,18 @@ impl<S: SwitchIo> Engine<S> {
     /// `pending` is what a batch still in flight will claim: a key or object it holds is
     /// refused as a conflict here (the caller prepares such a batch only after the other).
     pub fn prepare(&self, ops: Vec<KeyOpFieldValues>, pending: &Pending) -> Prepared {
-        let mut results: Vec<Option<EntryResult>> = vec![None; ops.len()];
-        let mut new_objects: HashMap<usize, Objects> = HashMap::new();
-        let mut new_refs: HashMap<usize, Refs> = HashMap::new();
-        let mut claimed: HashMap<ObjKey, usize> = HashMap::new();
+        let n = ops.len();
+        let mut results: Vec<Option<EntryResult>> = vec![None; n];
+        let mut new_objects: Vec<Option<KeyObjects>> = Vec::with_capacity(n);
+        let mut new_refs: Vec<Option<Refs>> = Vec::with_capacity(n);
         let mut plan: Plan<usize> = Plan::default();
         let mut blocked = false;
         // One lookup per key in the installed map (100k long keys: most of a lookup is
         // comparing their common prefix), used by every step below.
-        let olds: Vec<Option<&Installed>> =
-            ops.iter().map(|o| self.installed.get(&o.key)).collect();
+        let olds: Vec<Option<&Installed>> = ops
+            .iter()
+            .map(|o| self.installed.get(o.key.as_str()))
+            .collect();
         let reject = |op: &KeyOpFieldValues, status: StatusCode, message: String| {
             Some(EntryResult::err(
                 op.key.clone(),
@@ -247,47 +267,16 @@ impl<S: SwitchIo> Engine<S> {
             ))
         };
 
-        // 1. Translate every SET; claim its objects.
+        // 1. Translate every SET.
         for (i, op) in ops.iter().enumerate() {
-            match op.op {
-                Op::Set => {
-                    let (objs, refs) =
-                        match self.translator.translate_with_refs(&op.key, &op.fields) {
-                            Ok(o) => o,
-                            Err(r) => {
-                                results[i] = reject(op, r.status, r.message);
-                                continue;
-                            }
-                        };
-                    let conflict = objs.keys().find_map(|k| {
-                        if let Some(o) = self.owners.get(k).filter(|o| *o != op.key) {
-                            return Some(o.to_string());
-                        }
-                        if pending.objects.contains(k) {
-                            blocked = true;
-                            return Some("a key of the batch in flight".to_string());
-                        }
-                        claimed
-                            .get(k)
-                            .filter(|j| **j != i)
-                            .map(|j| ops[*j].key.clone())
-                    });
-                    if let Some(other) = conflict {
-                        results[i] = reject(
-                            op,
-                            StatusCode::Exists,
-                            format!(
-                                "programs the same switch entry as key {other} (another spelling of the same match?)"
-                            ),
-                        );
-                        continue;
+            let (objs, refs) = match op.op {
+                Op::Set => match self.translator.translate_with_refs(&op.key, &op.fields) {
+                    Ok((o, r)) => (Some(o), Some(r)),
+                    Err(r) => {
+                        results[i] = reject(op, r.status, r.message);
+                        (None, None)
                     }
-                    for k in objs.keys() {
-                        claimed.insert(k.clone(), i);
-                    }
-                    new_objects.insert(i, objs);
-                    new_refs.insert(i, refs);
-                }
+                },
                 Op::Del => {
                     if olds[i].is_none() {
                         results[i] = reject(
@@ -296,19 +285,64 @@ impl<S: SwitchIo> Engine<S> {
                             format!("no installed entry {}", op.key),
                         );
                     }
+                    (None, None)
                 }
+            };
+            new_objects.push(objs);
+            new_refs.push(refs);
+        }
+        // Then claim the objects, in batch order: the first key programming an object has it.
+        {
+            let mut claimed: FastMap<&ObjKey, usize> = FastMap::default();
+            claimed.reserve(n);
+            for (i, op) in ops.iter().enumerate() {
+                let Some(objs) = &new_objects[i] else {
+                    continue;
+                };
+                let conflict = objs.keys().find_map(|k| {
+                    if let Some(o) = self.owners.get(k).filter(|o| *o != op.key) {
+                        return Some(o.to_string());
+                    }
+                    if pending.has_object(k) {
+                        blocked = true;
+                        return Some("a key of the batch in flight".to_string());
+                    }
+                    claimed
+                        .get(k)
+                        .filter(|j| **j != i)
+                        .map(|j| ops[*j].key.clone())
+                });
+                if let Some(other) = conflict {
+                    results[i] = reject(
+                        op,
+                        StatusCode::Exists,
+                        format!(
+                            "programs the same switch entry as key {other} (another spelling of the same match?)"
+                        ),
+                    );
+                    continue;
+                }
+                for k in objs.keys() {
+                    claimed.insert(k, i);
+                }
+            }
+        }
+        for i in 0..n {
+            if results[i].is_some() {
+                new_objects[i] = None;
+                new_refs[i] = None;
             }
         }
 
         // 2. References, as the batch leaves them: what each key provides and names.
-        let mut batch_provides: HashMap<&Ref, usize> = HashMap::new();
-        let mut batch_drops: HashMap<&Ref, usize> = HashMap::new();
-        for i in 0..ops.len() {
+        let mut batch_provides: FastMap<&Ref, usize> = FastMap::default();
+        let mut batch_drops: FastMap<&Ref, usize> = FastMap::default();
+        for i in 0..n {
             if results[i].is_some() {
                 continue;
             }
             let old = olds[i].map(|x| &x.refs);
-            if let Some(r) = new_refs.get(&i) {
+            if let Some(r) = &new_refs[i] {
                 for id in &r.ids {
                     // Provided by the batch in flight too, or dropped by it: which key
                     // provides it is known only once that one is committed.
@@ -319,7 +353,7 @@ impl<S: SwitchIo> Engine<S> {
                 }
             }
             for id in old.map_or(&[][..], |r| &r.ids[..]) {
-                let kept = new_refs.get(&i).is_some_and(|n| n.ids.contains(id));
+                let kept = new_refs[i].as_ref().is_some_and(|n| n.ids.contains(id));
                 if !kept {
                     batch_drops.insert(id, i);
                 }
@@ -332,7 +366,7 @@ impl<S: SwitchIo> Engine<S> {
             }
             // Every reference must name something that is there: installed and not deleted
             // by this batch, or set by this batch (then this key holds only if that one does).
-            if let Some(r) = new_refs.get(&i) {
+            if let Some(r) = &new_refs[i] {
                 for x in &r.refs {
                     // Only what the batch in flight provides or drops is in doubt; what it
                     // merely names too (every route naming the same nexthops) is not.
@@ -368,7 +402,7 @@ impl<S: SwitchIo> Engine<S> {
             // this batch (then this key holds only if they do).
             let old_ids = olds[i].map_or(&[][..], |x| &x.refs.ids[..]);
             for id in old_ids {
-                let kept = new_refs.get(&i).is_some_and(|n| n.ids.contains(id));
+                let kept = new_refs[i].as_ref().is_some_and(|n| n.ids.contains(id));
                 if kept {
                     continue;
                 }
@@ -376,11 +410,14 @@ impl<S: SwitchIo> Engine<S> {
                 if pending.changes(id) || pending.names(id) {
                     blocked = true;
                 }
-                for user in self.index.users(id).filter(|u| *u != op.key) {
+                // Sorted, so the user an answer names does not depend on hashing.
+                let mut users: Vec<&str> = self.index.users(id).filter(|u| *u != op.key).collect();
+                users.sort_unstable();
+                for user in users {
                     let leaving = ops.iter().enumerate().find(|(j, o)| {
                         o.key == user
                             && results[*j].is_none()
-                            && new_refs.get(j).is_none_or(|n| !n.refs.contains(id))
+                            && new_refs[*j].as_ref().is_none_or(|n| !n.refs.contains(id))
                     });
                     match leaving {
                         Some((j, _)) => deps.entry(i).or_default().push((
@@ -421,23 +458,23 @@ impl<S: SwitchIo> Engine<S> {
         }
 
         // 3. The writes of what is left.
-        let empty = Objects::new();
+        let empty = KeyObjects::new();
         for (i, op) in ops.iter().enumerate() {
             if results[i].is_some() {
-                new_objects.remove(&i);
+                new_objects[i] = None;
                 continue;
             }
             let old = olds[i].map(|x| &x.objects);
             match op.op {
                 Op::Set => {
-                    if let Some(objs) = new_objects.get(&i) {
+                    if let Some(objs) = &new_objects[i] {
                         plan.add_diff(&self.contract, old.unwrap_or(&empty), objs, i);
                     }
                 }
                 Op::Del => {
                     if let Some(old) = old {
                         plan.add_diff(&self.contract, old, &empty, i);
-                        new_objects.insert(i, Objects::new());
+                        new_objects[i] = Some(KeyObjects::new());
                     }
                 }
             }
@@ -473,11 +510,12 @@ impl<S: SwitchIo> Engine<S> {
         } = prepared;
         let Executed { failed, done, .. } = executed;
         if !failed.is_empty() {
-            let mut partial: HashMap<usize, Objects> = HashMap::new();
+            let empty = KeyObjects::new();
+            let mut partial: HashMap<usize, KeyObjects> = HashMap::new();
             for u in done.iter().filter(|u| failed.contains_key(&u.owner)) {
                 let cur = partial.entry(u.owner).or_insert_with(|| {
                     self.installed
-                        .get(&ops[u.owner].key)
+                        .get(ops[u.owner].key.as_str())
                         .map(|x| x.objects.clone())
                         .unwrap_or_default()
                 });
@@ -491,10 +529,9 @@ impl<S: SwitchIo> Engine<S> {
             for (owner, cur) in &partial {
                 let old = self
                     .installed
-                    .get(&ops[*owner].key)
-                    .map(|x| x.objects.clone())
-                    .unwrap_or_default();
-                undo.add_diff(&self.contract, cur, &old, *owner);
+                    .get(ops[*owner].key.as_str())
+                    .map_or(&empty, |x| &x.objects);
+                undo.add_diff(&self.contract, cur, old, *owner);
             }
             if !undo.is_empty() {
                 let undone = self.execute(&undo).await?;
@@ -522,17 +559,22 @@ impl<S: SwitchIo> Engine<S> {
                 continue;
             }
             self.stats.keys_ok += 1;
-            let objs = new_objects.remove(&i).unwrap_or_default();
-            if let Some(old) = self.installed.remove(&op.key) {
-                self.owners.release(&old.objects, &op.key);
-                self.index.remove(&op.key, &old.refs);
-            }
+            let objs = new_objects[i].take().unwrap_or_default();
+            // The key's shared name: the installed one when there is one, else made once here.
+            let name = match self.installed.remove_entry(op.key.as_str()) {
+                Some((name, old)) => {
+                    self.owners.release(&old.objects, &name);
+                    self.index.remove(&name, &old.refs);
+                    name
+                }
+                None => KeyName::from(op.key.as_str()),
+            };
             if op.op == Op::Set {
-                let refs = new_refs.remove(&i).unwrap_or_default();
-                self.owners.claim(&objs, &op.key);
-                self.index.add(&op.key, &refs);
+                let refs = new_refs[i].take().unwrap_or_default();
+                self.owners.claim(&objs, &name);
+                self.index.add(&name, &refs);
                 self.installed.insert(
-                    op.key.clone(),
+                    name,
                     Installed {
                         fields: op.fields.clone(),
                         objects: objs,
@@ -540,16 +582,12 @@ impl<S: SwitchIo> Engine<S> {
                     },
                 );
             }
-            results[i] = Some(EntryResult::ok(op.key.clone(), op.op, op.fields.clone()));
         }
+        // What is still unanswered succeeded: its answer takes the op's key and fields.
         Ok(results
             .into_iter()
             .zip(ops)
-            .map(|(r, op)| {
-                r.unwrap_or_else(|| {
-                    EntryResult::err(op.key, op.op, StatusCode::Internal, "no result", op.fields)
-                })
-            })
+            .map(|(r, op)| r.unwrap_or_else(|| EntryResult::ok(op.key, op.op, op.fields)))
             .collect())
     }
 
@@ -557,7 +595,7 @@ impl<S: SwitchIo> Engine<S> {
     pub async fn apply_owned(&mut self, desired: Objects) -> Result<usize, SwitchLost> {
         let mut plan: Plan<ObjKey> = Plan::default();
         for (k, e) in &desired {
-            let cur: Objects = self
+            let cur: KeyObjects = self
                 .owned
                 .get(k)
                 .map(|c| [(k.clone(), c.clone())].into())
@@ -574,7 +612,7 @@ impl<S: SwitchIo> Engine<S> {
                 plan.add_diff(
                     &self.contract,
                     &[(k.clone(), e.clone())].into(),
-                    &Objects::new(),
+                    &KeyObjects::new(),
                     k.clone(),
                 );
             }
@@ -673,7 +711,7 @@ impl<S: SwitchIo> Engine<S> {
         let mut out = Vec::new();
         for (key, inst) in &self.installed {
             let mut state = None;
-            for (k, want) in &inst.objects {
+            for (k, want) in inst.objects.iter() {
                 match current.get(k) {
                     None => {
                         state = Some("missing");
@@ -684,9 +722,10 @@ impl<S: SwitchIo> Engine<S> {
                 }
             }
             if let Some(s) = state {
-                out.push((key.clone(), s));
+                out.push((key.to_string(), s));
             }
         }
+        out.sort_unstable();
         Ok(out)
     }
 
@@ -699,7 +738,7 @@ impl<S: SwitchIo> Engine<S> {
         self.stats.syncs += 1;
         let mut report = SyncReport::default();
         let mut desired = Objects::new();
-        let mut installed = BTreeMap::new();
+        let mut installed = FastMap::default();
         let mut owners = Owners::default();
         let mut index = RefIndex::default();
         for (key, fields) in desired_p4rt {
@@ -712,11 +751,12 @@ impl<S: SwitchIo> Engine<S> {
                         ));
                         continue;
                     }
-                    owners.claim(&objs, key);
-                    index.add(key, &refs);
+                    let name = KeyName::from(key.as_str());
+                    owners.claim(&objs, &name);
+                    index.add(&name, &refs);
                     desired.extend(objs.iter().map(|(k, v)| (k.clone(), v.clone())));
                     installed.insert(
-                        key.clone(),
+                        name,
                         Installed {
                             fields: fields.clone(),
                             objects: objs,
@@ -734,7 +774,7 @@ impl<S: SwitchIo> Engine<S> {
         let mut plan: Plan<ObjKey> = Plan::default();
         // Owner = the object, so one failure skips nothing else.
         for (k, want) in &desired {
-            let cur: Objects = current
+            let cur: KeyObjects = current
                 .get(k)
                 .map(|c| [(k.clone(), c.clone())].into())
                 .unwrap_or_default();
@@ -750,7 +790,7 @@ impl<S: SwitchIo> Engine<S> {
                 plan.add_diff(
                     &self.contract,
                     &[(k.clone(), have.clone())].into(),
-                    &Objects::new(),
+                    &KeyObjects::new(),
                     k.clone(),
                 );
             }
@@ -777,8 +817,9 @@ pub struct Prepared {
     pub ops: Vec<KeyOpFieldValues>,
     /// Keys refused before any write (bad entries, conflicts).
     results: Vec<Option<EntryResult>>,
-    new_objects: HashMap<usize, Objects>,
-    new_refs: HashMap<usize, Refs>,
+    /// Per op: the objects it leaves installed (`None`: refused, or nothing to install).
+    new_objects: Vec<Option<KeyObjects>>,
+    new_refs: Vec<Option<Refs>>,
     pub plan: Plan<usize>,
     /// It met an object or identity the batch in flight changes: prepare it again once that
     /// one is committed.
@@ -798,53 +839,95 @@ impl<S: SwitchIo> Engine<S> {
     /// its keys and switch objects, the identities its keys provide or drop (new and old), and
     /// the identities they name (new and old).
     pub fn pending(&self, p: &Prepared) -> Pending {
-        let mut out = Pending {
-            keys: p.ops.iter().map(|o| o.key.clone()).collect(),
-            objects: p
-                .new_objects
-                .values()
-                .flat_map(|o| o.keys().cloned())
-                .chain(p.plan.stages.values().flatten().map(|u| u.key.clone()))
-                .collect(),
-            ..Default::default()
-        };
+        let mut out = Pending::default();
+        out.keys.reserve(p.ops.len());
+        out.objects.reserve(p.ops.len() + p.plan.len());
+        out.keys
+            .extend(p.ops.iter().map(|o| fingerprint(o.key.as_str())));
+        out.objects.extend(
+            p.new_objects
+                .iter()
+                .flatten()
+                .flat_map(|o| o.keys())
+                .chain(p.plan.stages.values().flat_map(|s| &s.keys))
+                .map(fingerprint),
+        );
         let old = p
             .ops
             .iter()
-            .filter_map(|o| self.installed.get(&o.key).map(|x| &x.refs));
-        for r in p.new_refs.values().chain(old) {
-            out.ids.extend(r.ids.iter().cloned());
-            out.named.extend(r.refs.iter().cloned());
+            .filter_map(|o| self.installed.get(o.key.as_str()).map(|x| &x.refs));
+        for r in p.new_refs.iter().flatten().chain(old) {
+            out.ids.extend(r.ids.iter().map(fingerprint));
+            out.named.extend(r.refs.iter().map(fingerprint));
         }
         out
     }
 }
 
-/// The keys, objects and references of a batch in flight.
+/// A 64-bit fingerprint of a key, object or identity, for [`Pending`].
+fn fingerprint<T: Hash + ?Sized>(x: &T) -> u64 {
+    // A fixed seed: the same value gives the same fingerprint in every batch.
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x5745_4654).hash_one(x)
+}
+
+/// Hashes a fingerprint as itself: it is a hash already.
+#[derive(Default, Clone, Copy)]
+pub struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type Fingerprints = HashSet<u64, std::hash::BuildHasherDefault<IdentityHasher>>;
+
+/// The keys, objects and references of a batch in flight, as fingerprints: the batch
+/// prepared meanwhile only asks whether it meets one of them, and copying every key, object
+/// and identity of a batch of 4,096 routes for that cost more than the questions. Two values
+/// sharing a fingerprint only make a batch wait for the one in flight (a key: prepared after
+/// its commit; an object or identity: prepared again), which is always correct.
 #[derive(Debug, Default, Clone)]
 pub struct Pending {
-    pub keys: std::collections::HashSet<String>,
-    pub objects: std::collections::HashSet<ObjKey>,
+    keys: Fingerprints,
+    objects: Fingerprints,
     /// Identities its keys provide or drop.
-    pub ids: std::collections::HashSet<Ref>,
+    ids: Fingerprints,
     /// Identities its keys name, before or after.
-    pub named: std::collections::HashSet<Ref>,
+    named: Fingerprints,
 }
 
 impl Pending {
+    /// Whether the batch in flight programs switch object `k`.
+    pub fn has_object(&self, k: &ObjKey) -> bool {
+        self.objects.contains(&fingerprint(k))
+    }
+
     /// Whether the batch in flight provides or drops `r` (its provider is in doubt).
     pub fn changes(&self, r: &Ref) -> bool {
-        self.ids.contains(r)
+        !self.ids.is_empty() && self.ids.contains(&fingerprint(r))
     }
 
     /// Whether the batch in flight names `r`, before or after (its users are in doubt).
     pub fn names(&self, r: &Ref) -> bool {
-        self.named.contains(r)
+        !self.named.is_empty() && self.named.contains(&fingerprint(r))
     }
 
     /// Whether a batch of `ops` can be prepared before this one is committed.
     pub fn disjoint(&self, ops: &[KeyOpFieldValues]) -> bool {
-        ops.iter().all(|o| !self.keys.contains(&o.key))
+        self.keys.is_empty()
+            || ops
+                .iter()
+                .all(|o| !self.keys.contains(&fingerprint(o.key.as_str())))
     }
 }
 
@@ -853,7 +936,8 @@ impl Pending {
 pub struct Executed<O> {
     /// The first failure per owner (its later stages were skipped).
     pub failed: HashMap<O, (StatusCode, String)>,
-    /// The updates the switch took.
+    /// The updates the switch took for the owners in `failed` (what a rollback undoes); the
+    /// others' are not copied.
     pub done: Vec<PlannedUpdate<O>>,
     /// Updates sent.
     pub sent: u64,
@@ -868,53 +952,82 @@ pub async fn execute<S: SwitchIo, O: Clone + Eq + std::hash::Hash>(
     plan: &Plan<O>,
 ) -> Result<Executed<O>, SwitchLost> {
     let mut failed: HashMap<O, (StatusCode, String)> = HashMap::new();
-    let mut done = Vec::new();
+    // Updates not taken by the switch (skipped, or refused), by (stage, index): the rest of
+    // a failed owner's updates are what it did.
+    let mut not_done: HashSet<(usize, usize)> = HashSet::new();
     let mut sent = 0u64;
-    for stage in plan.stages.values() {
+    for (s, stage) in plan.stages.values().enumerate() {
         // An owner whose dependency failed in an earlier stage is refused, unwritten.
-        for u in stage {
-            if failed.contains_key(&u.owner) {
-                continue;
-            }
-            if let Some((_, status, msg)) = plan
-                .deps
-                .get(&u.owner)
-                .into_iter()
-                .flatten()
-                .find(|(d, _, _)| failed.contains_key(d))
-            {
-                failed.insert(u.owner.clone(), (*status, msg.clone()));
+        if !plan.deps.is_empty() {
+            for o in &stage.owners {
+                if failed.contains_key(o) {
+                    continue;
+                }
+                if let Some((_, status, msg)) = plan
+                    .deps
+                    .get(o)
+                    .into_iter()
+                    .flatten()
+                    .find(|(d, _, _)| failed.contains_key(d))
+                {
+                    failed.insert(o.clone(), (*status, msg.clone()));
+                }
             }
         }
-        let todo: Vec<&PlannedUpdate<O>> = stage
-            .iter()
-            .filter(|u| !failed.contains_key(&u.owner))
+        // Nobody failed yet in this stage (the usual case): the stage is written as planned.
+        let skip: Vec<bool> = if failed.is_empty() {
+            Vec::new()
+        } else {
+            stage
+                .owners
+                .iter()
+                .map(|o| failed.contains_key(o))
+                .collect()
+        };
+        let todo: Vec<usize> = (0..stage.len())
+            .filter(|i| !skip.get(*i).copied().unwrap_or(false))
             .collect();
+        not_done.extend(
+            (0..stage.len())
+                .filter(|i| skip.get(*i).copied().unwrap_or(false))
+                .map(|i| (s, i)),
+        );
         if todo.is_empty() {
             continue;
         }
-        let updates: Vec<_> = todo.iter().map(|u| u.update.clone()).collect();
+        let filtered: Vec<_>;
+        let updates: &[weft_p4rt::proto::p4::v1::Update] = if todo.len() == stage.len() {
+            &stage.updates
+        } else {
+            filtered = todo.iter().map(|i| stage.updates[*i].clone()).collect();
+            &filtered
+        };
         sent += updates.len() as u64;
-        let mut bad = BTreeSet::new();
-        match switch.write(&updates).await {
+        match switch.write(updates).await {
             Ok(()) => {}
             Err(P4Error::Write(we)) => {
                 for e in we.failed {
-                    let Some(u) = todo.get(e.index) else { continue };
-                    bad.insert(e.index);
+                    let Some(&i) = todo.get(e.index) else {
+                        continue;
+                    };
+                    not_done.insert((s, i));
                     failed
-                        .entry(u.owner.clone())
+                        .entry(stage.owners[i].clone())
                         .or_insert_with(|| (status_of(e.code), e.to_string()));
                 }
             }
             Err(e) => return Err(SwitchLost(e)),
         }
-        done.extend(
-            todo.into_iter()
-                .enumerate()
-                .filter(|(i, _)| !bad.contains(i))
-                .map(|(_, u)| u.clone()),
-        );
+    }
+    let mut done = Vec::new();
+    if !failed.is_empty() {
+        for (s, stage) in plan.stages.values().enumerate() {
+            for (i, o) in stage.owners.iter().enumerate() {
+                if failed.contains_key(o) && !not_done.contains(&(s, i)) {
+                    done.push(stage.planned(i));
+                }
+            }
+        }
     }
     Ok(Executed { failed, done, sent })
 }
@@ -1261,7 +1374,7 @@ mod tests {
             .expect("switch up");
         assert_eq!(res[0].status, StatusCode::InUse, "{res:?}");
         assert!(res[0].message.contains(ROUTE_TO_NH1), "{}", res[0].message);
-        assert!(e.installed().contains_key(&nh));
+        assert!(e.installed().contains_key(nh.as_str()));
         assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 1);
         // The route and its nexthop deleted together: route first, then the nexthop.
         let res = e
@@ -1333,6 +1446,57 @@ mod tests {
             &format!(r#"FIXED_IPV4_TABLE:{{"match/ipv4_dst":"10.9.{i}.0/24"}}"#),
             &[("action", "set_nexthop_id"), ("param/nexthop_id", nh)],
         )
+    }
+
+    #[tokio::test]
+    async fn the_pending_fingerprints_answer_for_exactly_what_the_batch_in_flight_holds() {
+        let mut e = engine().await;
+        e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x1")])
+            .await
+            .expect("switch up");
+        let first = vec![
+            nexthop("0x2", "Ethernet4"),
+            route_n(7, "0x1"),
+            KeyOpFieldValues::del(ROUTE_TO_NH1),
+        ];
+        let p = e.prepare(first.clone(), &Pending::default());
+        let pending = e.pending(&p);
+        // Its keys...
+        for op in &first {
+            assert!(!pending.disjoint(std::slice::from_ref(op)), "{}", op.key);
+        }
+        assert!(pending.disjoint(&[route_n(8, "0x1")]));
+        // ...the objects it writes (new and deleted)...
+        let tr = &e.translator;
+        let objs = |o: &KeyOpFieldValues| {
+            tr.translate_set(&o.key, &o.fields)
+                .expect("translates")
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        for o in [&first[0], &first[1], &route_to("0x1")] {
+            assert!(objs(o).iter().all(|k| pending.has_object(k)), "{}", o.key);
+        }
+        assert!(
+            !objs(&route_n(8, "0x1"))
+                .iter()
+                .any(|k| pending.has_object(k))
+        );
+        // ...the identity it provides, and the ones it names, new and old.
+        let nh = |id: &str| {
+            let (_, r) = tr
+                .translate_with_refs(
+                    &nexthop(id, "Ethernet0").key,
+                    &nexthop(id, "Ethernet0").fields,
+                )
+                .expect("translates");
+            r.ids[0].clone()
+        };
+        assert!(pending.changes(&nh("0x2")));
+        assert!(!pending.changes(&nh("0x1")), "only named, not provided");
+        assert!(pending.names(&nh("0x1")));
+        assert!(!pending.names(&nh("0x3")));
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //! from the P4 source's `@refers_to` and `@weft_owner` declarations (`weft_p4::contract`), the
 //! same the controller orders its writes by.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use weft_p4::contract;
 use weft_p4rt::{P4Info, PipelineConfig};
@@ -16,8 +16,9 @@ use crate::objects::{ObjKey, Ranker};
 /// members 2 → groups 3 → `wcmp_group_table` 4 → multipath mode 5 → routes 6.
 #[derive(Debug, Clone)]
 pub struct Contract {
-    tables: HashMap<u32, u8>,
-    profiles: HashMap<u32, (u8, u8)>,
+    // Looked up once per planned update.
+    tables: foldhash::HashMap<u32, u8>,
+    profiles: foldhash::HashMap<u32, (u8, u8)>,
 }
 
 impl Default for Contract {

@@ -23,7 +23,7 @@ use weft_sonic_db::{
     P4rtAction, P4rtActionSpec, P4rtEntry, P4rtKey, P4rtTableKind, StatusCode, sonic_table_name,
 };
 
-use crate::objects::{ObjKey, Objects};
+use crate::objects::{KeyObjects, ObjKey};
 
 /// Why an entry cannot be installed; the message names the field and the problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +101,7 @@ impl Translator {
         &self,
         key: &str,
         fields: &[(String, String)],
-    ) -> Result<Objects, Rejected> {
+    ) -> Result<KeyObjects, Rejected> {
         self.translate_with_refs(key, fields).map(|(o, _)| o)
     }
 
@@ -111,7 +111,7 @@ impl Translator {
         &self,
         key: &str,
         fields: &[(String, String)],
-    ) -> Result<(Objects, Refs), Rejected> {
+    ) -> Result<(KeyObjects, Refs), Rejected> {
         let k = P4rtKey::parse_table_key(key).map_err(|e| Rejected::invalid(e.to_string()))?;
         let entry =
             P4rtEntry::from_fields(k, fields).map_err(|e| Rejected::invalid(e.to_string()))?;
@@ -128,7 +128,7 @@ impl Translator {
         Ok((objects, refs))
     }
 
-    pub fn translate(&self, entry: &P4rtEntry) -> Result<Objects, Rejected> {
+    pub fn translate(&self, entry: &P4rtEntry) -> Result<KeyObjects, Rejected> {
         let key = &entry.key;
         let table_id = *self.tables.get(&key.table).ok_or_else(|| {
             Rejected::invalid(format!(
@@ -204,7 +204,7 @@ impl Translator {
         table: &TableInfo,
         profile_id: u32,
         entry: &P4rtEntry,
-    ) -> Result<Objects, Rejected> {
+    ) -> Result<KeyObjects, Rejected> {
         let key = &entry.key;
         let profile = self
             .info
@@ -274,7 +274,7 @@ impl Translator {
                 ),
             });
         }
-        let mut out = Objects::new();
+        let mut out = KeyObjects::new();
         let mut group = self
             .info
             .group(&profile.name, group_id)
@@ -456,14 +456,14 @@ impl Translator {
     }
 }
 
-fn insert(out: &mut Objects, e: Entity) {
+fn insert(out: &mut KeyObjects, e: Entity) {
     if let Some(k) = ObjKey::of(&e) {
         out.insert(k, e);
     }
 }
 
-fn one(e: Entity) -> Objects {
-    let mut out = Objects::new();
+fn one(e: Entity) -> KeyObjects {
+    let mut out = KeyObjects::new();
     insert(&mut out, e);
     out
 }

@@ -17,8 +17,8 @@ use bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
 use redis_server::RedisServer;
 use weft_appdb::{Call, Encoder, Match, Value};
 use weft_sonic_db::{
-    KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb, SonicDbId,
-    StatusCode, Table,
+    Digest, KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb, SonicDbId,
+    StatusCode, Table, dump_tables,
 };
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -118,6 +118,57 @@ async fn status(sonic: &SonicDb, field: &str) -> u64 {
         .flatten()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// The plugin's status row publishes the digests of what APPL_STATE_DB P4RT_TABLE and the owned
+/// CONFIG_DB tables hold now, as a reader computes them from the rows.
+async fn digests_describe_the_dbs(sonic: &SonicDb) -> bool {
+    use weft_sonic_schema::Row;
+    use weft_sonic_schema::state::{InstalledDigests, PluginStatus};
+    let read = async {
+        let st = Table::new(
+            sonic.connect(SonicDbId::StateDb).await?,
+            PluginStatus::TABLE,
+        )?
+        .get("status")
+        .await?;
+        let state = sonic.connect(SonicDbId::ApplStateDb).await?;
+        let entries = Table::new(state, P4RT_TABLE)?.dump().await?;
+        let config = sonic.connect(SonicDbId::ConfigDb).await?;
+        let tables = dump_tables(&config, &weft_sonic_schema::config::owned_tables()).await?;
+        Ok::<_, weft_sonic_db::SonicDbError>((st, entries, tables))
+    };
+    let Ok((Some(st), entries, tables)) = read.await else {
+        return false;
+    };
+    let read_back = InstalledDigests {
+        entries: Digest::of(entries.iter().map(|(k, f)| (k.as_str(), f))),
+        config: weft_sonic_schema::config::config_digest(
+            tables
+                .iter()
+                .flat_map(|(t, rows)| rows.iter().map(move |(k, f)| (t.as_str(), k.as_str(), f))),
+        ),
+    };
+    PluginStatus::from_fields("status", &st)
+        .ok()
+        .and_then(|s| s.digests())
+        == Some(read_back)
+}
+
+/// Rows in the published APPL_STATE_DB digest.
+async fn digest_rows(sonic: &SonicDb) -> u64 {
+    status(sonic, "appl_state_rows").await
+}
+
+async fn wait_for_digests(sonic: &SonicDb, when: &str) {
+    let t0 = Instant::now();
+    while !digests_describe_the_dbs(sonic).await {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{when}: the published digests do not describe APPL_STATE_DB and CONFIG_DB"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn wait_for<F: FnMut() -> bool>(what: &str, deadline: Duration, mut f: F) {
@@ -449,6 +500,9 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         "a refused route installed nothing and a used nexthop was not deleted"
     );
 
+    // Every answer so far (installs, refusals, the delete refused IN_USE) is in the digests.
+    wait_for_digests(&sonic, "after the batches").await;
+
     // A second apply of the same entries writes nothing to the switch.
     let before = status(&sonic, "switch_updates").await;
     let res = apply(&sonic, &ops).await;
@@ -481,6 +535,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         "restart sync rewrote the switch"
     );
     assert_eq!(counts(&dump(&sw)), want, "switch after plugin restart");
+    wait_for_digests(&sonic, "after the plugin restart").await;
 
     // BMv2 restarts empty: the plugin pushes the pipeline and replays everything.
     sw.restart().expect("BMv2 restart");
@@ -516,6 +571,19 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         "{res:?}"
     );
     assert_eq!(counts(&dump(&sw)), want, "switch after Redis restart");
+    wait_for_digests(&sonic, "after the Redis restart").await;
+    // A delete through APPL_DB takes its row out of the digest.
+    let route = ops
+        .iter()
+        .find(|o| o.key.starts_with("FIXED_IPV4_TABLE"))
+        .expect("a route")
+        .key
+        .clone();
+    let before = digest_rows(&sonic).await;
+    let res = apply(&sonic, &[KeyOpFieldValues::del(&route)]).await;
+    assert!(res.values().all(|(s, _)| s.is_ok()), "{res:?}");
+    wait_for_digests(&sonic, "after a delete").await;
+    assert_eq!(digest_rows(&sonic).await + 1, before, "one row fewer");
 
     // Port state is published for every configured port.
     let st = Table::new(

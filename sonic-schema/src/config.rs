@@ -315,6 +315,28 @@ impl ConfigRow {
     }
 }
 
+/// The digest of CONFIG_DB rows (table, key within it, fields), each keyed `TABLE|key` as
+/// [`ConfigRow::redis_key`] renders it: the plugin's of the owned tables as it read them, the
+/// controller's of the rows it would write. Equal digests, equal rows.
+pub fn config_digest<T, K, F>(rows: impl IntoIterator<Item = (T, K, F)>) -> weft_sonic_db::Digest
+where
+    T: AsRef<str>,
+    K: AsRef<str>,
+    F: std::borrow::Borrow<crate::FieldValues>,
+{
+    let sep = crate::SonicDbId::ConfigDb.separator();
+    let mut d = weft_sonic_db::Digest::default();
+    let mut key = String::new();
+    for (t, k, f) in rows {
+        key.clear();
+        key.push_str(t.as_ref());
+        key.push(sep);
+        key.push_str(k.as_ref());
+        d.add(&key, f.borrow());
+    }
+    d
+}
+
 /// The CONFIG_DB tables the controller owns: rows there that the intent does not produce are
 /// removed.
 pub fn owned_tables() -> Vec<&'static str> {
@@ -475,6 +497,45 @@ mod tests {
                 .expect("parses");
             assert_eq!(back, r);
         }
+    }
+
+    #[test]
+    fn the_config_digest_of_typed_rows_equals_that_of_the_rows_as_read_back() {
+        let rows = [
+            ConfigRow::Port(Port {
+                port: "Ethernet8".into(),
+                id: 3,
+                speed: Some(400_000),
+                mtu: Some(9100),
+                admin_status: Some(AdminStatus::Up),
+            }),
+            ConfigRow::Queue(Queue {
+                port: "Ethernet8".into(),
+                queues: ClassList::single(3),
+                wred_profile: Some("WEFT_ROCE_400G".into()),
+            }),
+        ];
+        let typed = config_digest(rows.iter().map(|r| (r.table(), r.key(), r.to_fields())));
+        // What a reader of CONFIG_DB has: `TABLE|key` → fields in another order.
+        let read: Vec<(String, crate::FieldValues)> = rows
+            .iter()
+            .map(|r| {
+                let mut f = r.to_fields();
+                f.reverse();
+                (r.redis_key(), f)
+            })
+            .collect();
+        assert_eq!(
+            typed,
+            weft_sonic_db::Digest::of(read.iter().map(|(k, f)| (k.as_str(), f)))
+        );
+        assert_eq!(typed.count(), 2);
+        let one_less = config_digest(
+            rows[..1]
+                .iter()
+                .map(|r| (r.table(), r.key(), r.to_fields())),
+        );
+        assert_ne!(typed, one_less);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use crate::config::{AdminStatus, PfcWdAction, Tuning};
 use crate::{TableDoc, doc_of, row, word_enum};
+use weft_sonic_db::Digest;
 
 word_enum! {
     /// A port's operational (carrier) state.
@@ -134,6 +135,18 @@ row! {
         pub uptime_s: u64 = "uptime_s",
         /// Unix time of this row, milliseconds.
         pub updated_ms: u64 = "updated_ms",
+        /// Digest (`weft_sonic_db::Digest`, 32 hex digits) of APPL_STATE_DB `P4RT_TABLE` as the
+        /// plugin last wrote it, keys within the table; rewritten right after every write.
+        /// `weft plan` reads the rows only when it differs from the desired entries' digest.
+        /// Absent from an older plugin.
+        pub appl_state_digest: Option<String> = "appl_state_digest",
+        /// Rows in that digest.
+        pub appl_state_rows: Option<u64> = "appl_state_rows",
+        /// Digest of the controller-owned CONFIG_DB tables (rows keyed `TABLE|key`) as the
+        /// plugin last read them: its keyspace watcher rereads them on every change.
+        pub config_digest: Option<String> = "config_digest",
+        /// Rows in that digest.
+        pub config_rows: Option<u64> = "config_rows",
     }
 }
 
@@ -200,6 +213,38 @@ impl PluginStatus {
     /// pushed, synced).
     pub fn in_sync(&self) -> bool {
         self.state == PluginState::Running
+    }
+
+    /// The published digests of APPL_STATE_DB `P4RT_TABLE` and of the owned CONFIG_DB tables,
+    /// when the row has both (an older plugin publishes none).
+    pub fn digests(&self) -> Option<InstalledDigests> {
+        let entries = Digest::from_hex(self.appl_state_digest.as_deref()?, self.appl_state_rows?)?;
+        let config = Digest::from_hex(self.config_digest.as_deref()?, self.config_rows?)?;
+        Some(InstalledDigests { entries, config })
+    }
+
+    /// Publishes `d` in the row.
+    pub fn set_digests(&mut self, d: &InstalledDigests) {
+        self.appl_state_digest = Some(d.entries.hex());
+        self.appl_state_rows = Some(d.entries.count());
+        self.config_digest = Some(d.config.hex());
+        self.config_rows = Some(d.config.count());
+    }
+}
+
+/// What a plugin publishes of a switch's installed state, and what the controller computes of
+/// its desired state to compare: the digest of the P4RT entries (APPL_STATE_DB keys within
+/// `P4RT_TABLE`) and of the owned CONFIG_DB rows ([`crate::config::config_digest`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InstalledDigests {
+    pub entries: Digest,
+    pub config: Digest,
+}
+
+impl InstalledDigests {
+    /// Both as one (the plan's `installed_digest`).
+    pub fn combined(&self) -> Digest {
+        self.entries.merged(&self.config)
     }
 }
 

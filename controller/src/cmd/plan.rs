@@ -6,7 +6,7 @@
 //! again and refuses (exit 1, naming the switch) when one changed since; otherwise it applies
 //! exactly the embedded intent with the same links down and switches selected.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,8 +25,9 @@ use super::{Outcome, OutputFormat, load_valid_as, now_ms};
 use crate::cli::Targets;
 use crate::targets;
 
-/// The plan file's format version (`weft_plan`).
-pub const PLAN_FILE_VERSION: u32 = 1;
+/// The plan file's format version (`weft_plan`). 2: `installed_digest` is the state digest
+/// plugins publish (`weft_sonic_db::Digest`), no longer FNV-1a.
+pub const PLAN_FILE_VERSION: u32 = 2;
 
 /// Parses `--down` port references into the links they name.
 pub fn links_down(t: &Topology, down: &[String]) -> anyhow::Result<BTreeSet<LinkIdx>> {
@@ -91,6 +92,39 @@ pub struct PlanIntent {
     pub text: String,
 }
 
+/// Switches whose installed state `weft plan` reads at once.
+const PARALLEL_READS: usize = 64;
+/// Switches compiled ahead of the one whose plan is written next (their reads in flight).
+const PLAN_WINDOW: usize = 2 * PARALLEL_READS;
+
+/// A switch's installed state in `write_plan`: known (read, or by digest) or being read.
+enum Pending {
+    Ready(Box<Installed>),
+    Reading(tokio::task::JoinHandle<Installed>),
+}
+
+/// The switch's installed state from its status row alone, when its plugin's digests say it
+/// holds exactly `desired`.
+fn by_digest(
+    name: &str,
+    status: weft_sonic_schema::state::PluginStatus,
+    desired: &plan::DesiredSwitch,
+) -> Option<Installed> {
+    let want = desired.digests();
+    let published = status.digests();
+    let known = Installed::by_digest(status, &want);
+    if known.is_none() {
+        tracing::debug!(
+            switch = %name,
+            desired_entries = %want.entries,
+            desired_config = %want.config,
+            published = ?published,
+            "digests differ or none published: reading the rows"
+        );
+    }
+    known
+}
+
 /// What `write_plan` found.
 #[derive(Debug, Default)]
 pub struct PlanStats {
@@ -142,15 +176,26 @@ pub async fn write_plan(
         selection,
         mut file,
     } = req;
+    // Online, each switch's status row first, read while the fabric compiles: a plugin in sync
+    // whose digests equal the desired state's holds exactly it, and its rows are not read.
+    let status_reads = (!offline).then(|| {
+        weft_reconcile::io::spawn_status_reads(
+            t,
+            |i| targets::selected(selection, i),
+            PARALLEL_READS,
+        )
+    });
     let compiler = Compiler::new(t, link_state(t, down));
     let info = p4map::pipeline_p4info().context("the pipeline's P4Info")?;
-    let mut installed: Vec<Installed> = if offline {
-        (0..t.switches.len())
-            .map(|_| Installed::empty("not read (--offline)"))
-            .collect()
-    } else {
-        read_selected(t, selection, 64).await
+    let mut statuses = match status_reads {
+        None => Vec::new(),
+        Some(h) => h.await.unwrap_or_else(|e| {
+            (0..t.switches.len())
+                .map(|_| Err(format!("status read failed ({e})")))
+                .collect()
+        }),
     };
+    let reads = Arc::new(tokio::sync::Semaphore::new(PARALLEL_READS));
     let mut notes: Vec<String> = compiler.notes();
     notes.sort();
     let links_down: Vec<String> = down
@@ -186,12 +231,60 @@ pub async fn write_plan(
     let mut fallbacks = BTreeSet::new();
     let mut totals = (0, 0, 0);
     let mut first = true;
-    for (si, sw) in compiler.switches().iter().enumerate() {
-        if !targets::selected(selection, si) {
+    // Switches compiled, in order, whose installed state is known or being read: a plan is
+    // written once its switch and every one before it are, so reads overlap compiling.
+    let mut queue: VecDeque<(usize, plan::DesiredSwitch, Pending)> = VecDeque::new();
+    let switches = compiler.switches();
+    let mut next = switches
+        .iter()
+        .enumerate()
+        .filter(|(si, _)| targets::selected(selection, *si));
+    loop {
+        let front_ready = matches!(queue.front(), Some((_, _, Pending::Ready(_))));
+        let (si, desired, inst) = if !front_ready
+            && queue.len() < PLAN_WINDOW
+            && let Some((si, sw)) = next.next()
+        {
+            let desired = plan::desired_switch(t, &info, sw, si)?;
+            let inst = if offline {
+                Pending::Ready(Box::new(Installed::empty("not read (--offline)")))
+            } else {
+                match std::mem::replace(&mut statuses[si], Ok(None)) {
+                    Err(e) => {
+                        Pending::Ready(Box::new(Installed::empty(format!("DB unreachable ({e})"))))
+                    }
+                    Ok(status) => {
+                        match status.and_then(|st| by_digest(&t.switches[si].name, st, &desired)) {
+                            Some(i) => Pending::Ready(Box::new(i)),
+                            None => {
+                                let (db, sem) = (t.switches[si].db.clone(), reads.clone());
+                                Pending::Reading(tokio::spawn(async move {
+                                    let _permit = sem.acquire_owned().await;
+                                    weft_reconcile::io::read_installed(&db)
+                                        .await
+                                        .unwrap_or_else(|e| {
+                                            Installed::empty(format!("DB unreachable ({e})"))
+                                        })
+                                }))
+                            }
+                        }
+                    }
+                }
+            };
+            queue.push_back((si, desired, inst));
             continue;
-        }
-        let desired = plan::desired_switch(t, &info, sw, si)?;
-        let inst = std::mem::take(&mut installed[si]);
+        } else if let Some((si, desired, inst)) = queue.pop_front() {
+            let inst = match inst {
+                Pending::Ready(i) => *i,
+                Pending::Reading(h) => h
+                    .await
+                    .unwrap_or_else(|e| Installed::empty(format!("read failed ({e})"))),
+            };
+            (si, desired, inst)
+        } else {
+            break;
+        };
+        let sw = &switches[si];
         if !offline && !inst.trusted() {
             stats.untrusted += 1;
         }

@@ -41,3 +41,5 @@ pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
     );
     (dir, fabric, text)
 }
+
+pub mod bed;

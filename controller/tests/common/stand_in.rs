@@ -1,14 +1,18 @@
 //! Stand-in plugins for tests against real redis-servers without BMv2: a status row that says
-//! "running, in sync", and a loop that answers every P4RT_TABLE key SUCCESS and mirrors it into
-//! APPL_STATE_DB, as the real plugin does.
+//! "running, in sync" and publishes the digests of APPL_STATE_DB and the owned CONFIG_DB
+//! tables as the real plugin does (the same shared code: `ResponsePublisher::track`,
+//! `config_digest`, `TableWatcher`), and a loop that answers every P4RT_TABLE key SUCCESS,
+//! which copies it into APPL_STATE_DB.
 
 use std::time::Duration;
 
 use weft_sonic_db::{
-    ConsumerStateTable, EntryResult, ResponsePublisher, SonicDb, SonicDbId, Table,
+    ConsumerStateTable, Digest, EntryResult, P4RT_TABLE, ResponsePublisher, SonicDb, SonicDbError,
+    SonicDbId, Table, TableWatcher, dump_tables,
 };
 use weft_sonic_schema::Row;
-use weft_sonic_schema::state::{PluginState, PluginStatus};
+use weft_sonic_schema::config::{config_digest, owned_tables};
+use weft_sonic_schema::state::{InstalledDigests, PluginState, PluginStatus};
 
 pub fn status_row(installed: u64) -> PluginStatus {
     PluginStatus {
@@ -37,58 +41,111 @@ pub fn status_row(installed: u64) -> PluginStatus {
         counter_polls: 0,
         uptime_s: 1,
         updated_ms: 0,
+        appl_state_digest: None,
+        appl_state_rows: None,
+        config_digest: None,
+        config_rows: None,
     }
 }
 
-/// Answers every key SUCCESS and mirrors it into APPL_STATE_DB, as a plugin does.
+/// The status row with the digests a plugin publishes.
+pub fn status_with_digests(d: &InstalledDigests) -> PluginStatus {
+    let mut st = status_row(d.entries.count());
+    st.set_digests(d);
+    st
+}
+
+/// The digest of the owned CONFIG_DB tables as they are now (what the plugin computes each
+/// time its CONFIG_DB watcher fires).
+pub async fn read_config_digest(sonic: &SonicDb) -> Result<Digest, SonicDbError> {
+    let conn = sonic.connect(SonicDbId::ConfigDb).await?;
+    let tables = dump_tables(&conn, &owned_tables()).await?;
+    Ok(config_digest(tables.iter().flat_map(|(t, rows)| {
+        rows.iter().map(move |(k, f)| (t.as_str(), k.as_str(), f))
+    })))
+}
+
+/// A publisher that keeps the digest of APPL_STATE_DB P4RT_TABLE, from what it holds now.
+pub async fn tracking_publisher(sonic: &SonicDb) -> Result<ResponsePublisher, SonicDbError> {
+    let state = Table::new(sonic.connect(SonicDbId::ApplStateDb).await?, P4RT_TABLE)?;
+    let now = state.dump().await?;
+    let mut publisher = ResponsePublisher::new(sonic, P4RT_TABLE).await?;
+    publisher.track(&now);
+    Ok(publisher)
+}
+
+/// Answers every key SUCCESS (copied into APPL_STATE_DB by the publisher), as a plugin does,
+/// and rewrites its status row after every batch and every change of the owned CONFIG_DB
+/// tables, with both digests.
 pub async fn stand_in(url: String) {
     let Ok(sonic) = SonicDb::from_endpoint(&url) else {
         return;
     };
-    let Ok(mut consumer) = ConsumerStateTable::new(&sonic, SonicDbId::ApplDb, "P4RT_TABLE").await
+    let Ok(mut consumer) = ConsumerStateTable::new(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await
     else {
         return;
     };
     consumer.set_poll_interval(Duration::from_millis(20));
-    let Ok(mut publisher) = ResponsePublisher::new(&sonic, "P4RT_TABLE").await else {
-        return;
-    };
-    let (Ok(state), Ok(appl_state)) = (
-        sonic.connect(SonicDbId::StateDb).await,
-        sonic.connect(SonicDbId::ApplStateDb).await,
-    ) else {
-        return;
-    };
-    let (Ok(table), Ok(mirror)) = (
-        Table::new(state, PluginStatus::TABLE),
-        Table::new(appl_state, "P4RT_TABLE"),
-    ) else {
-        return;
-    };
-    let mut installed = 0u64;
-    let st = status_row(0);
-    if table.replace(&st.key(), &st.to_fields()).await.is_err() {
-        return;
-    }
-    while let Ok(batch) = consumer.next_batch(1024).await {
-        let mut results = Vec::new();
-        for k in batch {
-            let ok = match k.op {
-                weft_sonic_db::Op::Set => mirror.replace(&k.key, &k.fields).await,
-                weft_sonic_db::Op::Del => mirror.del(&k.key).await,
-            };
-            if ok.is_err() {
+    // Pops in a task of their own: a pop cancelled by the select below would lose its keys.
+    let (tx, mut batches) = tokio::sync::mpsc::channel(2);
+    tokio::spawn(async move {
+        while let Ok(b) = consumer.next_batch(1024).await {
+            if tx.send(b).await.is_err() {
                 return;
             }
-            results.push(EntryResult::ok(k.key, k.op, k.fields));
         }
-        if publisher.publish_batch(&results).await.is_err() {
+    });
+    // Subscribed before the first read of CONFIG_DB: no change goes unseen.
+    let Ok(mut watcher) = TableWatcher::new(&sonic, SonicDbId::ConfigDb, &owned_tables()).await
+    else {
+        return;
+    };
+    let Ok(mut publisher) = tracking_publisher(&sonic).await else {
+        return;
+    };
+    let Ok(state) = sonic.connect(SonicDbId::StateDb).await else {
+        return;
+    };
+    let Ok(table) = Table::new(state, PluginStatus::TABLE) else {
+        return;
+    };
+    let Ok(mut config) = read_config_digest(&sonic).await else {
+        return;
+    };
+    loop {
+        let Some(entries) = publisher.digest() else {
             return;
-        }
-        installed = mirror.dump().await.map_or(installed, |d| d.len() as u64);
-        let st = status_row(installed);
+        };
+        let st = status_with_digests(&InstalledDigests { entries, config });
         if table.replace(&st.key(), &st.to_fields()).await.is_err() {
             return;
+        }
+        tokio::select! {
+            b = batches.recv() => {
+                let Some(batch) = b else { return };
+                let results: Vec<EntryResult> = batch
+                    .into_iter()
+                    .map(|k| EntryResult::ok(k.key, k.op, k.fields))
+                    .collect();
+                if publisher.publish_batch(&results).await.is_err() {
+                    return;
+                }
+            }
+            c = watcher.changed() => {
+                if c.is_err() {
+                    return;
+                }
+                // Rows of one apply arrive together: take them as one change, as the plugin does.
+                while let Ok(c) = tokio::time::timeout(Duration::from_millis(20), watcher.changed()).await {
+                    if c.is_err() {
+                        return;
+                    }
+                }
+                match read_config_digest(&sonic).await {
+                    Ok(d) => config = d,
+                    Err(_) => return,
+                }
+            }
         }
     }
 }
