@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use weft_compiler::p4delta::WireMemo;
 use weft_compiler::{Compiler, LinkState, p4map};
 use weft_reconcile::core::{self, Core, CoreConfig, Input, Output};
-use weft_reconcile::plan::{self, Installed, Source};
+use weft_reconcile::plan::{self, Installed};
 use weft_sonic_schema::state::{PluginState, PluginStatus};
 use weft_topology::{LinkIdx, Topology};
 
@@ -116,24 +116,7 @@ fn running() -> PluginStatus {
 
 /// What a switch holding `d` reads back as.
 fn installed_of(d: &plan::DesiredSwitch) -> Installed {
-    Installed {
-        entries: d
-            .entries
-            .iter()
-            .map(|(k, e)| (k.clone(), e.fields.clone()))
-            .collect(),
-        config: d
-            .config
-            .iter()
-            .map(|r| {
-                let mut f = r.to_fields();
-                f.sort();
-                (r.redis_key(), f)
-            })
-            .collect(),
-        source: Source::ApplStateDb,
-        plugin: Some(running()),
-    }
+    Installed::holding(d, Some(running()))
 }
 
 fn picks(t: &Topology) -> [(&'static str, LinkIdx); 2] {
@@ -353,7 +336,7 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
             let mut next = Vec::new();
             for o in outs {
                 match o {
-                    Output::Read { switch, ticket } => next.extend(c.step(
+                    Output::Read { switch, ticket, .. } => next.extend(c.step(
                         now,
                         Input::ReadBack {
                             switch,

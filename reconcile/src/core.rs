@@ -45,10 +45,11 @@ use weft_compiler::p4map::Stage;
 use weft_compiler::{Compiler, LinkState};
 use weft_p4rt::P4Info;
 use weft_sonic_db::FieldValues;
+use weft_sonic_schema::state::InstalledDigests;
 use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
 
 use crate::damping::{LinkDamper, Nanos};
-use crate::plan::{self, ConfigChange, DesiredSwitch, Installed, SwitchPlan};
+use crate::plan::{self, ConfigChange, DesiredSwitch, Installed, Source, SwitchPlan};
 
 const MS: Nanos = 1_000_000;
 
@@ -192,9 +193,14 @@ pub enum Input {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
+    /// Read what the switch holds. With `expect` (the desired state's digests), a plugin in
+    /// sync that publishes exactly these makes the rows unnecessary: the read may answer with
+    /// [`Installed::by_digest`] instead of the rows, and the core takes the desired state as
+    /// what the switch holds.
     Read {
         switch: SwitchIdx,
         ticket: Ticket,
+        expect: Option<InstalledDigests>,
     },
     Write {
         switch: SwitchIdx,
@@ -743,7 +749,28 @@ impl<'t> Core<'t> {
         s.started.get_or_insert(now);
         s.phase = Phase::Reading(ticket);
         self.set_state(si, SwitchState::Reading, out);
-        out.push(Output::Read { switch: si, ticket });
+        // A switch already known to differ, or whose desired state does not compile, is read
+        // row by row.
+        let expect = match self.desired(si) {
+            Ok(d) => Some(d.digests()),
+            Err(_) => None,
+        };
+        out.push(Output::Read {
+            switch: si,
+            ticket,
+            expect,
+        });
+    }
+
+    /// A read that must return the rows (no digest to compare with).
+    fn read_rows(&mut self, si: SwitchIdx, _now: Nanos, out: &mut Vec<Output>) {
+        let ticket = self.ticket();
+        self.sw[si].phase = Phase::Reading(ticket);
+        out.push(Output::Read {
+            switch: si,
+            ticket,
+            expect: None,
+        });
     }
 
     fn retry(
@@ -825,8 +852,23 @@ impl<'t> Core<'t> {
                 );
             }
             Ok(inst) => {
+                let inst = match &inst.source {
+                    // Known by digest: the switch holds the desired state, which becomes the
+                    // base of later (delta) diffs as if it had been read.
+                    Source::Digest(d) => match self.desired(si) {
+                        Ok(want) if want.digests() == *d => {
+                            Installed::holding(&want, inst.plugin.clone())
+                        }
+                        // The desired state moved since the read was asked for: read the rows.
+                        _ => {
+                            self.read_rows(si, now, out);
+                            return;
+                        }
+                    },
+                    _ => *inst,
+                };
                 let s = &mut self.sw[si];
-                s.installed = Some(*inst);
+                s.installed = Some(inst);
                 s.backoff = self.cfg.backoff_min;
                 s.phase = Phase::Idle;
                 s.dirty = true;

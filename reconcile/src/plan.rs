@@ -113,6 +113,29 @@ impl Installed {
         })
     }
 
+    /// What a switch holds when it holds exactly `desired` (known by digest), as a read of
+    /// its rows would give it: the base of later diffs.
+    pub fn holding(desired: &DesiredSwitch, plugin: Option<PluginStatus>) -> Installed {
+        let sorted = |mut f: FieldValues| {
+            f.sort();
+            f
+        };
+        Installed {
+            entries: desired
+                .entries
+                .iter()
+                .map(|(k, e)| (k.clone(), sorted(e.fields.clone())))
+                .collect(),
+            config: desired
+                .config
+                .iter()
+                .map(|r| (r.redis_key(), sorted(r.to_fields())))
+                .collect(),
+            source: Source::ApplStateDb,
+            plugin,
+        }
+    }
+
     pub fn empty(why: impl Into<String>) -> Self {
         Installed {
             entries: BTreeMap::new(),

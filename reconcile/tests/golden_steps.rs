@@ -180,7 +180,7 @@ impl<'t> Harness<'t> {
     fn answer(&mut self, o: &Output) {
         let at = self.now + MS;
         match o {
-            Output::Read { switch, ticket } => {
+            Output::Read { switch, ticket, .. } => {
                 let f = &self.fabric[*switch];
                 let result = if f.unreachable {
                     Err("connection refused".to_string())
