@@ -13,6 +13,11 @@ use weft_topology::Topology;
 
 const MS: u64 = 1_000_000;
 
+/// Write batches as they were asked for: (switch, batch).
+type Writes = Vec<(usize, Arc<Batch>)>;
+/// Reads as they were asked for: (switch, whether digests were expected).
+type Reads = Vec<(usize, bool)>;
+
 fn topology() -> Topology {
     weft_topology::load_file(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -66,8 +71,8 @@ fn settle(
     now: u64,
     mut outs: Vec<Output>,
     read: &mut dyn FnMut(usize, Option<InstalledDigests>) -> Installed,
-    writes: &mut Vec<(usize, Arc<Batch>)>,
-    reads: &mut Vec<(usize, bool)>,
+    writes: &mut Writes,
+    reads: &mut Reads,
 ) {
     while !outs.is_empty() {
         let mut next = Vec::new();
@@ -123,10 +128,7 @@ fn settle(
 /// The core started on a fabric that holds its desired state, its reads answered by digest
 /// (`by_digest`) or by the rows; then one leaf uplink down. Returns the reads (switch, whether
 /// a digest was expected) and the writes after the link went down.
-fn start_then_link_down(
-    t: &Topology,
-    by_digest: bool,
-) -> (Vec<(usize, bool)>, Vec<(usize, Arc<Batch>)>, usize) {
+fn start_then_link_down(t: &Topology, by_digest: bool) -> (Reads, Writes, usize) {
     let info = Arc::new(p4map::pipeline_p4info().expect("P4Info"));
     let c0 = Compiler::new(t, LinkState::all_up(t));
     let held: Vec<_> = c0
