@@ -60,22 +60,8 @@ fn a_link_flapping_1000_times_a_minute_leaves_memory_flat_writes_bounded_and_the
         .map(|_| RedisServer::start().expect("redis-server (scripts/setup.sh installs it)"))
         .collect();
     let name = format!("fr{}", std::process::id() % 100_000);
-    let base = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../topology/examples/leaf-spine-small.yaml"
-    ))
-    .expect("example")
-    .replace("name: small", &format!("name: {name}"))
-    .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/nowhere", dir.display()),
-    );
-    let mut text = format!("{base}\nswitches:\n");
-    for (s, r) in SWITCHES.iter().zip(&dbs) {
-        text += &format!("  - name: {s}\n    db: {}\n", r.url());
-    }
-    let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
+    let urls: Vec<String> = dbs.iter().map(|r| r.url()).collect();
+    let file = stand_in_plugin::example_on(&name, &dir, &SWITCHES, &urls);
     let f = file.to_string_lossy().into_owned();
     let t = weft_topology::load_file(&f).expect("intent loads");
     let max_suppress = t.failover.dampening.max_suppress.to_std();

@@ -50,22 +50,8 @@ impl Fabric {
             .iter()
             .map(|_| RedisServer::start().expect("redis-server (scripts/setup.sh installs it)"))
             .collect();
-        let base = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../topology/examples/leaf-spine-small.yaml"
-        ))
-        .expect("example")
-        .replace("name: small", &format!("name: {name}"))
-        .replace(
-            "db_socket_dir: /run/weft/small",
-            &format!("db_socket_dir: {}/nowhere", dir.display()),
-        );
-        let mut text = format!("{base}\nswitches:\n");
-        for (s, r) in SWITCHES.iter().zip(&dbs) {
-            text += &format!("  - name: {s}\n    db: {}\n", r.url());
-        }
-        let file = dir.join("fabric.yaml");
-        std::fs::write(&file, text).expect("intent");
+        let urls: Vec<String> = dbs.iter().map(|r| r.url()).collect();
+        let file = stand_in_plugin::example_on(&name, &dir, &SWITCHES, &urls);
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         for r in &dbs {
             rt.spawn(stand_in(r.url()));

@@ -27,37 +27,7 @@ fn topology() -> Topology {
 }
 
 fn running(d: Option<&InstalledDigests>) -> PluginStatus {
-    let mut s = PluginStatus {
-        name: "status".into(),
-        state: PluginState::Running,
-        pid: 1,
-        device_id: 1,
-        p4rt: "test".into(),
-        pipeline_cookie: 1,
-        switch_updates: 0,
-        batches: 0,
-        keys_ok: 0,
-        keys_failed: 0,
-        syncs: 1,
-        last_sync_updates: 0,
-        sync_failures: 0,
-        installed_keys: 0,
-        pending_keys: 0,
-        sessions: 1,
-        pipeline_pushes: 1,
-        redis_restores: 0,
-        ports_down: 0,
-        port_mask_writes: 0,
-        link_events: 0,
-        pfc_wd_storms: 0,
-        counter_polls: 0,
-        uptime_s: 1,
-        updated_ms: 0,
-        appl_state_digest: None,
-        appl_state_rows: None,
-        config_digest: None,
-        config_rows: None,
-    };
+    let mut s = PluginStatus::fresh(PluginState::Running, "test");
     if let Some(d) = d {
         s.set_digests(d);
     }

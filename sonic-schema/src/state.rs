@@ -209,6 +209,43 @@ row! {
 }
 
 impl PluginStatus {
+    /// The row of a plugin in `state` that has done nothing yet (one session, one sync, every
+    /// counter zero, no digests): what stand-ins and tests publish before they fill in what
+    /// they know.
+    pub fn fresh(state: PluginState, p4rt: &str) -> PluginStatus {
+        PluginStatus {
+            name: PLUGIN_STATUS_KEY.into(),
+            state,
+            pid: std::process::id(),
+            device_id: 0,
+            p4rt: p4rt.into(),
+            pipeline_cookie: 1,
+            switch_updates: 0,
+            batches: 0,
+            keys_ok: 0,
+            keys_failed: 0,
+            syncs: 1,
+            last_sync_updates: 0,
+            sync_failures: 0,
+            installed_keys: 0,
+            pending_keys: 0,
+            sessions: 1,
+            pipeline_pushes: 0,
+            redis_restores: 0,
+            ports_down: 0,
+            port_mask_writes: 0,
+            link_events: 0,
+            pfc_wd_storms: 0,
+            counter_polls: 0,
+            uptime_s: 0,
+            updated_ms: 0,
+            appl_state_digest: None,
+            appl_state_rows: None,
+            config_digest: None,
+            config_rows: None,
+        }
+    }
+
     /// APPL_STATE_DB is what the switch holds only while the plugin runs (primary, pipeline
     /// pushed, synced).
     pub fn in_sync(&self) -> bool {

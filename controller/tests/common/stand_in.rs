@@ -14,37 +14,38 @@ use weft_sonic_schema::Row;
 use weft_sonic_schema::config::{config_digest, owned_tables};
 use weft_sonic_schema::state::{InstalledDigests, PluginState, PluginStatus};
 
+/// The small leaf-spine example as fabric `name`, the DB of `switches[i]` at `dbs[i]` (the
+/// others' DBs in a directory nobody serves), written to `DIR/fabric.yaml`: its path.
+pub fn example_on(
+    name: &str,
+    dir: &std::path::Path,
+    switches: &[&str],
+    dbs: &[String],
+) -> std::path::PathBuf {
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../topology/examples/leaf-spine-small.yaml"
+    ))
+    .expect("example")
+    .replace("name: small", &format!("name: {name}"))
+    .replace(
+        "db_socket_dir: /run/weft/small",
+        &format!("db_socket_dir: {}/nowhere", dir.display()),
+    );
+    let mut text = format!("{base}\nswitches:\n");
+    for (s, db) in switches.iter().zip(dbs) {
+        text += &format!("  - name: {s}\n    db: {db}\n");
+    }
+    let file = dir.join("fabric.yaml");
+    std::fs::write(&file, text).expect("intent");
+    file
+}
+
 pub fn status_row(installed: u64) -> PluginStatus {
     PluginStatus {
-        name: "status".into(),
-        state: PluginState::Running,
-        pid: std::process::id(),
-        device_id: 0,
-        p4rt: "stand-in".into(),
         pipeline_cookie: weft_p4rt::cookie(weft_p4::P4INFO_BINARY, weft_p4::BMV2_JSON.as_bytes()),
-        switch_updates: 0,
-        batches: 0,
-        keys_ok: 0,
-        keys_failed: 0,
-        syncs: 1,
-        last_sync_updates: 0,
-        sync_failures: 0,
         installed_keys: installed,
-        pending_keys: 0,
-        sessions: 1,
-        pipeline_pushes: 0,
-        redis_restores: 0,
-        ports_down: 0,
-        port_mask_writes: 0,
-        link_events: 0,
-        pfc_wd_storms: 0,
-        counter_polls: 0,
-        uptime_s: 1,
-        updated_ms: 0,
-        appl_state_digest: None,
-        appl_state_rows: None,
-        config_digest: None,
-        config_rows: None,
+        ..PluginStatus::fresh(PluginState::Running, "stand-in")
     }
 }
 
