@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use weft_compiler::p4delta::WireMemo;
 use weft_compiler::{Compiler, LinkState, p4map};
 use weft_reconcile::core::batches;
-use weft_reconcile::plan::{self, Installed, Source, SwitchPlan};
+use weft_reconcile::plan::{self, Installed, SwitchPlan};
 
 fn fabric(kind: u8, a: u32, b: u32) -> String {
     let generator = match kind {
@@ -22,24 +22,7 @@ fn fabric(kind: u8, a: u32, b: u32) -> String {
 }
 
 fn held(d: &plan::DesiredSwitch) -> Installed {
-    Installed {
-        entries: d
-            .entries
-            .iter()
-            .map(|(k, e)| (k.clone(), e.fields.clone()))
-            .collect(),
-        config: d
-            .config
-            .iter()
-            .map(|r| {
-                let mut f = r.to_fields();
-                f.sort();
-                (r.redis_key(), f)
-            })
-            .collect(),
-        source: Source::ApplStateDb,
-        plugin: None,
-    }
+    Installed::holding(d, None)
 }
 
 fn changes(p: &SwitchPlan) -> String {

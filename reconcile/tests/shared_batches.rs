@@ -7,27 +7,10 @@ use proptest::prelude::*;
 use weft_compiler::p4delta::WireMemo;
 use weft_compiler::{Compiler, LinkState, p4map};
 use weft_reconcile::core::{BatchMemo, batches};
-use weft_reconcile::plan::{self, Installed, Source};
+use weft_reconcile::plan::{self, Installed};
 
 fn held(d: &plan::DesiredSwitch) -> Installed {
-    Installed {
-        entries: d
-            .entries
-            .iter()
-            .map(|(k, e)| (k.clone(), e.fields.clone()))
-            .collect(),
-        config: d
-            .config
-            .iter()
-            .map(|r| {
-                let mut f = r.to_fields();
-                f.sort();
-                (r.redis_key(), f)
-            })
-            .collect(),
-        source: Source::ApplStateDb,
-        plugin: None,
-    }
+    Installed::holding(d, None)
 }
 
 /// Applies link events one by one; returns, per event, (switches changed, deltas diffed).
