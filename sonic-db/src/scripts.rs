@@ -93,15 +93,14 @@ pub(crate) const PRODUCER_BATCH_FENCED: &str = concat!(
     producer_body!()
 );
 
-/// A fenced replace of plain-table rows (CONFIG_DB): after the term check (KEYS[1], ARGV[1]),
-/// per row key from KEYS[2] an argument count from ARGV[2] on: -1 deletes the row, n >= 0
-/// replaces it with n field/value pairs.
-pub(crate) const TABLE_REPLACE_FENCED: &str = concat!(
-    "local TK = 1\nlocal TA = 1\n",
-    fence_check!(),
-    r#"
-local a = 2
-for i = 2, #KEYS do
+/// Whole-row replaces of KEYS[K0..] (the script sets `K0` and `A0`): per row, from ARGV[A0] on, a
+/// pair count n and n field/value pairs (the row deleted, then HSET in chunks under Lua's
+/// unpack limit), or -1 to delete the row.
+macro_rules! replace_rows {
+    () => {
+        r#"
+local a = A0
+for i = K0, #KEYS do
     local k = KEYS[i]
     local n = tonumber(ARGV[a])
     a = a + 1
@@ -116,6 +115,17 @@ for i = 2, #KEYS do
     end
 end
 "#
+    };
+}
+
+/// A fenced replace of plain-table rows (CONFIG_DB): after the term check (KEYS[1], ARGV[1]),
+/// per row key from KEYS[2] an argument count from ARGV[2] on: -1 deletes the row, n >= 0
+/// replaces it with n field/value pairs.
+pub(crate) const TABLE_REPLACE_FENCED: &str = concat!(
+    "local TK = 1\nlocal TA = 1\n",
+    fence_check!(),
+    "local K0 = 2\nlocal A0 = 2\n",
+    replace_rows!()
 );
 
 /// A claim of the term alone (a new leader's first act on each switch): the term check, then
@@ -177,23 +187,7 @@ return cjson.encode(out)
 /// the rows. ARGV per row: a pair count n and n field/value pairs, or -1 to delete the row.
 /// One script instead of a MULTI of two commands per key: Redis answers it once, not 2n + 2
 /// times, and the writer parses one reply.
-pub(crate) const STATE_REPLACE: &str = r#"
-local a = 1
-for i = 1, #KEYS do
-    local k = KEYS[i]
-    local n = tonumber(ARGV[a])
-    a = a + 1
-    redis.call('DEL', k)
-    if n > 0 then
-        local last = a + 2 * n - 1
-        while a <= last do
-            local stop = math.min(a + 199, last)
-            redis.call('HSET', k, unpack(ARGV, a, stop))
-            a = stop + 1
-        end
-    end
-end
-"#;
+pub(crate) const STATE_REPLACE: &str = concat!("local K0 = 1\nlocal A0 = 1\n", replace_rows!());
 
 /// The response notifications of a batch: one PUBLISH per message on channel ARGV[1], the
 /// messages after it, in order (subscribers see exactly swss-common's per-key messages; the
