@@ -15,7 +15,6 @@ mod stand_in_plugin;
 
 use stand_in_plugin::stand_in;
 use weft_sonic_db::{SonicDb, SonicDbId, Table};
-use weft_tests::redis::RedisServer;
 
 const SWITCHES: [&str; 6] = ["spine1", "spine2", "leaf1", "leaf2", "leaf3", "leaf4"];
 
@@ -46,8 +45,7 @@ impl Drop for Run {
 fn a_link_flapping_1000_times_a_minute_leaves_memory_flat_writes_bounded_and_the_end_state_right() {
     let per_min = env_num("WEFT_FLAP_PER_MIN", 1000.0).max(1.0);
     let seconds = env_num("WEFT_FLAP_SECONDS", 20.0).max(1.0);
-    let dir = std::env::temp_dir().join(format!("weft-flaprate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let (name, dir) = stand_in_plugin::scratch("fr");
     struct Rm(PathBuf);
     impl Drop for Rm {
         fn drop(&mut self) {
@@ -55,11 +53,7 @@ fn a_link_flapping_1000_times_a_minute_leaves_memory_flat_writes_bounded_and_the
         }
     }
     let _rm = Rm(dir.clone());
-    let dbs: Vec<RedisServer> = SWITCHES
-        .iter()
-        .map(|_| RedisServer::start().expect("redis-server (scripts/setup.sh installs it)"))
-        .collect();
-    let name = format!("fr{}", std::process::id() % 100_000);
+    let dbs = stand_in_plugin::redis_servers(SWITCHES.len());
     let urls: Vec<String> = dbs.iter().map(|r| r.url()).collect();
     let file = stand_in_plugin::example_on(&name, &dir, &SWITCHES, &urls);
     let f = file.to_string_lossy().into_owned();

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 #[path = "common/stand_in.rs"]
@@ -20,8 +19,6 @@ use weft_tests::etcd::{Etcd, find_etcd};
 use weft_tests::redis::RedisServer;
 
 const SWITCHES: [&str; 6] = ["spine1", "spine2", "leaf1", "leaf2", "leaf3", "leaf4"];
-
-static N: AtomicU32 = AtomicU32::new(0);
 
 /// Six redis-servers with stand-ins, the small example pointed at them, and etcd.
 struct Fabric {
@@ -42,14 +39,8 @@ impl Fabric {
             );
             return None;
         }
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let name = format!("ha{}x{n}", std::process::id() % 100_000);
-        let dir = std::env::temp_dir().join(format!("weft-{name}"));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let dbs: Vec<RedisServer> = SWITCHES
-            .iter()
-            .map(|_| RedisServer::start().expect("redis-server (scripts/setup.sh installs it)"))
-            .collect();
+        let (name, dir) = stand_in_plugin::scratch("ha");
+        let dbs = stand_in_plugin::redis_servers(SWITCHES.len());
         let urls: Vec<String> = dbs.iter().map(|r| r.url()).collect();
         let file = stand_in_plugin::example_on(&name, &dir, &SWITCHES, &urls);
         let rt = tokio::runtime::Runtime::new().expect("runtime");

@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use weft_sonic_db::{
@@ -105,18 +104,10 @@ struct Fabric {
     rt: tokio::runtime::Runtime,
 }
 
-static N: AtomicU32 = AtomicU32::new(0);
-
 impl Fabric {
     fn new(plugins: &[(&str, Plugin)]) -> Fabric {
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let name = format!("op{}x{n}", std::process::id() % 100_000);
-        let dir = std::env::temp_dir().join(format!("weft-{name}"));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let dbs: Vec<RedisServer> = SWITCHES
-            .iter()
-            .map(|_| RedisServer::start().expect("redis-server (scripts/setup.sh installs it)"))
-            .collect();
+        let (name, dir) = stand_in_plugin::scratch("op");
+        let dbs = stand_in_plugin::redis_servers(SWITCHES.len());
         let urls: Vec<String> = dbs.iter().map(|r| r.url()).collect();
         let file = stand_in_plugin::example_on(&name, &dir, &SWITCHES, &urls);
         let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -896,12 +887,9 @@ fn graph_colours_links_by_the_state_both_ends_report() {
 
 #[test]
 fn a_db_only_testbed_says_what_it_cannot_do_and_down_cleans_up() {
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let name = format!("tb{}x{n}", std::process::id() % 100_000);
-    let dir = std::env::temp_dir().join(format!("weft-{name}"));
+    let (name, dir) = stand_in_plugin::scratch("tb");
     let state = dir.join("state");
     let db_dir = dir.join("db");
-    std::fs::create_dir_all(&dir).expect("dir");
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../topology/examples/leaf-spine-small.yaml"

@@ -11,7 +11,6 @@ mod stand_in_plugin;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use weft_sonic_db::{ProducerStateTable, SonicDb, SonicDbId};
@@ -24,8 +23,6 @@ const CONFIG_DB: u8 = 4;
 const STATE_DB: u8 = 6;
 const APPL_STATE_DB: u8 = 14;
 
-static N: AtomicU32 = AtomicU32::new(0);
-
 /// Six redis-servers with a stand-in plugin each, the small example pointed at them, applied.
 struct Fabric {
     dir: PathBuf,
@@ -36,14 +33,8 @@ struct Fabric {
 
 impl Fabric {
     fn applied() -> Fabric {
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let name = format!("dg{}x{n}", std::process::id() % 100_000);
-        let dir = std::env::temp_dir().join(format!("weft-{name}"));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let dbs: Vec<RedisServer> = SWITCHES
-            .iter()
-            .map(|_| RedisServer::start().expect("redis-server (scripts/setup.sh installs it)"))
-            .collect();
+        let (name, dir) = stand_in_plugin::scratch("dg");
+        let dbs = stand_in_plugin::redis_servers(SWITCHES.len());
         let urls: Vec<String> = dbs.iter().map(|r| r.url()).collect();
         let file = stand_in_plugin::example_on(&name, &dir, &SWITCHES, &urls);
         let rt = tokio::runtime::Runtime::new().expect("runtime");

@@ -14,6 +14,27 @@ use weft_sonic_schema::Row;
 use weft_sonic_schema::config::{config_digest, owned_tables};
 use weft_sonic_schema::state::{InstalledDigests, PluginState, PluginStatus};
 
+/// A fabric name unique to this process and call (`PREFIX<pid>x<n>`: short, it becomes Linux
+/// and SONiC names) and its own new directory under the temporary directory.
+pub fn scratch(prefix: &str) -> (String, std::path::PathBuf) {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("{prefix}{}x{n}", std::process::id() % 100_000);
+    let dir = std::env::temp_dir().join(format!("weft-{name}"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    (name, dir)
+}
+
+/// `n` real redis-servers, one per switch, killed by PID when dropped.
+pub fn redis_servers(n: usize) -> Vec<weft_tests::redis::RedisServer> {
+    (0..n)
+        .map(|_| {
+            weft_tests::redis::RedisServer::start()
+                .expect("redis-server (scripts/setup.sh installs it)")
+        })
+        .collect()
+}
+
 /// The small leaf-spine example as fabric `name`, the DB of `switches[i]` at `dbs[i]` (the
 /// others' DBs in a directory nobody serves), written to `DIR/fabric.yaml`: its path.
 pub fn example_on(
