@@ -282,6 +282,73 @@ fn staged(t: &Topology, info: &weft_p4rt::P4Info, runs: usize, path: Path) {
     }
 }
 
+/// The simulated fabric of [`core_path`]: takes every write and answers at once, until the
+/// core asks for nothing more.
+fn settle(c: &mut Core, now: u64, mut outs: Vec<Output>, fabric: &mut [Installed]) {
+    while !outs.is_empty() {
+        let mut next = Vec::new();
+        for o in outs {
+            match o {
+                Output::Read { switch, ticket, .. } => next.extend(c.step(
+                    now,
+                    Input::ReadBack {
+                        switch,
+                        ticket,
+                        result: Ok(Box::new(fabric[switch].clone())),
+                    },
+                )),
+                Output::Write {
+                    switch,
+                    ticket,
+                    batch,
+                } => {
+                    let answers = take(&batch, &mut fabric[switch]);
+                    next.extend(c.step(
+                        now,
+                        Input::Written {
+                            switch,
+                            ticket,
+                            result: Ok(answers),
+                        },
+                    ))
+                }
+                _ => {}
+            }
+        }
+        outs = next;
+    }
+}
+
+/// A switch of the simulated fabric takes a batch whole.
+fn take(batch: &core::Batch, sw: &mut Installed) -> Vec<core::Answer> {
+    let mut answers = Vec::new();
+    match batch {
+        core::Batch::Config { set, del } => {
+            for s in set {
+                let mut f = s.fields();
+                f.sort();
+                answers.push(core::Answer::ok(s.redis_key()));
+                sw.config.insert(s.redis_key(), f);
+            }
+            for k in del {
+                answers.push(core::Answer::ok(k.clone()));
+                sw.config.remove(k);
+            }
+        }
+        core::Batch::Entries { delete, ops, .. } => {
+            for (k, f) in ops {
+                answers.push(core::Answer::ok(k.clone()));
+                if *delete {
+                    sw.entries.remove(k);
+                } else {
+                    sw.entries.insert(k.clone(), f.clone());
+                }
+            }
+        }
+    }
+    answers
+}
+
 /// `weft run`'s core on a converged fabric: the port event (or the tick after hold-down that
 /// brings the link back) until every write batch is out.
 fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
@@ -299,72 +366,12 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
         })
         .collect();
     drop(c0);
-    let mut pending = c.step(now, Input::Start);
-    // The simulated fabric takes every write and answers at once.
-    let settle = |c: &mut Core, now: u64, mut outs: Vec<Output>, fabric: &mut Vec<Installed>| {
-        while !outs.is_empty() {
-            let mut next = Vec::new();
-            for o in outs {
-                match o {
-                    Output::Read { switch, ticket, .. } => next.extend(c.step(
-                        now,
-                        Input::ReadBack {
-                            switch,
-                            ticket,
-                            result: Ok(Box::new(fabric[switch].clone())),
-                        },
-                    )),
-                    Output::Write {
-                        switch,
-                        ticket,
-                        batch,
-                    } => {
-                        let mut answers = Vec::new();
-                        match &*batch {
-                            core::Batch::Config { set, del } => {
-                                for s in set {
-                                    let mut f = s.fields();
-                                    f.sort();
-                                    answers.push(core::Answer::ok(s.redis_key()));
-                                    fabric[switch].config.insert(s.redis_key(), f);
-                                }
-                                for k in del {
-                                    answers.push(core::Answer::ok(k.clone()));
-                                    fabric[switch].config.remove(k);
-                                }
-                            }
-                            core::Batch::Entries { delete, ops, .. } => {
-                                for (k, f) in ops {
-                                    answers.push(core::Answer::ok(k.clone()));
-                                    if *delete {
-                                        fabric[switch].entries.remove(k);
-                                    } else {
-                                        fabric[switch].entries.insert(k.clone(), f.clone());
-                                    }
-                                }
-                            }
-                        }
-                        next.extend(c.step(
-                            now,
-                            Input::Written {
-                                switch,
-                                ticket,
-                                result: Ok(answers),
-                            },
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-            outs = next;
-        }
-    };
-    settle(&mut c, now, std::mem::take(&mut pending), &mut fabric);
+    let pending = c.step(now, Input::Start);
+    settle(&mut c, now, pending, &mut fabric);
     assert!(c.converged(), "the prefilled fabric converges at once");
     let hold = t.failover.hold_down.to_std().as_nanos() as u64;
     for (what, l) in picks(t) {
-        let end = t.links[l].a;
-        let port = t.switches[end.switch].ports[end.port].name.clone();
+        let port = t.links[l].a;
         let (mut down_t, mut up_t) = (Samples::default(), Samples::default());
         let mut writes = 0;
         for _ in 0..runs {
@@ -373,8 +380,7 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
             let outs = c.step(
                 now,
                 Input::Port {
-                    switch: end.switch,
-                    port: port.clone(),
+                    port,
                     up: false,
                     seen: now,
                 },
@@ -389,8 +395,7 @@ fn core_path(t: &Topology, info: Arc<weft_p4rt::P4Info>, runs: usize) {
             let outs = c.step(
                 now,
                 Input::Port {
-                    switch: end.switch,
-                    port: port.clone(),
+                    port,
                     up: true,
                     seen: now,
                 },

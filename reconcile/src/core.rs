@@ -30,23 +30,28 @@
 //! ```
 //! One failure policy for both commands: only acknowledged entries count as installed; a stage
 //! with a refused entry stops that switch's later stages and all its deletes (make before break);
-//! an unreachable switch, or one whose plugin is not primary and synced, is retried with
-//! exponential backoff (`weft apply`: until its deadline); CONFIG_DB drift is repaired like
+//! an unreachable switch, or one whose plugin is not primary and synced, is retried by the one
+//! retry policy (`weft_retry`: exponential backoff, jittered per switch and attempt; `weft
+//! apply`: until its deadline), unless its error says a retry cannot help (another writer's
+//! term, [`SwitchError::retried`]); CONFIG_DB drift is repaired like
 //! P4RT drift, because both are read back and diffed the same way. A desired state that changes
 //! while a switch is being written is re-planned from what was acknowledged, after the batch in
 //! flight.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use weft_compiler::p4delta::{EntryDelta, WireMemo};
 use weft_compiler::p4map::Stage;
 use weft_compiler::{Compiler, LinkState};
 use weft_p4rt::P4Info;
-use weft_sonic_db::FieldValues;
+use weft_retry::{RetryPolicy, unit_from};
+use weft_sonic_db::{FieldValues, StatusCode};
 use weft_sonic_schema::state::InstalledDigests;
-use weft_topology::{LinkIdx, Peer, SwitchIdx, Topology};
+use weft_topology::{End, LinkIdx, Peer, SwitchIdx, Topology};
 
 use crate::damping::{LinkDamper, Nanos};
 use crate::plan::{self, ConfigChange, DesiredSwitch, Installed, Source, SwitchPlan};
@@ -68,8 +73,9 @@ pub struct CoreConfig {
     /// A switch's APPL_STATE_DB counts as installed state only while its plugin says it is
     /// running. Off for DBs without a plugin (`weft apply --no-wait`).
     pub require_plugin: bool,
-    pub backoff_min: Nanos,
-    pub backoff_max: Nanos,
+    /// How a switch that cannot be read or written is retried (jittered per switch and
+    /// attempt, reproducibly: the core has no randomness of its own).
+    pub retry: RetryPolicy,
     /// Links to take as down whatever the switches say (`--down`).
     pub forced_down: BTreeSet<LinkIdx>,
     /// Only these switches are read and written (`--switch`, `--role`, canaries); `None`: all.
@@ -81,8 +87,7 @@ impl CoreConfig {
         CoreConfig {
             mode: Mode::Once { deadline },
             require_plugin: true,
-            backoff_min: 100 * MS,
-            backoff_max: 5_000 * MS,
+            retry: RetryPolicy::doubling(Duration::from_millis(100), Duration::from_secs(5)),
             forced_down: BTreeSet::new(),
             targets: None,
         }
@@ -92,8 +97,7 @@ impl CoreConfig {
         CoreConfig {
             mode: Mode::Run { resync },
             require_plugin: true,
-            backoff_min: 100 * MS,
-            backoff_max: 30_000 * MS,
+            retry: RetryPolicy::doubling(Duration::from_millis(100), Duration::from_secs(30)),
             forced_down: BTreeSet::new(),
             targets: None,
         }
@@ -141,8 +145,7 @@ impl Batch {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Answer {
     pub key: String,
-    /// `SWSS_RC_SUCCESS`, another `SWSS_RC_*`, `TIMEOUT`, or `UNANSWERED` (`--no-wait`).
-    pub status: String,
+    pub status: AnswerStatus,
     pub message: String,
 }
 
@@ -150,18 +153,104 @@ impl Answer {
     pub fn ok(key: impl Into<String>) -> Self {
         Answer {
             key: key.into(),
-            status: SUCCESS.into(),
+            status: SUCCESS,
             message: String::new(),
         }
     }
     pub fn is_ok(&self) -> bool {
-        self.status == SUCCESS || self.status == UNANSWERED
+        matches!(self.status, SUCCESS | UNANSWERED)
     }
 }
 
-pub const SUCCESS: &str = "SWSS_RC_SUCCESS";
-pub const UNANSWERED: &str = "UNANSWERED";
-pub const TIMEOUT: &str = "TIMEOUT";
+/// What became of one entry of a batch. Written (and serialized) as SONiC writes its codes:
+/// `SWSS_RC_SUCCESS`, another `SWSS_RC_*`, `TIMEOUT` or `UNANSWERED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerStatus {
+    /// The switch's plugin answered with this code.
+    Code(StatusCode),
+    /// No answer in time: whether the switch took it is unknown.
+    Timeout,
+    /// Written without waiting for an answer (`--no-wait`).
+    Unanswered,
+}
+
+impl AnswerStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AnswerStatus::Code(c) => c.as_str(),
+            AnswerStatus::Timeout => "TIMEOUT",
+            AnswerStatus::Unanswered => "UNANSWERED",
+        }
+    }
+}
+
+impl fmt::Display for AnswerStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for AnswerStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+pub const SUCCESS: AnswerStatus = AnswerStatus::Code(StatusCode::Success);
+pub const UNANSWERED: AnswerStatus = AnswerStatus::Unanswered;
+pub const TIMEOUT: AnswerStatus = AnswerStatus::Timeout;
+
+/// Why a switch's DBs could not be read or written, by kind: the retry policy decides on the
+/// kind ([`SwitchError::retried`]); the text is what an operator reads (one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SwitchError {
+    /// No connection, or it broke: refused, reset, unresolvable, a Redis error.
+    #[error("{detail}")]
+    Unreachable { detail: String },
+    /// It did not answer in time.
+    #[error("{detail}")]
+    TimedOut { detail: String },
+    /// Something answered, but not in the Redis protocol (a wrong port, another server).
+    #[error(
+        "not a Redis server at {db}: it answered, but not in the Redis protocol (is `db` the switch's SONiC Redis?)"
+    )]
+    Protocol { db: String },
+    /// A fenced write refused: the switch holds a newer leader's term.
+    #[error(
+        "write refused: this writer's term {term} is older than the DB's term {held} (a newer leader took over)"
+    )]
+    Fenced { term: u64, held: u64 },
+    /// This replica leads no term (`weft run --ha`): nothing is written.
+    #[error("not the leader: nothing is written")]
+    NotLeader,
+}
+
+impl SwitchError {
+    /// Whether waiting and trying again can help. A switch that refused our term belongs to
+    /// another writer: retrying it is what fencing is there to stop.
+    pub fn retried(&self) -> bool {
+        match self {
+            SwitchError::Unreachable { .. }
+            | SwitchError::TimedOut { .. }
+            | SwitchError::Protocol { .. } => true,
+            SwitchError::Fenced { .. } | SwitchError::NotLeader => false,
+        }
+    }
+}
+
+/// Why `weft apply` gave up on a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// Its DB could not be read or written.
+    Unreachable,
+    /// Its plugin is not primary and synced.
+    NotReady,
+    /// Its desired state does not compile.
+    Invalid,
+    /// Another writer holds it (a newer leader's term).
+    Fenced,
+}
 
 #[derive(Debug, Clone)]
 pub enum Input {
@@ -169,25 +258,20 @@ pub enum Input {
     Start,
     /// A port of a switch went up or down (STATE_DB PORT_TABLE), seen at `seen` (the
     /// reconvergence it starts is timed from there).
-    Port {
-        switch: SwitchIdx,
-        port: String,
-        up: bool,
-        seen: Nanos,
-    },
+    Port { port: End, up: bool, seen: Nanos },
     /// Time passed (deadlines, backoff, resync).
     Tick,
     ReadBack {
         switch: SwitchIdx,
         ticket: Ticket,
-        result: Result<Box<Installed>, String>,
+        result: Result<Box<Installed>, SwitchError>,
     },
     /// The answers to a batch (CONFIG_DB batches: one answer per row), or why it could not be
     /// written at all.
     Written {
         switch: SwitchIdx,
         ticket: Ticket,
-        result: Result<Vec<Answer>, String>,
+        result: Result<Vec<Answer>, SwitchError>,
     },
 }
 
@@ -278,9 +362,10 @@ pub struct SwitchResult {
     pub failed: Vec<Answer>,
     /// The switch could not be written at all.
     pub error: Option<String>,
-    /// Why: `unreachable` (its DB), `not-ready` (its plugin), `invalid` (its desired state).
+    /// Why: `unreachable` (its DB), `not-ready` (its plugin), `invalid` (its desired state),
+    /// `fenced` (another writer).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_kind: Option<&'static str>,
+    pub error_kind: Option<ErrorKind>,
     pub millis: u64,
 }
 
@@ -330,7 +415,8 @@ struct Sw {
     /// `installed` is exactly the compiler's desired state (acknowledged whole, and neither
     /// changed since): a link change's diff is then the change's entries alone.
     synced: bool,
-    backoff: Nanos,
+    /// Retries since it last answered (the retry policy's attempt).
+    attempt: u32,
     state: SwitchState,
     result: SwitchResult,
     started: Option<Nanos>,
@@ -345,8 +431,8 @@ pub struct Core<'t> {
     sw: Vec<Sw>,
     next_ticket: Ticket,
     // Link state.
-    link_of: BTreeMap<(SwitchIdx, String), LinkIdx>,
-    end_up: BTreeMap<(SwitchIdx, String), bool>,
+    link_of: BTreeMap<End, LinkIdx>,
+    end_up: BTreeMap<End, bool>,
     dampers: Vec<LinkDamper>,
     /// Per link: administratively up and not forced down (fixed for the core's life; looked up
     /// for every link on every change, where the topology's ports are far apart in memory).
@@ -392,10 +478,10 @@ impl<'t> Core<'t> {
         }
         let compiler = Compiler::new(t, links);
         let mut link_of = BTreeMap::new();
-        for (si, s) in t.switches.iter().enumerate() {
-            for p in &s.ports {
+        for (switch, s) in t.switches.iter().enumerate() {
+            for (port, p) in s.ports.iter().enumerate() {
                 if let Peer::Switch { link } = p.peer {
-                    link_of.insert((si, p.name.clone()), link);
+                    link_of.insert(End { switch, port }, link);
                 }
             }
         }
@@ -415,7 +501,7 @@ impl<'t> Core<'t> {
                 desired_stale: false,
                 dirty: targeted(i),
                 synced: false,
-                backoff: cfg.backoff_min,
+                attempt: 0,
                 state: if targeted(i) {
                     SwitchState::Reading
                 } else {
@@ -540,20 +626,14 @@ impl<'t> Core<'t> {
                     }
                 }
             }
-            Input::Port {
-                switch,
-                port,
-                up,
-                seen,
-            } => {
+            Input::Port { port, up, seen } => {
                 self.stats.events += 1;
-                if let Some(&l) = self.link_of.get(&(switch, port.clone())) {
-                    self.end_up.insert((switch, port), up);
+                if let Some(&l) = self.link_of.get(&port) {
+                    self.end_up.insert(port, up);
                     let link = &self.t.links[l];
-                    let up = [link.a, link.b].iter().all(|e| {
-                        let name = &self.t.switches[e.switch].ports[e.port].name;
-                        *self.end_up.get(&(e.switch, name.clone())).unwrap_or(&true)
-                    });
+                    let up = [link.a, link.b]
+                        .iter()
+                        .all(|e| *self.end_up.get(e).unwrap_or(&true));
                     self.dampers[l].event(&self.t.failover.dampening, now, up);
                     if self.open.is_none() {
                         // The reconvergence this event starts is timed from here.
@@ -786,8 +866,11 @@ impl<'t> Core<'t> {
             o.waiting.remove(&si);
         }
         let s = &mut self.sw[si];
-        let at = now + s.backoff;
-        s.backoff = (s.backoff * 2).min(self.cfg.backoff_max);
+        // Jittered per switch and attempt, so a fabric that lost its DBs at once does not come
+        // back in lock step, and reproducibly: the same inputs give the same times.
+        let u = unit_from(((si as u64) << 32) | u64::from(s.attempt));
+        let at = now + self.cfg.retry.delay(s.attempt, u).as_nanos() as Nanos;
+        s.attempt = s.attempt.saturating_add(1);
         s.phase = Phase::Wait { at, then };
         let st = state(at / MS);
         self.set_state(si, st, out);
@@ -807,9 +890,9 @@ impl<'t> Core<'t> {
     fn give_up(&mut self, si: SwitchIdx, reason: String, now: Nanos, out: &mut Vec<Output>) {
         let s = &mut self.sw[si];
         s.result.error_kind.get_or_insert(match s.state {
-            SwitchState::Unreachable { .. } => "unreachable",
-            SwitchState::NotReady { .. } => "not-ready",
-            _ => "invalid",
+            SwitchState::Unreachable { .. } => ErrorKind::Unreachable,
+            SwitchState::NotReady { .. } => ErrorKind::NotReady,
+            _ => ErrorKind::Invalid,
         });
         s.phase = Phase::Done;
         s.dirty = false;
@@ -822,7 +905,7 @@ impl<'t> Core<'t> {
         &mut self,
         si: SwitchIdx,
         ticket: Ticket,
-        result: Result<Box<Installed>, String>,
+        result: Result<Box<Installed>, SwitchError>,
         now: Nanos,
         out: &mut Vec<Output>,
     ) {
@@ -830,15 +913,9 @@ impl<'t> Core<'t> {
             return;
         }
         match result {
-            Err(reason) => {
+            Err(e) => {
                 self.sw[si].installed = None;
-                self.retry(
-                    si,
-                    Then::Read,
-                    |retry_ms| SwitchState::Unreachable { reason, retry_ms },
-                    now,
-                    out,
-                );
+                self.unreachable(si, e, now, out);
             }
             Ok(inst) if self.cfg.require_plugin && !inst.trusted() => {
                 let reason = inst.describe();
@@ -869,7 +946,7 @@ impl<'t> Core<'t> {
                 };
                 let s = &mut self.sw[si];
                 s.installed = Some(inst);
-                s.backoff = self.cfg.backoff_min;
+                s.attempt = 0;
                 s.phase = Phase::Idle;
                 s.dirty = true;
                 self.plan(si, now, out);
@@ -963,7 +1040,7 @@ impl<'t> Core<'t> {
         s.phase = if once { Phase::Done } else { Phase::Idle };
         // Everything planned is acknowledged: the switch holds its desired state.
         s.synced = true;
-        s.backoff = self.cfg.backoff_min;
+        s.attempt = 0;
         s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
         if let Some(o) = &mut self.open {
             o.waiting.remove(&si);
@@ -971,11 +1048,32 @@ impl<'t> Core<'t> {
         self.set_state(si, SwitchState::Converged, out);
     }
 
+    /// A read or write that failed as a whole: what the switch holds is unknown, so it is read
+    /// again after the retry policy's wait, unless retrying cannot help.
+    fn unreachable(&mut self, si: SwitchIdx, e: SwitchError, now: Nanos, out: &mut Vec<Output>) {
+        if !e.retried() {
+            if let Some(o) = &mut self.open {
+                o.waiting.remove(&si);
+            }
+            self.sw[si].result.error_kind = Some(ErrorKind::Fenced);
+            self.give_up(si, e.to_string(), now, out);
+            return;
+        }
+        let reason = e.to_string();
+        self.retry(
+            si,
+            Then::Read,
+            |retry_ms| SwitchState::Unreachable { reason, retry_ms },
+            now,
+            out,
+        );
+    }
+
     fn written(
         &mut self,
         si: SwitchIdx,
         ticket: Ticket,
-        result: Result<Vec<Answer>, String>,
+        result: Result<Vec<Answer>, SwitchError>,
         now: Nanos,
         out: &mut Vec<Output>,
     ) {
@@ -992,29 +1090,54 @@ impl<'t> Core<'t> {
         };
         let answers = match result {
             Ok(a) => a,
-            Err(reason) => {
+            Err(e) => {
                 // What the switch took is unknown: read it again before anything else.
                 self.sw[si].installed = None;
                 self.stats.failed_writes += 1;
-                self.retry(
-                    si,
-                    Then::Read,
-                    |retry_ms| SwitchState::Unreachable { reason, retry_ms },
-                    now,
-                    out,
-                );
+                self.unreachable(si, e, now, out);
                 return;
             }
         };
-        let by_key: BTreeMap<&str, &Answer> = answers.iter().map(|a| (a.key.as_str(), a)).collect();
-        let s = &mut self.sw[si];
-        let mut refused = Vec::new();
-        let Some(inst) = s.installed.as_mut() else {
+        let Some(refused) = self.take_answers(si, &batch, &answers) else {
             // Not reachable: a batch is only sent with the installed state known.
             self.read(si, now, out);
             return;
         };
-        match &*batch {
+        self.stats.writes += (batch.len() - refused.len()) as u64;
+        if !refused.is_empty() {
+            self.refused(si, refused, &rest, now, out);
+            return;
+        }
+        self.sw[si].result.failed.clear();
+        self.sw[si].phase = Phase::Idle;
+        if self.sw[si].dirty {
+            // The desired state moved while this batch was in flight: plan again from what the
+            // switch acknowledged.
+            self.plan(si, now, out);
+            return;
+        }
+        let mut rest = rest;
+        if rest.is_empty() {
+            self.mark_converged(si, now, out);
+        } else {
+            let next = rest.remove(0);
+            self.send(si, next, rest, out);
+        }
+    }
+
+    /// Applies a batch's answers to what the switch is known to hold; returns the entries it
+    /// did not take (`None`: the installed state is not known).
+    fn take_answers(
+        &mut self,
+        si: SwitchIdx,
+        batch: &Batch,
+        answers: &[Answer],
+    ) -> Option<Vec<Answer>> {
+        let by_key: BTreeMap<&str, &Answer> = answers.iter().map(|a| (a.key.as_str(), a)).collect();
+        let s = &mut self.sw[si];
+        let mut refused = Vec::new();
+        let inst = s.installed.as_mut()?;
+        match batch {
             Batch::Config { set, del } => {
                 for c in set {
                     let k = c.redis_key();
@@ -1058,75 +1181,68 @@ impl<'t> Core<'t> {
                 }
             }
         }
-        self.stats.writes += (batch.len() - refused.len()) as u64;
-        if !refused.is_empty() {
-            // Make before break: nothing that depends on this stage, and no delete, is sent.
-            let n = refused.len();
-            self.stats.failed_writes += n as u64;
+        Some(refused)
+    }
+
+    /// Entries of a batch were refused or not answered. Make before break: nothing that depends
+    /// on this stage, and no delete, is sent.
+    fn refused(
+        &mut self,
+        si: SwitchIdx,
+        refused: Vec<Answer>,
+        rest: &[Arc<Batch>],
+        now: Nanos,
+        out: &mut Vec<Output>,
+    ) {
+        let n = refused.len();
+        self.stats.failed_writes += n as u64;
+        if let Some(o) = &mut self.open {
+            o.failed += n;
+        }
+        let once = matches!(self.cfg.mode, Mode::Once { .. });
+        let s = &mut self.sw[si];
+        s.result.not_sent += rest.iter().map(|b| b.len()).sum::<usize>();
+        s.result.failed = refused;
+        if once {
+            // One pass reports what was refused or not answered; it does not retry.
+            s.phase = Phase::Done;
+            s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
             if let Some(o) = &mut self.open {
-                o.failed += n;
+                o.waiting.remove(&si);
             }
-            let once = matches!(self.cfg.mode, Mode::Once { .. });
-            let s = &mut self.sw[si];
-            s.result.not_sent += rest.iter().map(|b| b.len()).sum::<usize>();
-            s.result.failed = refused;
-            if once {
-                // One pass reports what was refused or not answered; it does not retry.
-                s.phase = Phase::Done;
-                s.result.millis = now.saturating_sub(s.started.unwrap_or(now)) / MS;
-                if let Some(o) = &mut self.open {
-                    o.waiting.remove(&si);
-                }
-                self.set_state(
-                    si,
-                    SwitchState::Refused {
-                        entries: n,
-                        retry_ms: 0,
-                    },
-                    out,
-                );
-                return;
-            }
-            let timed_out = s.result.failed.iter().any(|a| a.status == TIMEOUT);
-            if timed_out {
-                // An answer may still come: what the switch holds is whatever it answered.
-                s.installed = None;
-                let reason = format!("{n} entries not answered in time");
-                self.retry(
-                    si,
-                    Then::Read,
-                    |retry_ms| SwitchState::Unreachable { reason, retry_ms },
-                    now,
-                    out,
-                );
-            } else {
-                self.retry(
-                    si,
-                    Then::Plan,
-                    |retry_ms| SwitchState::Refused {
-                        entries: n,
-                        retry_ms,
-                    },
-                    now,
-                    out,
-                );
-            }
+            self.set_state(
+                si,
+                SwitchState::Refused {
+                    entries: n,
+                    retry_ms: 0,
+                },
+                out,
+            );
             return;
         }
-        self.sw[si].result.failed.clear();
-        self.sw[si].phase = Phase::Idle;
-        if self.sw[si].dirty {
-            // The desired state moved while this batch was in flight: plan again from what the
-            // switch acknowledged.
-            self.plan(si, now, out);
-            return;
-        }
-        let mut rest = rest;
-        if rest.is_empty() {
-            self.mark_converged(si, now, out);
+        let timed_out = s.result.failed.iter().any(|a| a.status == TIMEOUT);
+        if timed_out {
+            // An answer may still come: what the switch holds is whatever it answered.
+            s.installed = None;
+            let reason = format!("{n} entries not answered in time");
+            self.retry(
+                si,
+                Then::Read,
+                |retry_ms| SwitchState::Unreachable { reason, retry_ms },
+                now,
+                out,
+            );
         } else {
-            let next = rest.remove(0);
-            self.send(si, next, rest, out);
+            self.retry(
+                si,
+                Then::Plan,
+                |retry_ms| SwitchState::Refused {
+                    entries: n,
+                    retry_ms,
+                },
+                now,
+                out,
+            );
         }
     }
 
@@ -1199,7 +1315,7 @@ fn answer_for(by_key: &BTreeMap<&str, &Answer>, key: &str) -> Answer {
     by_key.get(key).map_or_else(
         || Answer {
             key: key.to_string(),
-            status: TIMEOUT.into(),
+            status: TIMEOUT,
             message: "no answer".into(),
         },
         |a| (*a).clone(),
@@ -1384,4 +1500,46 @@ pub fn batches(p: SwitchPlan) -> Vec<Batch> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn answers_and_error_kinds_serialize_as_sonic_and_weft_apply_write_them() {
+        let a = Answer {
+            key: "K".into(),
+            status: AnswerStatus::Code(StatusCode::InvalidParam),
+            message: "m".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&a).expect("json"),
+            json!({"key": "K", "status": "SWSS_RC_INVALID_PARAM", "message": "m"})
+        );
+        let s = |st: AnswerStatus| serde_json::to_value(st).expect("json");
+        assert_eq!(s(SUCCESS), json!("SWSS_RC_SUCCESS"));
+        assert_eq!(s(TIMEOUT), json!("TIMEOUT"));
+        assert_eq!(s(UNANSWERED), json!("UNANSWERED"));
+        assert_eq!(TIMEOUT.to_string(), "TIMEOUT");
+        let k = |k: ErrorKind| serde_json::to_value(k).expect("json");
+        assert_eq!(k(ErrorKind::Unreachable), json!("unreachable"));
+        assert_eq!(k(ErrorKind::NotReady), json!("not-ready"));
+        assert_eq!(k(ErrorKind::Invalid), json!("invalid"));
+    }
+
+    #[test]
+    fn only_success_and_unwaited_answers_count_as_taken() {
+        let with = |status| Answer {
+            key: "K".into(),
+            status,
+            message: String::new(),
+        };
+        assert!(with(SUCCESS).is_ok());
+        assert!(with(UNANSWERED).is_ok());
+        assert!(!with(TIMEOUT).is_ok());
+        assert!(!with(AnswerStatus::Code(StatusCode::Unknown)).is_ok());
+    }
 }

@@ -16,11 +16,16 @@
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
-    WatchOptions,
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, LeaseKeepAliveStream,
+    LeaseKeeper, PutOptions, Txn, TxnOp, WatchOptions, WatchStream,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+use weft_retry::RetryPolicy;
+
+/// How a replica whose etcd session broke joins the election again.
+const ELECTION_RETRY: RetryPolicy =
+    RetryPolicy::doubling(Duration::from_millis(200), Duration::from_secs(2));
 
 /// How `weft run` joins an election.
 #[derive(Debug, Clone)]
@@ -195,7 +200,7 @@ impl Election {
         });
         let fabric = fabric.to_string();
         let task = tokio::spawn(async move {
-            let mut backoff = Duration::from_millis(200);
+            let mut backoff = ELECTION_RETRY.backoff();
             loop {
                 match campaign(&fabric, &opts, &role_tx, &view_tx).await {
                     Ok(()) => return,
@@ -210,8 +215,7 @@ impl Election {
                         tracing::warn!(error = %e, "etcd: election interrupted; retrying");
                     }
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                tokio::time::sleep(backoff.next().unwrap_or(ELECTION_RETRY.max)).await;
             }
         });
         Election { role, view, task }
@@ -224,6 +228,14 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The etcd error of an election's endpoints.
+fn etcd_error(opts: &HaOptions) -> impl Fn(etcd_client::Error) -> HaError + '_ {
+    |source| HaError::Etcd {
+        endpoints: opts.endpoints.join(","),
+        source,
+    }
+}
+
 /// One life of the election on one etcd connection and lease. `Ok` when leadership was lost
 /// (reported on `role`); `Err` on an etcd error before that.
 async fn campaign(
@@ -232,16 +244,11 @@ async fn campaign(
     role_tx: &watch::Sender<Role>,
     view_tx: &watch::Sender<HaView>,
 ) -> Result<(), HaError> {
-    let err = |source| HaError::Etcd {
-        endpoints: opts.endpoints.join(","),
-        source,
-    };
+    let err = etcd_error(opts);
     let mut c = connect(&opts.endpoints).await?;
     let ttl_s = opts.ttl.as_secs().max(1) as i64;
-    let lease = c.lease_grant(ttl_s, None).await.map_err(err)?;
+    let lease = c.lease_grant(ttl_s, None).await.map_err(&err)?;
     let lease_id = lease.id();
-    // etcd may grant more than asked (its minimum TTL): keep alive against what it granted.
-    let granted = Duration::from_secs(lease.ttl().max(1) as u64);
     let member = Member {
         id: opts.id.clone(),
         host: crate::lock::hostname(),
@@ -254,115 +261,174 @@ async fn campaign(
         Some(PutOptions::new().with_lease(lease_id)),
     )
     .await
-    .map_err(err)?;
-    let (mut keeper, mut answers) = c.lease_keep_alive(lease_id).await.map_err(err)?;
-    let mut last_alive = Instant::now();
-    let mut tick = tokio::time::interval(granted / 3);
+    .map_err(&err)?;
+    let (keeper, answers) = c.lease_keep_alive(lease_id).await.map_err(&err)?;
+    // etcd may grant more than asked (its minimum TTL): keep alive against what it granted.
+    let granted = Duration::from_secs(lease.ttl().max(1) as u64);
+    let mut lease = Lease {
+        keeper,
+        answers,
+        last_alive: Instant::now(),
+        tick: tokio::time::interval(granted / 3),
+        granted,
+    };
     let key = leader_key(fabric);
-    let me = opts.id.clone();
     loop {
-        // Campaign: the key is ours if nobody holds it.
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(
-                key.clone(),
-                me.clone(),
-                Some(PutOptions::new().with_lease(lease_id)),
-            )])
-            .or_else([TxnOp::get(key.clone(), None)]);
-        let r = c.txn(txn).await.map_err(err)?;
-        let rev = r.header().map_or(0, |h| h.revision());
-        // Leading only on our own lease: a key of an earlier life of this replica (same name,
-        // killed) is another's, and goes when its lease expires.
-        let (leader, term, watch_from, leading) = if r.succeeded() {
-            (me.clone(), rev.max(0) as u64, rev + 1, true)
-        } else {
-            let mut holder = None;
-            for op in r.op_responses() {
-                if let etcd_client::TxnOpResponse::Get(g) = op
-                    && let Some(kv) = g.kvs().first()
-                {
-                    holder = Some((
-                        String::from_utf8_lossy(kv.value()).into_owned(),
-                        kv.create_revision().max(0) as u64,
-                        kv.lease(),
-                    ));
-                }
-            }
-            match holder {
-                // Our own key from an earlier round on this lease: still ours.
-                Some((_, t, l)) if l == lease_id => (me.clone(), t, rev + 1, true),
-                Some((h, t, _)) => (h, t, rev + 1, false),
-                // Gone between compare and get: campaign again.
-                None => continue,
-            }
+        let Some(seat) = contest(&mut c, &key, &opts.id, lease_id, &err).await? else {
+            // Gone between compare and get: campaign again.
+            continue;
         };
-        if leading {
-            tracing::info!(id = %me, term, "elected leader");
-            let _ = role_tx.send(Role::Leader { term });
+        let me = &opts.id;
+        if seat.leading {
+            tracing::info!(id = %me, term = seat.term, "elected leader");
+            let _ = role_tx.send(Role::Leader { term: seat.term });
         } else {
-            tracing::info!(id = %me, leader = %leader, term, "following");
+            tracing::info!(id = %me, leader = %seat.leader, term = seat.term, "following");
             let _ = role_tx.send(Role::Follower {
-                leader: Some(leader.clone()),
+                leader: Some(seat.leader.clone()),
             });
         }
         // The view for `weft status`.
         if let Ok(v) = read_view(&opts.endpoints, fabric).await {
             let _ = view_tx.send(HaView {
                 id: me.clone(),
-                role: if leading { "leader" } else { "follower" }.into(),
+                role: if seat.leading { "leader" } else { "follower" }.into(),
                 ..v
             });
         }
         let mut w = c
             .watch(
                 key.clone(),
-                Some(WatchOptions::new().with_start_revision(watch_from)),
+                Some(WatchOptions::new().with_start_revision(seat.watch_from)),
             )
             .await
-            .map_err(err)?;
-        // Wait for the key to go (or change hands), keeping the lease alive meanwhile.
-        'held: loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    if last_alive.elapsed() >= granted {
-                        let why = format!("no keepalive answer from etcd for {:?} (lease TTL {granted:?})", last_alive.elapsed());
-                        if leading {
-                            let _ = role_tx.send(Role::Lost { term, why });
-                            return Ok(());
-                        }
-                        return Err(err(etcd_client::Error::LeaseKeepAliveError(why)));
-                    }
-                    keeper.keep_alive().await.map_err(err)?;
+            .map_err(&err)?;
+        if hold(&mut lease, &mut w, &seat, role_tx, &err).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// Who holds the leader key after one campaign round.
+struct Seat {
+    leader: String,
+    /// The leader key's create revision.
+    term: u64,
+    /// Where the watch of the key starts.
+    watch_from: i64,
+    /// This replica holds it.
+    leading: bool,
+}
+
+/// One round: the key is ours if nobody holds it. `None`: it went between compare and get.
+async fn contest(
+    c: &mut Client,
+    key: &str,
+    me: &str,
+    lease_id: i64,
+    err: &impl Fn(etcd_client::Error) -> HaError,
+) -> Result<Option<Seat>, HaError> {
+    let txn = Txn::new()
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(
+            key,
+            me,
+            Some(PutOptions::new().with_lease(lease_id)),
+        )])
+        .or_else([TxnOp::get(key, None)]);
+    let r = c.txn(txn).await.map_err(err)?;
+    let rev = r.header().map_or(0, |h| h.revision());
+    if r.succeeded() {
+        return Ok(Some(Seat {
+            leader: me.to_string(),
+            term: rev.max(0) as u64,
+            watch_from: rev + 1,
+            leading: true,
+        }));
+    }
+    let mut holder = None;
+    for op in r.op_responses() {
+        if let etcd_client::TxnOpResponse::Get(g) = op
+            && let Some(kv) = g.kvs().first()
+        {
+            holder = Some((
+                String::from_utf8_lossy(kv.value()).into_owned(),
+                kv.create_revision().max(0) as u64,
+                kv.lease(),
+            ));
+        }
+    }
+    // Leading only on our own lease: a key of an earlier life of this replica (same name,
+    // killed) is another's, and goes when its lease expires.
+    Ok(holder.map(|(h, term, l)| Seat {
+        // Our own key from an earlier round on this lease: still ours.
+        leading: l == lease_id,
+        leader: if l == lease_id { me.to_string() } else { h },
+        term,
+        watch_from: rev + 1,
+    }))
+}
+
+/// This replica's lease and its keepalives.
+struct Lease {
+    keeper: LeaseKeeper,
+    answers: LeaseKeepAliveStream,
+    last_alive: Instant,
+    tick: tokio::time::Interval,
+    granted: Duration,
+}
+
+/// Waits for the leader key to go (or change hands), keeping the lease alive meanwhile.
+/// `Ok(true)`: this replica's leadership was lost (reported on `role`); `Ok(false)`: the key
+/// went, campaign again.
+async fn hold(
+    lease: &mut Lease,
+    w: &mut WatchStream,
+    seat: &Seat,
+    role_tx: &watch::Sender<Role>,
+    err: &impl Fn(etcd_client::Error) -> HaError,
+) -> Result<bool, HaError> {
+    let (term, leading) = (seat.term, seat.leading);
+    let lost = |why: String| {
+        if leading {
+            let _ = role_tx.send(Role::Lost { term, why });
+            Ok(true)
+        } else {
+            Err(err(etcd_client::Error::LeaseKeepAliveError(why)))
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = lease.tick.tick() => {
+                if lease.last_alive.elapsed() >= lease.granted {
+                    return lost(format!(
+                        "no keepalive answer from etcd for {:?} (lease TTL {:?})",
+                        lease.last_alive.elapsed(),
+                        lease.granted
+                    ));
                 }
-                a = answers.message() => match a.map_err(err)? {
-                    Some(a) if a.ttl() > 0 => last_alive = Instant::now(),
-                    Some(_) | None => {
-                        let why = "the lease expired".to_string();
+                lease.keeper.keep_alive().await.map_err(err)?;
+            }
+            a = lease.answers.message() => match a.map_err(err)? {
+                Some(a) if a.ttl() > 0 => lease.last_alive = Instant::now(),
+                Some(_) | None => return lost("the lease expired".to_string()),
+            },
+            m = w.message() => {
+                let Some(m) = m.map_err(err)? else {
+                    return Err(err(etcd_client::Error::WatchError("watch closed".into())));
+                };
+                for ev in m.events() {
+                    let gone = ev.event_type() == EventType::Delete
+                        || ev.kv().is_some_and(|kv| kv.create_revision().max(0) as u64 != term);
+                    if gone {
                         if leading {
-                            let _ = role_tx.send(Role::Lost { term, why });
-                            return Ok(());
+                            let _ = role_tx.send(Role::Lost {
+                                term,
+                                why: "the leader key was deleted".into(),
+                            });
+                            return Ok(true);
                         }
-                        return Err(err(etcd_client::Error::LeaseKeepAliveError(why)));
-                    }
-                },
-                m = w.message() => {
-                    let Some(m) = m.map_err(err)? else {
-                        return Err(err(etcd_client::Error::WatchError("watch closed".into())));
-                    };
-                    for ev in m.events() {
-                        let gone = ev.event_type() == EventType::Delete
-                            || ev.kv().is_some_and(|kv| kv.create_revision().max(0) as u64 != term);
-                        if gone {
-                            if leading {
-                                let _ = role_tx.send(Role::Lost {
-                                    term,
-                                    why: "the leader key was deleted".into(),
-                                });
-                                return Ok(());
-                            }
-                            break 'held;
-                        }
+                        return Ok(false);
                     }
                 }
             }

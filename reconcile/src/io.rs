@@ -18,7 +18,7 @@ use weft_sonic_schema::Row;
 use weft_sonic_schema::state::{InstalledDigests, PLUGIN_STATUS_KEY, PluginStatus};
 use weft_topology::{SwitchIdx, Topology};
 
-use crate::core::{Answer, Batch, Input, Output, TIMEOUT, UNANSWERED};
+use crate::core::{Answer, AnswerStatus, Batch, Input, Output, SwitchError, TIMEOUT, UNANSWERED};
 use crate::damping::Nanos;
 use crate::plan::{Installed, Source};
 
@@ -41,22 +41,36 @@ impl Clock {
     }
 }
 
-/// An operator-facing reason for a DB error, on one line: `not a Redis server at …` when the
-/// peer answered in something other than the Redis protocol (an HTTP server, a wrong port),
-/// rather than the parser's bytes.
-pub fn describe_db_error(db: &str, e: &SonicDbError) -> String {
+/// A DB error by kind, with an operator-facing reason on one line: `not a Redis server at …`
+/// when the peer answered in something other than the Redis protocol (an HTTP server, a wrong
+/// port), rather than the parser's bytes.
+pub fn db_error(db: &str, e: &SonicDbError) -> SwitchError {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cause {
         if let Some(r) = c.downcast_ref::<redis::RedisError>()
             && r.kind() == redis::ErrorKind::Parse
         {
-            return format!(
-                "not a Redis server at {db}: it answered, but not in the Redis protocol (is `db` the switch's SONiC Redis?)"
-            );
+            return SwitchError::Protocol { db: db.to_string() };
         }
         cause = c.source();
     }
-    one_line(&e.to_string())
+    let detail = one_line(&e.to_string());
+    match e {
+        SonicDbError::Fenced { term, held } => SwitchError::Fenced {
+            term: *term,
+            held: *held,
+        },
+        SonicDbError::ConnectTimeout { .. } => SwitchError::TimedOut { detail },
+        SonicDbError::Redis { source, .. } if source.is_timeout() => {
+            SwitchError::TimedOut { detail }
+        }
+        _ => SwitchError::Unreachable { detail },
+    }
+}
+
+/// [`db_error`]'s reason alone.
+pub fn describe_db_error(db: &str, e: &SonicDbError) -> String {
+    db_error(db, e).to_string()
 }
 
 /// Newlines and runs of blanks as single spaces: a log line or a table cell stays one line.
@@ -68,19 +82,19 @@ async fn with_timeout<T>(
     db: &str,
     what: &str,
     f: impl std::future::Future<Output = Result<T, SonicDbError>>,
-) -> Result<T, String> {
+) -> Result<T, SwitchError> {
     match tokio::time::timeout(CONNECT_TIMEOUT, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(describe_db_error(db, &e)),
-        Err(_) => Err(format!(
-            "{db} did not answer {what} within {CONNECT_TIMEOUT:?}"
-        )),
+        Ok(Err(e)) => Err(db_error(db, &e)),
+        Err(_) => Err(SwitchError::TimedOut {
+            detail: format!("{db} did not answer {what} within {CONNECT_TIMEOUT:?}"),
+        }),
     }
 }
 
 /// What the switch behind `db` has: APPL_STATE_DB P4RT_TABLE, Weft's CONFIG_DB tables, and
 /// its plugin's status row.
-pub async fn read_installed(db: &str) -> Result<Installed, String> {
+pub async fn read_installed(db: &str) -> Result<Installed, SwitchError> {
     with_timeout(db, "a read", read_installed_inner(db)).await
 }
 
@@ -113,7 +127,7 @@ async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
 
 /// The plugin's status row of the switch behind `db` (`None`: no live plugin), and nothing
 /// else: with its digests, `weft plan` knows whether the rows need reading at all.
-pub async fn read_status(db: &str) -> Result<Option<PluginStatus>, String> {
+pub async fn read_status(db: &str) -> Result<Option<PluginStatus>, SwitchError> {
     with_timeout(db, "a read", async {
         let sonic = SonicDb::from_endpoint(db)?;
         status_row(&sonic).await
@@ -139,7 +153,7 @@ pub fn spawn_status_reads(
     t: &Topology,
     selected: impl Fn(usize) -> bool,
     parallel: usize,
-) -> tokio::task::JoinHandle<Vec<Result<Option<PluginStatus>, String>>> {
+) -> tokio::task::JoinHandle<Vec<Result<Option<PluginStatus>, SwitchError>>> {
     let n = t.switches.len();
     let wanted: Vec<(usize, String, String)> = t
         .switches
@@ -155,7 +169,7 @@ async fn read_statuses(
     n: usize,
     wanted: Vec<(usize, String, String)>,
     parallel: usize,
-) -> Vec<Result<Option<PluginStatus>, String>> {
+) -> Vec<Result<Option<PluginStatus>, SwitchError>> {
     let sem = Arc::new(Semaphore::new(parallel.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, db, name) in wanted {
@@ -175,7 +189,8 @@ async fn read_statuses(
             (i, r)
         });
     }
-    let mut out: Vec<Result<Option<PluginStatus>, String>> = (0..n).map(|_| Ok(None)).collect();
+    let mut out: Vec<Result<Option<PluginStatus>, SwitchError>> =
+        (0..n).map(|_| Ok(None)).collect();
     while let Some(r) = tasks.join_next().await {
         if let Ok((i, r)) = r {
             out[i] = r;
@@ -337,7 +352,7 @@ impl Writer {
                         .iter()
                         .map(|(k, _)| Answer {
                             key: k.clone(),
-                            status: UNANSWERED.into(),
+                            status: UNANSWERED,
                             message: String::new(),
                         })
                         .collect());
@@ -349,14 +364,10 @@ impl Writer {
                 Ok(ops
                     .iter()
                     .map(|(k, _)| match outcome.responses.get(k) {
-                        Some(r) => Answer {
-                            key: k.clone(),
-                            status: r.status_str.clone(),
-                            message: r.message.clone(),
-                        },
+                        Some(r) => answer_of(k, r),
                         None => Answer {
                             key: k.clone(),
-                            status: TIMEOUT.into(),
+                            status: TIMEOUT,
                             message: format!(
                                 "no answer within {timeout:?}: is the switch's plugin running?"
                             ),
@@ -365,6 +376,23 @@ impl Writer {
                     .collect())
             }
         }
+    }
+}
+
+/// A switch's answer to one key. A code SONiC does not define is `SWSS_RC_UNKNOWN`, its text
+/// kept in the message.
+fn answer_of(key: &str, r: &weft_sonic_db::Response) -> Answer {
+    let message = if r.status.as_str() == r.status_str {
+        r.message.clone()
+    } else {
+        format!("{} {}", r.status_str, r.message)
+            .trim_end()
+            .to_string()
+    };
+    Answer {
+        key: key.to_string(),
+        status: AnswerStatus::Code(r.status),
+        message,
     }
 }
 
@@ -484,11 +512,13 @@ impl Executor {
                     *guard = Some(with_timeout(&db, "a connect", Writer::open(&db)).await?);
                 }
                 let Some(w) = guard.as_mut() else {
-                    return Err("no connection".to_string());
+                    return Err(SwitchError::Unreachable {
+                        detail: "no connection".into(),
+                    });
                 };
                 let term = opts.fence.as_ref().map(|f| f.term());
                 if term == Some(0) {
-                    return Err("not the leader: nothing is written".to_string());
+                    return Err(SwitchError::NotLeader);
                 }
                 match w.write(&batch, opts.answer_timeout, term).await {
                     Ok(a) => Ok(a),
@@ -497,9 +527,9 @@ impl Executor {
                         if let Some(f) = &opts.fence {
                             f.refused.notify_one();
                         }
-                        Err(describe_db_error(&db, &e))
+                        Err(db_error(&db, &e))
                     }
-                    Err(e) => Err(describe_db_error(&db, &e)),
+                    Err(e) => Err(db_error(&db, &e)),
                 }
             }
             .await;
@@ -516,5 +546,82 @@ impl Executor {
                 },
             ));
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weft_sonic_db::{Response, StatusCode};
+
+    use super::*;
+
+    #[test]
+    fn a_peer_that_does_not_speak_redis_is_a_protocol_error_said_in_the_operators_words() {
+        let db = "redis://127.0.0.1:8080";
+        let e = SonicDbError::Connect {
+            endpoint: db.into(),
+            db: "APPL_DB",
+            source: redis::RedisError::from((redis::ErrorKind::Parse, "Unexpected `84`")),
+        };
+        let got = db_error(db, &e);
+        assert_eq!(got, SwitchError::Protocol { db: db.into() });
+        assert!(
+            got.to_string()
+                .starts_with("not a Redis server at redis://127.0.0.1:8080:"),
+            "{got}"
+        );
+        assert!(!got.to_string().contains("Unexpected"), "{got}");
+    }
+
+    #[test]
+    fn a_fenced_write_keeps_its_terms_and_the_db_layers_words_and_is_not_retried() {
+        let e = SonicDbError::Fenced { term: 3, held: 5 };
+        let got = db_error("redis://x:6379", &e);
+        assert_eq!(got, SwitchError::Fenced { term: 3, held: 5 });
+        assert_eq!(got.to_string(), one_line(&e.to_string()));
+        assert!(!got.retried());
+        assert!(!SwitchError::NotLeader.retried());
+    }
+
+    #[test]
+    fn a_connect_timeout_is_timed_out_and_a_refused_connection_unreachable_both_retried() {
+        let timeout = SonicDbError::ConnectTimeout {
+            endpoint: "redis://x:6379".into(),
+            db: "STATE_DB",
+            timeout: Duration::from_secs(3),
+        };
+        let got = db_error("redis://x:6379", &timeout);
+        assert!(matches!(got, SwitchError::TimedOut { .. }), "{got:?}");
+        assert_eq!(got.to_string(), timeout.to_string());
+        assert!(got.retried());
+        let refused = SonicDbError::Connect {
+            endpoint: "redis://x:6379".into(),
+            db: "STATE_DB",
+            source: redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            )),
+        };
+        let got = db_error("redis://x:6379", &refused);
+        assert!(matches!(got, SwitchError::Unreachable { .. }), "{got:?}");
+        assert_eq!(got.to_string(), one_line(&refused.to_string()));
+        assert!(got.retried());
+    }
+
+    #[test]
+    fn an_answer_with_a_code_sonic_does_not_define_keeps_its_text_in_the_message() {
+        let r = |status_str: &str, message: &str| Response {
+            key: "K".into(),
+            status: StatusCode::from_swss(status_str),
+            status_str: status_str.into(),
+            message: message.into(),
+            fields: Vec::new(),
+        };
+        let a = answer_of("K", &r("SWSS_RC_IN_USE", "used by a route"));
+        assert_eq!(a.status, AnswerStatus::Code(StatusCode::InUse));
+        assert_eq!(a.message, "used by a route");
+        let a = answer_of("K", &r("SWSS_RC_NEW_THING", "odd"));
+        assert_eq!(a.status, AnswerStatus::Code(StatusCode::Unknown));
+        assert_eq!(a.message, "SWSS_RC_NEW_THING odd");
+        assert!(!a.is_ok());
     }
 }

@@ -21,7 +21,8 @@ use weft_sonic_schema::Row;
 use weft_sonic_schema::state::LockRow;
 use weft_topology::{SwitchIdx, Topology};
 
-use crate::io::{CONNECT_TIMEOUT, describe_db_error};
+use crate::core::SwitchError;
+use crate::io::{CONNECT_TIMEOUT, db_error};
 
 /// How long a row lives without a refresh.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
@@ -142,7 +143,7 @@ async fn take(
     acquired_ms: u64,
     ttl: Duration,
     steal: bool,
-) -> Result<Take, String> {
+) -> Result<Take, SwitchError> {
     let row = LockRow {
         fabric: fabric.to_string(),
         host: owner.host.clone(),
@@ -174,8 +175,8 @@ async fn take(
     };
     let reply = match tokio::time::timeout(CONNECT_TIMEOUT, run).await {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Err(describe_db_error(db, &e)),
-        Err(_) => return Err(format!("{db} did not answer within {CONNECT_TIMEOUT:?}")),
+        Ok(Err(e)) => return Err(db_error(db, &e)),
+        Err(_) => return Err(timed_out(db)),
     };
     if reply.is_empty() {
         return Ok(Take::Ours);
@@ -197,7 +198,7 @@ async fn take(
 }
 
 /// The lock row on one switch, if any.
-pub async fn read(db: &str, fabric: &str) -> Result<Option<LockRow>, String> {
+pub async fn read(db: &str, fabric: &str) -> Result<Option<LockRow>, SwitchError> {
     let run = async {
         let sonic = SonicDb::from_endpoint(db)?;
         let t =
@@ -207,8 +208,14 @@ pub async fn read(db: &str, fabric: &str) -> Result<Option<LockRow>, String> {
     match tokio::time::timeout(CONNECT_TIMEOUT, run).await {
         Ok(Ok(Some(f))) => Ok(LockRow::from_fields(fabric, &f).ok()),
         Ok(Ok(None)) => Ok(None),
-        Ok(Err(e)) => Err(describe_db_error(db, &e)),
-        Err(_) => Err(format!("{db} did not answer within {CONNECT_TIMEOUT:?}")),
+        Ok(Err(e)) => Err(db_error(db, &e)),
+        Err(_) => Err(timed_out(db)),
+    }
+}
+
+fn timed_out(db: &str) -> SwitchError {
+    SwitchError::TimedOut {
+        detail: format!("{db} did not answer within {CONNECT_TIMEOUT:?}"),
     }
 }
 

@@ -13,6 +13,7 @@
 //! Events that arrive together are handled together, so a burst costs one recomputation; a
 //! suppressed link costs nothing however often it flaps.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,12 +21,13 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use weft_p4rt::P4Info;
+use weft_retry::RetryPolicy;
 use weft_sonic_db::{
     KeyOpFieldValues, Op, SonicDb, SonicDbId, SubscriberOptions, SubscriberStateTable,
 };
 use weft_sonic_schema::Row;
 use weft_sonic_schema::state::PortState;
-use weft_topology::{SwitchIdx, Topology};
+use weft_topology::{End, SwitchIdx, Topology};
 
 use crate::apply::sleep_until;
 use crate::core::{Core, CoreConfig, Input, LinkStatus, Output, Reconvergence, SwitchState};
@@ -108,7 +110,7 @@ fn batch_len(b: &crate::core::Batch) -> usize {
 
 fn observe_input(obs: &dyn RunObserver, t: &Topology, input: &Input) {
     match input {
-        Input::Port { switch, .. } => obs.port_event(&t.switches[*switch].name),
+        Input::Port { port, .. } => obs.port_event(&t.switches[port.switch].name),
         Input::Written { switch, result, .. } => {
             let failed = match result {
                 Ok(answers) => answers
@@ -136,86 +138,114 @@ pub enum RunError {
     Fenced { term: u64 },
 }
 
-async fn watch_switch(
-    si: SwitchIdx,
+/// How a lost STATE_DB watch is reconnected.
+const WATCH_RETRY: RetryPolicy =
+    RetryPolicy::doubling(Duration::from_millis(100), Duration::from_secs(5));
+/// How an elected leader waits for the fabric's lock held by another command.
+const LOCK_RETRY: RetryPolicy =
+    RetryPolicy::doubling(Duration::from_millis(200), Duration::from_secs(2));
+
+/// One switch's STATE_DB PORT_TABLE, followed for ever: its ports' changes go to the core as
+/// [`Input::Port`]s of the topology's ports.
+struct PortWatch {
+    switch: SwitchIdx,
     name: String,
     db: String,
+    /// The switch's port indices by name.
+    ports: HashMap<String, usize>,
     clock: Clock,
     tx: mpsc::UnboundedSender<(Nanos, Input)>,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let r: Result<(), weft_sonic_db::SonicDbError> = async {
-            let sonic = SonicDb::from_endpoint(&db)?;
-            let mut sub = SubscriberStateTable::new(
-                &sonic,
-                SonicDbId::StateDb,
-                PortState::TABLE,
-                SubscriberOptions {
-                    allow_config_set: true,
-                },
-            )
-            .await?;
-            // The dump after subscribing: nothing between the two is lost.
-            for k in sub.initial_dump().await? {
-                send(si, &k, clock, &tx);
-            }
-            backoff = Duration::from_millis(100);
-            loop {
-                let k = sub.next().await?;
-                send(si, &k, clock, &tx);
-            }
+}
+
+impl PortWatch {
+    fn new(
+        t: &Topology,
+        switch: SwitchIdx,
+        clock: Clock,
+        tx: mpsc::UnboundedSender<(Nanos, Input)>,
+    ) -> Self {
+        let s = &t.switches[switch];
+        PortWatch {
+            switch,
+            name: s.name.clone(),
+            db: s.db.clone(),
+            ports: s
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.name.clone(), i))
+                .collect(),
+            clock,
+            tx,
         }
-        .await;
-        if tx.is_closed() {
-            return;
-        }
-        if let Err(e) = r {
-            tracing::warn!(switch = %name, error = %weft_reconcile_db_error(&db, &e), "STATE_DB watch lost; reconnecting");
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
-}
 
-fn weft_reconcile_db_error(db: &str, e: &weft_sonic_db::SonicDbError) -> String {
-    crate::io::describe_db_error(db, e)
-}
-
-fn send(
-    si: SwitchIdx,
-    k: &KeyOpFieldValues,
-    clock: Clock,
-    tx: &mpsc::UnboundedSender<(Nanos, Input)>,
-) {
-    let up = match k.op {
-        // A port whose row is gone is not known to be down.
-        Op::Del => true,
-        Op::Set => match PortState::from_fields(&k.key, &k.fields) {
-            Ok(p) => p.is_up(),
-            Err(e) => {
-                tracing::warn!(error = %e, "STATE_DB PORT_TABLE row ignored");
+    async fn run(self) {
+        let mut backoff = WATCH_RETRY.backoff();
+        loop {
+            let r: Result<(), weft_sonic_db::SonicDbError> = async {
+                let sonic = SonicDb::from_endpoint(&self.db)?;
+                let mut sub = SubscriberStateTable::new(
+                    &sonic,
+                    SonicDbId::StateDb,
+                    PortState::TABLE,
+                    SubscriberOptions {
+                        allow_config_set: true,
+                    },
+                )
+                .await?;
+                // The dump after subscribing: nothing between the two is lost.
+                for k in sub.initial_dump().await? {
+                    self.send(&k);
+                }
+                backoff = WATCH_RETRY.backoff();
+                loop {
+                    let k = sub.next().await?;
+                    self.send(&k);
+                }
+            }
+            .await;
+            if self.tx.is_closed() {
                 return;
             }
-        },
-    };
-    let seen = clock.now();
-    let _ = tx.send((
-        seen,
-        Input::Port {
-            switch: si,
-            port: k.key.clone(),
-            up,
-            seen,
-        },
-    ));
+            if let Err(e) = r {
+                tracing::warn!(switch = %self.name, error = %crate::io::describe_db_error(&self.db, &e), "STATE_DB watch lost; reconnecting");
+            }
+            tokio::time::sleep(backoff.next().unwrap_or(WATCH_RETRY.max)).await;
+        }
+    }
+
+    fn send(&self, k: &KeyOpFieldValues) {
+        let Some(&port) = self.ports.get(&k.key) else {
+            // Not a port of the intent: no link of the fabric goes through it.
+            tracing::debug!(switch = %self.name, port = %k.key, "STATE_DB PORT_TABLE row of a port not in the intent");
+            return;
+        };
+        let up = match k.op {
+            // A port whose row is gone is not known to be down.
+            Op::Del => true,
+            Op::Set => match PortState::from_fields(&k.key, &k.fields) {
+                Ok(p) => p.is_up(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "STATE_DB PORT_TABLE row ignored");
+                    return;
+                }
+            },
+        };
+        let seen = self.clock.now();
+        let port = End {
+            switch: self.switch,
+            port,
+        };
+        let _ = self.tx.send((seen, Input::Port { port, up, seen }));
+    }
 }
 
 /// Takes the fabric's lock. A leader elected on etcd takes it over from a deposed replica of
 /// its election (`weft run --ha …`): the election decided, and fencing keeps the deposed one's
 /// writes out. Anyone else's lock (`weft apply`) is waited for, as without `--ha`.
 async fn take_lock(t: &Topology, l: &LockOptions, ha: bool) -> Result<Arc<FabricLock>, LockError> {
-    let mut wait = Duration::from_millis(200);
+    let mut wait = LOCK_RETRY.backoff();
     loop {
         match FabricLock::acquire(t, None, l.clone()).await {
             Ok(lock) => return Ok(lock),
@@ -229,8 +259,7 @@ async fn take_lock(t: &Topology, l: &LockOptions, ha: bool) -> Result<Arc<Fabric
             }
             Err(e @ LockError::Held { .. }) if ha => {
                 tracing::warn!(error = %e, "elected, waiting for the fabric's lock");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(2));
+                tokio::time::sleep(wait.next().unwrap_or(LOCK_RETRY.max)).await;
             }
             Err(e) => return Err(e),
         }
@@ -239,7 +268,8 @@ async fn take_lock(t: &Topology, l: &LockOptions, ha: bool) -> Result<Arc<Fabric
 
 /// Claims `term` on every switch's APPL_DB and CONFIG_DB (a new leader's first act): from then
 /// on a deposed leader's batches are refused there even before this one writes anything.
-/// Switches that do not answer are claimed by the first write that reaches them.
+/// Switches that do not answer are claimed by the first write that reaches them. `Err`: the
+/// newer term a switch holds.
 async fn claim_everywhere(t: &Topology, term: u64) -> Result<(), u64> {
     let mut tasks = tokio::task::JoinSet::new();
     for s in &t.switches {
@@ -298,56 +328,13 @@ pub async fn run_observed(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
     let election = opts.ha.clone().map(|h| Election::start(&t.name, h));
-    let fence = election.as_ref().map(|_| Arc::new(Fence::default()));
-    let mut lock: Option<Arc<FabricLock>> = None;
-    let mut keeper: Option<tokio::task::JoinHandle<LockError>> = None;
-    if election.is_none()
-        && let Some(l) = &opts.lock
-    {
-        let l = take_lock(t, l, false).await?;
-        let (held, all) = l.counts();
-        tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
-        keeper = Some(tokio::spawn(l.clone().keep()));
-        lock = Some(l);
-    }
-    let clock = Clock::start();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let exec = Executor::new(
-        t,
-        ExecOptions {
-            answer_timeout: Some(opts.timeout),
-            parallel: opts.parallel,
-            keep_connections: true,
-            fence: fence.clone(),
-        },
-        clock,
-        tx.clone(),
-    );
-    for (si, s) in t.switches.iter().enumerate() {
-        tokio::spawn(watch_switch(
-            si,
-            s.name.clone(),
-            s.db.clone(),
-            clock,
-            tx.clone(),
-        ));
-    }
-    drop(tx);
-    let mut core = Core::new(t, info, CoreConfig::run(opts.resync.as_nanos() as u64));
-    let mut status = DaemonStatus {
-        fabric: t.name.clone(),
-        pid: std::process::id(),
-        host: crate::lock::hostname(),
-        started_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        ..Default::default()
-    };
+    let mut sh = Shell::start(t, info, &opts, obs, election.is_some(), tx).await?;
     let mut shutdown = std::pin::pin!(shutdown);
     // A follower feeds the core port events and ticks only: without Start it neither reads nor
     // writes a switch, but its dampers and compiled routes follow the fabric.
     let mut outs = if election.is_none() {
-        core.step(clock.now(), Input::Start)
+        sh.core.step(sh.clock.now(), Input::Start)
     } else {
         Vec::new()
     };
@@ -355,37 +342,193 @@ pub async fn run_observed(
         Some(e) => (Some(e.role.clone()), Some(e.view.clone())),
         None => (None, None),
     };
-    let mut term = 0u64;
-    let mut first = true;
-    let mut announced = false;
-    let mut troubled = std::collections::BTreeSet::new();
     if election.is_none() {
         tracing::info!(fabric = %t.name, switches = t.switches.len(), resync = ?opts.resync, "weft run: reading every switch");
     } else {
         tracing::info!(fabric = %t.name, switches = t.switches.len(), "weft run --ha: campaigning; following STATE_DB until elected");
     }
-    let stop = |lock: &Option<Arc<FabricLock>>| {
-        let _ = std::fs::remove_file(&opts.status_file);
-        let lock = lock.clone();
-        async move {
-            if let Some(l) = lock {
-                // Only rows still carrying our token go.
-                l.release().await;
-            }
-        }
-    };
     loop {
+        sh.carry_out(&outs);
+        // Take everything that is already there: a burst of events is one step each, but one
+        // recomputation writes them all (the core batches by switch).
+        let wake = sh.core.next_wake().map(|w| sh.clock.instant(w));
+        let fence = sh.fence.clone();
+        let refused = async {
+            match &fence {
+                Some(f) => f.refused.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        outs = tokio::select! {
+            r = rx.recv() => match r {
+                Some((_, input)) => sh.inputs(input, &mut rx),
+                None => return Err(RunError::WatchersGone),
+            },
+            _ = sleep_until(wake) => sh.core.step(sh.clock.now(), Input::Tick),
+            role = changed(&mut role_rx) => match role {
+                Role::Leader { term } if sh.term == 0 => sh.lead(term).await?,
+                Role::Lost { term, why } => {
+                    sh.unfence();
+                    tracing::error!(term, %why, "stopping: leadership lost");
+                    sh.stop().await;
+                    return Err(RunError::LostLeadership { term, why });
+                }
+                _ => Vec::new(),
+            },
+            v = changed(&mut view_rx) => {
+                sh.status.ha = Some(v);
+                sh.first = true;
+                Vec::new()
+            }
+            () = refused => {
+                sh.unfence();
+                tracing::error!(term = sh.term, "stopping: a switch holds a newer leader's term");
+                sh.stop().await;
+                return Err(RunError::Fenced { term: sh.term });
+            }
+            e = lost(&mut sh.keeper) => {
+                tracing::error!(error = %e, "stopping: the lock was taken");
+                sh.stop().await;
+                return Err(e.into());
+            }
+            _ = &mut shutdown => {
+                tracing::info!("stopping");
+                sh.unfence();
+                sh.stop().await;
+                return Ok(());
+            }
+        };
+    }
+}
+
+/// The next value of a watched election channel; never, without one (or once it closed).
+async fn changed<T: Clone>(rx: &mut Option<tokio::sync::watch::Receiver<T>>) -> T {
+    match rx {
+        Some(r) => {
+            if r.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            r.borrow_and_update().clone()
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Why the lock keeper stopped; never, without one.
+async fn lost(keeper: &mut Option<tokio::task::JoinHandle<LockError>>) -> LockError {
+    match keeper {
+        Some(k) => match k.await {
+            Ok(e) => e,
+            Err(_) => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// `weft run`'s shell around the core between two steps: the requests it carries out, what it
+/// reports, the lock and the term it writes under.
+struct Shell<'a> {
+    t: &'a Topology,
+    opts: &'a RunOptions,
+    obs: &'a dyn RunObserver,
+    core: Core<'a>,
+    exec: Executor,
+    clock: Clock,
+    status: DaemonStatus,
+    /// The term every write carries (`--ha`).
+    fence: Option<Arc<Fence>>,
+    lock: Option<Arc<FabricLock>>,
+    keeper: Option<tokio::task::JoinHandle<LockError>>,
+    /// The term this replica leads (0: none yet).
+    term: u64,
+    /// Write the status file even without a change.
+    first: bool,
+    announced: bool,
+    ha: bool,
+    /// Switches whose last state was a trouble (for "converged again").
+    troubled: BTreeSet<String>,
+}
+
+impl<'a> Shell<'a> {
+    /// Takes the lock (without `--ha`: with it, once elected), starts the executor and a
+    /// STATE_DB watch per switch.
+    async fn start(
+        t: &'a Topology,
+        info: Arc<P4Info>,
+        opts: &'a RunOptions,
+        obs: &'a dyn RunObserver,
+        ha: bool,
+        tx: mpsc::UnboundedSender<(Nanos, Input)>,
+    ) -> Result<Shell<'a>, RunError> {
+        let fence = ha.then(|| Arc::new(Fence::default()));
+        let mut sh_lock = None;
+        let mut keeper = None;
+        if !ha && let Some(l) = &opts.lock {
+            let l = take_lock(t, l, false).await?;
+            let (held, all) = l.counts();
+            tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
+            keeper = Some(tokio::spawn(l.clone().keep()));
+            sh_lock = Some(l);
+        }
+        let clock = Clock::start();
+        let exec = Executor::new(
+            t,
+            ExecOptions {
+                answer_timeout: Some(opts.timeout),
+                parallel: opts.parallel,
+                keep_connections: true,
+                fence: fence.clone(),
+            },
+            clock,
+            tx.clone(),
+        );
+        for si in 0..t.switches.len() {
+            tokio::spawn(PortWatch::new(t, si, clock, tx.clone()).run());
+        }
+        let core = Core::new(t, info, CoreConfig::run(opts.resync.as_nanos() as u64));
+        let status = DaemonStatus {
+            fabric: t.name.clone(),
+            pid: std::process::id(),
+            host: crate::lock::hostname(),
+            started_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            ..Default::default()
+        };
+        Ok(Shell {
+            t,
+            opts,
+            obs,
+            core,
+            exec,
+            clock,
+            status,
+            fence,
+            lock: sh_lock,
+            keeper,
+            term: 0,
+            first: true,
+            announced: false,
+            ha,
+            troubled: BTreeSet::new(),
+        })
+    }
+
+    /// Carries out the core's requests and reports the rest (log, observer, status file).
+    fn carry_out(&mut self, outs: &[Output]) {
+        let t = self.t;
         let mut dirty = false;
-        for o in &outs {
-            exec.dispatch(o);
+        for o in outs {
+            self.exec.dispatch(o);
             match o {
                 Output::Write { switch, batch, .. } => {
-                    obs.writing(&t.switches[*switch].name, batch_len(batch));
+                    self.obs
+                        .writing(&t.switches[*switch].name, batch_len(batch));
                 }
                 Output::Switch { switch, state } => {
-                    obs.switch_state(&t.switches[*switch].name, state);
+                    self.obs.switch_state(&t.switches[*switch].name, state);
                     dirty = true;
-                    log_state(&t.switches[*switch].name, state, &mut troubled);
+                    log_state(&t.switches[*switch].name, state, &mut self.troubled);
                 }
                 Output::Reconverged(rec) => {
                     dirty = true;
@@ -398,142 +541,93 @@ pub async fn run_observed(
                         total_ms = rec.total_ms,
                         "reconverged"
                     );
-                    obs.reconverged(rec);
-                    append_event(&opts, rec);
-                    status.last = Some(rec.clone());
+                    self.obs.reconverged(rec);
+                    append_event(self.opts, rec);
+                    self.status.last = Some(rec.clone());
                 }
                 _ => {}
             }
         }
-        if !announced && (election.is_none() || term > 0) && core.converged() {
-            announced = true;
-            tracing::info!(fabric = %t.name, switches = t.switches.len(), term, "converged; following port state");
+        if !self.announced && (!self.ha || self.term > 0) && self.core.converged() {
+            self.announced = true;
+            tracing::info!(fabric = %t.name, switches = t.switches.len(), term = self.term, "converged; following port state");
         }
-        if dirty || !outs.is_empty() || first {
-            first = false;
-            status.locked = lock.as_ref().map(|l| l.counts());
-            write_status(&opts, &mut core, &mut status, clock.now(), obs);
+        if dirty || !outs.is_empty() || self.first {
+            self.first = false;
+            self.status.locked = self.lock.as_ref().map(|l| l.counts());
+            write_status(
+                self.opts,
+                &mut self.core,
+                &mut self.status,
+                self.clock.now(),
+                self.obs,
+            );
         }
-        // Take everything that is already there: a burst of events is one step each, but one
-        // recomputation writes them all (the core batches by switch).
-        let wake = core.next_wake().map(|w| clock.instant(w));
-        let role_changed = async {
-            match &mut role_rx {
-                Some(r) => {
-                    if r.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                    r.borrow_and_update().clone()
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let lock_lost = async {
-            match &mut keeper {
-                Some(k) => match k.await {
-                    Ok(e) => e,
-                    Err(_) => std::future::pending().await,
-                },
-                None => std::future::pending().await,
-            }
-        };
-        let view_changed = async {
-            match &mut view_rx {
-                Some(v) => {
-                    if v.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                    v.borrow_and_update().clone()
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let refused = async {
-            match &fence {
-                Some(f) => f.refused.notified().await,
-                None => std::future::pending().await,
-            }
-        };
-        outs = tokio::select! {
-            r = rx.recv() => match r {
-                Some((_, input)) => {
-                    observe_input(obs, t, &input);
-                    let mut o = core.step(clock.now(), input);
-                    while let Ok((_, input)) = rx.try_recv() {
-                        observe_input(obs, t, &input);
-                        o.extend(core.step(clock.now(), input));
-                    }
-                    o
-                }
-                None => return Err(RunError::WatchersGone),
-            },
-            _ = sleep_until(wake) => core.step(clock.now(), Input::Tick),
-            role = role_changed => match role {
-                Role::Leader { term: t2 } if term == 0 => {
-                    term = t2;
-                    let elected = std::time::Instant::now();
-                    tracing::info!(term, "leader: claiming the term on every switch");
-                    if let Err(held) = claim_everywhere(t, term).await {
-                        if let Some(f) = &fence {
-                            f.set(0);
-                        }
-                        stop(&lock).await;
-                        return Err(RunError::Fenced { term: held.min(term) });
-                    }
-                    if let Some(f) = &fence {
-                        f.set(term);
-                    }
-                    if let Some(l) = &opts.lock {
-                        let l = take_lock(t, l, true).await?;
-                        let (held, all) = l.counts();
-                        tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
-                        keeper = Some(tokio::spawn(l.clone().keep()));
-                        lock = Some(l);
-                    }
-                    tracing::info!(term, claimed_ms = elected.elapsed().as_millis() as u64, "leader: reading every switch");
-                    core.step(clock.now(), Input::Start)
-                }
-                Role::Lost { term: t2, why } => {
-                    if let Some(f) = &fence {
-                        f.set(0);
-                    }
-                    tracing::error!(term = t2, %why, "stopping: leadership lost");
-                    stop(&lock).await;
-                    return Err(RunError::LostLeadership { term: t2, why });
-                }
-                _ => Vec::new(),
-            },
-            v = view_changed => {
-                status.ha = Some(v);
-                first = true;
-                Vec::new()
-            }
-            () = refused => {
-                if let Some(f) = &fence {
-                    f.set(0);
-                }
-                tracing::error!(term, "stopping: a switch holds a newer leader's term");
-                stop(&lock).await;
-                return Err(RunError::Fenced { term });
-            }
-            e = lock_lost => {
-                tracing::error!(error = %e, "stopping: the lock was taken");
-                stop(&lock).await;
-                return Err(e.into());
-            }
-            _ = &mut shutdown => {
-                tracing::info!("stopping");
-                if let Some(f) = &fence {
-                    f.set(0);
-                }
-                stop(&lock).await;
-                return Ok(());
-            }
-        };
+    }
+
+    /// Steps the core with `first` and every input already waiting.
+    fn inputs(
+        &mut self,
+        first: Input,
+        rx: &mut mpsc::UnboundedReceiver<(Nanos, Input)>,
+    ) -> Vec<Output> {
+        observe_input(self.obs, self.t, &first);
+        let mut o = self.core.step(self.clock.now(), first);
+        while let Ok((_, input)) = rx.try_recv() {
+            observe_input(self.obs, self.t, &input);
+            o.extend(self.core.step(self.clock.now(), input));
+        }
+        o
+    }
+
+    /// Elected leader of `term`: claims it on every switch, takes the lock, reads every switch.
+    async fn lead(&mut self, term: u64) -> Result<Vec<Output>, RunError> {
+        let t = self.t;
+        self.term = term;
+        let elected = std::time::Instant::now();
+        tracing::info!(term, "leader: claiming the term on every switch");
+        if let Err(held) = claim_everywhere(t, term).await {
+            self.unfence();
+            self.stop().await;
+            return Err(RunError::Fenced {
+                term: held.min(term),
+            });
+        }
+        if let Some(f) = &self.fence {
+            f.set(term);
+        }
+        if let Some(l) = &self.opts.lock {
+            let l = take_lock(t, l, true).await?;
+            let (held, all) = l.counts();
+            tracing::info!(fabric = %t.name, locked = held, switches = all, "lock taken");
+            self.keeper = Some(tokio::spawn(l.clone().keep()));
+            self.lock = Some(l);
+        }
+        tracing::info!(
+            term,
+            claimed_ms = elected.elapsed().as_millis() as u64,
+            "leader: reading every switch"
+        );
+        Ok(self.core.step(self.clock.now(), Input::Start))
+    }
+
+    /// No write may go out from now on.
+    fn unfence(&self) {
+        if let Some(f) = &self.fence {
+            f.set(0);
+        }
+    }
+
+    /// Removes the status file and releases the lock (only rows still carrying our token go).
+    async fn stop(&self) {
+        let _ = std::fs::remove_file(&self.opts.status_file);
+        if let Some(l) = &self.lock {
+            l.release().await;
+        }
     }
 }
 
-fn log_state(switch: &str, state: &SwitchState, troubled: &mut std::collections::BTreeSet<String>) {
+fn log_state(switch: &str, state: &SwitchState, troubled: &mut BTreeSet<String>) {
     match state {
         SwitchState::Unreachable { .. }
         | SwitchState::NotReady { .. }

@@ -131,12 +131,11 @@ fn start_then_link_down(t: &Topology, by_digest: bool) -> (Reads, Writes, usize)
     let port = t
         .links
         .iter()
-        .find_map(|l| (l.a.switch == leaf).then(|| t.switches[leaf].ports[l.a.port].name.clone()))
+        .find_map(|l| (l.a.switch == leaf).then_some(l.a))
         .expect("a link of leaf1");
     let outs = c.step(
         MS,
         Input::Port {
-            switch: leaf,
             port,
             up: false,
             seen: MS,

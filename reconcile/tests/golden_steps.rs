@@ -10,6 +10,7 @@
 //!   {"t":5,"port":"leaf1:Ethernet4","up":false}           STATE_DB PORT_TABLE says so
 //!   {"t":5,"unreachable":"leaf2"} / {"t":9,"reachable":"leaf2"}     the switch's Redis goes/comes
 //!   {"t":5,"plugin":"leaf2","state":"reconnecting"}       the plugin's status row ("gone": no row)
+//!   {"t":5,"fenced":"leaf2","held":7}                     the switch holds a newer leader's term
 //!   {"t":5,"refuse":"leaf1","prefix":"FIXED_IPV4_TABLE"}  the plugin refuses such sets ("" stops)
 //!   {"t":5,"stray":"leaf1","key":"FIXED_X:{...}"}         an entry nobody wants, in APPL_STATE_DB
 //!   {"t":0,"override":"leaf1","key":"...","fields":[["action","x"]]}  an entry installed as given
@@ -24,12 +25,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use weft_compiler::{Compiler, LinkState, p4map};
-use weft_reconcile::core::{Answer, Batch, Core, CoreConfig, Input, Output, SwitchState};
+use weft_reconcile::core::{
+    Answer, AnswerStatus, Batch, Core, CoreConfig, Input, Output, SwitchError, SwitchState,
+};
 use weft_reconcile::damping::Nanos;
 use weft_reconcile::plan::{Installed, Source, desired_switch};
-use weft_sonic_db::FieldValues;
+use weft_sonic_db::{FieldValues, StatusCode};
 use weft_sonic_schema::state::{PluginState, PluginStatus};
-use weft_topology::Topology;
+use weft_topology::{End, Topology};
 
 const MS: Nanos = 1_000_000;
 
@@ -41,6 +44,8 @@ struct FakeSwitch {
     entries: BTreeMap<String, FieldValues>,
     config: BTreeMap<String, FieldValues>,
     refuse: Option<String>,
+    /// A newer leader's term the switch holds: every write is refused.
+    fenced: Option<u64>,
 }
 
 struct Harness<'t> {
@@ -52,6 +57,12 @@ struct Harness<'t> {
     seq: u64,
     now: Nanos,
     out: Vec<String>,
+}
+
+fn refused() -> SwitchError {
+    SwitchError::Unreachable {
+        detail: "connection refused".into(),
+    }
 }
 
 fn status(state: PluginState) -> PluginStatus {
@@ -153,7 +164,7 @@ impl<'t> Harness<'t> {
             Output::Read { switch, ticket, .. } => {
                 let f = &self.fabric[*switch];
                 let result = if f.unreachable {
-                    Err("connection refused".to_string())
+                    Err(refused())
                 } else {
                     Ok(Box::new(Installed {
                         entries: f.entries.clone(),
@@ -178,7 +189,9 @@ impl<'t> Harness<'t> {
             } => {
                 let f = &mut self.fabric[*switch];
                 let result = if f.unreachable {
-                    Err("connection refused".to_string())
+                    Err(refused())
+                } else if let Some(held) = f.fenced {
+                    Err(SwitchError::Fenced { term: 1, held })
                 } else {
                     let mut answers = Vec::new();
                     match &**batch {
@@ -202,7 +215,7 @@ impl<'t> Harness<'t> {
                                 if refused {
                                     answers.push(Answer {
                                         key: k.clone(),
-                                        status: "SWSS_RC_INVALID_PARAM".into(),
+                                        status: AnswerStatus::Code(StatusCode::InvalidParam),
                                         message: "refused by the test".into(),
                                     });
                                     continue;
@@ -299,8 +312,12 @@ impl<'t> Harness<'t> {
             let outs = self.core.step(
                 self.now,
                 Input::Port {
-                    switch: si,
-                    port: port.to_string(),
+                    port: End {
+                        switch: si,
+                        port: self.t.switches[si]
+                            .port_index(port)
+                            .unwrap_or_else(|| panic!("no port {p}")),
+                    },
                     up: line["up"].as_bool().unwrap_or(true),
                     seen: self.now,
                 },
@@ -320,6 +337,9 @@ impl<'t> Harness<'t> {
                 "reconnecting" => Some(PluginState::Reconnecting),
                 other => panic!("plugin state {other}"),
             };
+        } else if line.get("fenced").is_some() {
+            let i = self.sw(&s("fenced"));
+            self.fabric[i].fenced = line["held"].as_u64();
         } else if line.get("refuse").is_some() {
             let i = self.sw(&s("refuse"));
             let p = s("prefix");
@@ -430,4 +450,8 @@ fn s08_a_plugin_not_in_sync_is_not_trusted_until_it_runs() {
 #[test]
 fn s09_an_action_with_fewer_fields_is_written_as_a_replace() {
     case("09-replace-shrinking-entry");
+}
+#[test]
+fn s10_a_switch_that_holds_a_newer_term_is_not_retried() {
+    case("10-fenced-write-not-retried");
 }

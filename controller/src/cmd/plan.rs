@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 use weft_compiler::{Compiler, LinkState, p4map};
 use weft_reconcile::apply::{self, ApplyOptions, Progress};
-use weft_reconcile::core::{SwitchResult, SwitchState, TIMEOUT};
+use weft_reconcile::core::{ErrorKind, SwitchError, SwitchResult, SwitchState, TIMEOUT};
 use weft_reconcile::lock::{FabricLock, LockError, LockOptions};
 use weft_reconcile::plan::{self, Installed};
 use weft_topology::{LinkIdx, SwitchIdx, Topology};
@@ -191,7 +191,11 @@ pub async fn write_plan(
         None => Vec::new(),
         Some(h) => h.await.unwrap_or_else(|e| {
             (0..t.switches.len())
-                .map(|_| Err(format!("status read failed ({e})")))
+                .map(|_| {
+                    Err(SwitchError::Unreachable {
+                        detail: format!("status read failed ({e})"),
+                    })
+                })
                 .collect()
         }),
     };
@@ -519,8 +523,8 @@ pub fn print_results(
     for r in results {
         let status = match (&r.error, r.failed.is_empty()) {
             (Some(e), _) => match r.error_kind {
-                Some("unreachable") => format!("UNREACHABLE: {e}"),
-                Some("not-ready") => format!("NOT READY: {e}"),
+                Some(ErrorKind::Unreachable) => format!("UNREACHABLE: {e}"),
+                Some(ErrorKind::NotReady) => format!("NOT READY: {e}"),
                 _ => format!("FAILED: {e}"),
             },
             (None, true) => "ok".to_string(),
@@ -573,7 +577,10 @@ pub fn print_results(
             )?;
         }
     }
-    if results.iter().any(|r| r.error_kind == Some("not-ready")) {
+    if results
+        .iter()
+        .any(|r| r.error_kind == Some(ErrorKind::NotReady))
+    {
         writeln!(
             out,
             "hint: a switch whose plugin is not running (primary and synced) cannot answer: start its weft-plugin, or write without waiting with --no-wait"
