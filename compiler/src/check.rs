@@ -14,11 +14,70 @@
 //!   those links by speed: k parallel links do not make a neighbour count k times.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
+use ipnet::IpNet;
 use weft_topology::{HostIdx, LinkIdx, Peer, RoutingMode, SwitchIdx, Topology};
 
-use super::{Desired, LinkState, Target, lookup};
+use super::{Desired, LinkState, Route, SwitchDesired, Target, lookup};
+
+/// Where a walk of the compiled tables breaks: the first switch whose entries lose or misdirect
+/// traffic to the destination host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForwardingError {
+    #[error("forwarding loop through {switch}")]
+    Loop { switch: String },
+    #[error("{switch}: no route to {host} ({ip})")]
+    NoRoute {
+        switch: String,
+        host: String,
+        ip: Ipv4Addr,
+    },
+    #[error("{switch}: route {prefix} drops traffic to {host}")]
+    DropsTo {
+        switch: String,
+        prefix: IpNet,
+        host: String,
+    },
+    #[error("{switch}: route {prefix} drops")]
+    Drops { switch: String, prefix: IpNet },
+    /// The route names a nexthop or group the switch does not hold.
+    #[error("{switch}: route {prefix} names missing {what} {id}")]
+    Dangling {
+        switch: String,
+        prefix: IpNet,
+        what: &'static str,
+        id: u16,
+    },
+    #[error("{switch}: missing {what} {id}")]
+    Missing {
+        switch: String,
+        what: &'static str,
+        id: u16,
+    },
+    #[error("{switch}: group {id} is empty")]
+    EmptyGroup { switch: String, id: u16 },
+    #[error("{switch}: no port with id {port}")]
+    NoPort { switch: String, port: u32 },
+    #[error("{switch}: traffic to {host} sent to host {other}")]
+    ToOtherHost {
+        switch: String,
+        host: String,
+        other: String,
+    },
+    #[error("{switch}: traffic to {host} sent out unconnected {port}")]
+    Unconnected {
+        switch: String,
+        host: String,
+        port: String,
+    },
+    #[error("{switch}: traffic to {host} leaves by {port} (not toward it)")]
+    WrongWay {
+        switch: String,
+        host: String,
+        port: String,
+    },
+}
 
 #[derive(Debug, Default)]
 pub struct Report {
@@ -65,7 +124,7 @@ struct Walker<'a> {
     live: &'a dyn Fn(LinkIdx) -> bool,
     d: &'a Desired,
     dst: HostIdx,
-    memo: HashMap<SwitchIdx, Result<(u32, u32, u64), String>>,
+    memo: HashMap<SwitchIdx, Result<(u32, u32, u64), ForwardingError>>,
     in_progress: Vec<bool>,
     capacity_weights: bool,
     problems: Vec<String>,
@@ -74,15 +133,14 @@ struct Walker<'a> {
 impl Walker<'_> {
     /// (shortest, longest) hops from switch `s` to the destination host's leaf, and the capacity
     /// the compiled tables offer from `s` toward it.
-    fn walk(&mut self, s: SwitchIdx) -> Result<(u32, u32, u64), String> {
+    fn walk(&mut self, s: SwitchIdx) -> Result<(u32, u32, u64), ForwardingError> {
         if let Some(r) = self.memo.get(&s) {
             return r.clone();
         }
         if self.in_progress[s] {
-            return Err(format!(
-                "forwarding loop through {}",
-                self.t.switches[s].name
-            ));
+            return Err(ForwardingError::Loop {
+                switch: self.t.switches[s].name.clone(),
+            });
         }
         self.in_progress[s] = true;
         let r = self.step(s);
@@ -91,41 +149,12 @@ impl Walker<'_> {
         r
     }
 
-    fn step(&mut self, s: SwitchIdx) -> Result<(u32, u32, u64), String> {
+    fn step(&mut self, s: SwitchIdx) -> Result<(u32, u32, u64), ForwardingError> {
         let t = self.t;
         let h = &t.hosts[self.dst];
         let sw = &self.d.switches[s];
-        let route = lookup(&sw.routes, IpAddr::V4(h.ipv4))
-            .ok_or_else(|| format!("{}: no route to {} ({})", sw.name, h.name, h.ipv4))?;
-        let members: Vec<(u32, u32)> = match route.target {
-            Target::Drop => {
-                return Err(format!(
-                    "{}: route {} drops traffic to {}",
-                    sw.name, route.prefix, h.name
-                ));
-            }
-            Target::Nexthop(id) => {
-                let nh = sw.nexthops.get(&id).ok_or_else(|| {
-                    format!(
-                        "{}: route {} names missing nexthop {id}",
-                        sw.name, route.prefix
-                    )
-                })?;
-                vec![(nh.port_id, 1)]
-            }
-            Target::Group(id) => {
-                let g = sw.groups.get(&id).ok_or_else(|| {
-                    format!(
-                        "{}: route {} names missing group {id}",
-                        sw.name, route.prefix
-                    )
-                })?;
-                if g.members.is_empty() {
-                    return Err(format!("{}: group {id} is empty", sw.name));
-                }
-                g.members.iter().map(|m| (m.port_id, m.weight)).collect()
-            }
-        };
+        let route = route_to(sw, &h.name, h.ipv4)?;
+        let members = self.members(sw, route)?;
         let mut lo = u32::MAX;
         let mut hi = 0;
         // (capacity share, weight) per member; members toward switches grouped by neighbour.
@@ -138,7 +167,10 @@ impl Walker<'_> {
                 .ports
                 .iter()
                 .find(|p| p.id == *port_id)
-                .ok_or_else(|| format!("{}: no port with id {port_id}", sw.name))?;
+                .ok_or_else(|| ForwardingError::NoPort {
+                    switch: sw.name.clone(),
+                    port: *port_id,
+                })?;
             match p.peer {
                 Peer::Host { host } if host == self.dst => {
                     lo = 0;
@@ -146,16 +178,18 @@ impl Walker<'_> {
                     cap = u64::MAX;
                 }
                 Peer::Host { host } => {
-                    return Err(format!(
-                        "{}: traffic to {} sent to host {}",
-                        sw.name, h.name, t.hosts[host].name
-                    ));
+                    return Err(ForwardingError::ToOtherHost {
+                        switch: sw.name.clone(),
+                        host: h.name.clone(),
+                        other: t.hosts[host].name.clone(),
+                    });
                 }
                 Peer::None => {
-                    return Err(format!(
-                        "{}: traffic to {} sent out unconnected {}",
-                        sw.name, h.name, p.name
-                    ));
+                    return Err(ForwardingError::Unconnected {
+                        switch: sw.name.clone(),
+                        host: h.name.clone(),
+                        port: p.name.clone(),
+                    });
                 }
                 Peer::Switch { link } => {
                     let next = t.links[link].other(s).switch;
@@ -164,67 +198,140 @@ impl Walker<'_> {
             }
         }
         for (next, used) in by_nb {
-            let live: Vec<LinkIdx> = sw_t
-                .ports
-                .iter()
-                .filter_map(|p| match p.peer {
-                    Peer::Switch { link }
-                        if (self.live)(link) && t.links[link].other(s).switch == next =>
-                    {
-                        Some(link)
-                    }
-                    _ => None,
-                })
-                .collect();
-            if used.len() != live.len() || !used.iter().all(|(l, _)| live.contains(l)) {
-                self.problems.push(format!(
-                    "{}: toward {} uses {} of the {} live links to {}",
-                    sw.name,
-                    h.name,
-                    used.len(),
-                    live.len(),
-                    t.switches[next].name
-                ));
-            }
-            let total: u64 = live.iter().map(|&l| t.links[l].speed.bits_per_sec()).sum();
-            let (a, b, c) = self.walk(next)?;
+            let (a, b, via) = self.through(s, next, &used, &mut caps)?;
             lo = lo.min(a + 1);
             hi = hi.max(b + 1);
-            let via = total.min(c);
             cap = cap.saturating_add(via);
-            for (l, w) in used {
-                let share =
-                    via as f64 * t.links[l].speed.bits_per_sec() as f64 / total.max(1) as f64;
-                caps.push((share, w));
-            }
         }
         if let Target::Group(id) = route.target
             && self.capacity_weights
         {
-            let wsum: u64 = caps.iter().map(|c| u64::from(c.1)).sum();
-            let csum: f64 = caps.iter().map(|c| c.0).sum();
-            // Weights are exact unless the exact ratio needs a larger sum than a group holds;
-            // only then may each be off by the rounding of one unit.
-            let scaled = wsum + caps.len() as u64 > u64::from(super::MAX_GROUP_WEIGHT);
-            let tolerance = if scaled {
-                1.0 / wsum as f64 + 1e-9
-            } else {
-                1e-6
-            };
-            for (c, w) in &caps {
-                let want = *c / csum;
-                let got = f64::from(*w) / wsum as f64;
-                if (want - got).abs() > tolerance {
-                    self.problems.push(format!(
-                        "{}: group {id} toward {}: weight share {got:.3} but capacity share {want:.3}",
-                        sw.name, h.name
-                    ));
-                    break;
-                }
-            }
+            self.check_weights(sw, id, &caps);
         }
         Ok((lo, hi.max(lo), cap))
     }
+
+    /// The (port id, weight) members of `route` at switch `sw`.
+    fn members(
+        &self,
+        sw: &SwitchDesired,
+        route: &Route,
+    ) -> Result<Vec<(u32, u32)>, ForwardingError> {
+        let h = &self.t.hosts[self.dst];
+        let dangling = |what, id| ForwardingError::Dangling {
+            switch: sw.name.clone(),
+            prefix: route.prefix,
+            what,
+            id,
+        };
+        match route.target {
+            Target::Drop => Err(ForwardingError::DropsTo {
+                switch: sw.name.clone(),
+                prefix: route.prefix,
+                host: h.name.clone(),
+            }),
+            Target::Nexthop(id) => {
+                let nh = sw
+                    .nexthops
+                    .get(&id)
+                    .ok_or_else(|| dangling("nexthop", id))?;
+                Ok(vec![(nh.port_id, 1)])
+            }
+            Target::Group(id) => {
+                let g = sw.groups.get(&id).ok_or_else(|| dangling("group", id))?;
+                if g.members.is_empty() {
+                    return Err(ForwardingError::EmptyGroup {
+                        switch: sw.name.clone(),
+                        id,
+                    });
+                }
+                Ok(g.members.iter().map(|m| (m.port_id, m.weight)).collect())
+            }
+        }
+    }
+
+    /// Follows the members of switch `s` toward neighbour `next` (over links `used`, with
+    /// their weights): the neighbour's (shortest, longest) hops and the capacity through it.
+    /// Each member's share of that capacity goes to `caps`.
+    fn through(
+        &mut self,
+        s: SwitchIdx,
+        next: SwitchIdx,
+        used: &[(LinkIdx, u32)],
+        caps: &mut Vec<(f64, u32)>,
+    ) -> Result<(u32, u32, u64), ForwardingError> {
+        let t = self.t;
+        let sw_t = &t.switches[s];
+        let live: Vec<LinkIdx> = sw_t
+            .ports
+            .iter()
+            .filter_map(|p| match p.peer {
+                Peer::Switch { link }
+                    if (self.live)(link) && t.links[link].other(s).switch == next =>
+                {
+                    Some(link)
+                }
+                _ => None,
+            })
+            .collect();
+        if used.len() != live.len() || !used.iter().all(|(l, _)| live.contains(l)) {
+            self.problems.push(format!(
+                "{}: toward {} uses {} of the {} live links to {}",
+                self.d.switches[s].name,
+                t.hosts[self.dst].name,
+                used.len(),
+                live.len(),
+                t.switches[next].name
+            ));
+        }
+        let total: u64 = live.iter().map(|&l| t.links[l].speed.bits_per_sec()).sum();
+        let (a, b, c) = self.walk(next)?;
+        let via = total.min(c);
+        for &(l, w) in used {
+            let share = via as f64 * t.links[l].speed.bits_per_sec() as f64 / total.max(1) as f64;
+            caps.push((share, w));
+        }
+        Ok((a, b, via))
+    }
+
+    /// Group `id`'s weights against the capacity each member leads to.
+    fn check_weights(&mut self, sw: &SwitchDesired, id: u16, caps: &[(f64, u32)]) {
+        let h = &self.t.hosts[self.dst];
+        let wsum: u64 = caps.iter().map(|c| u64::from(c.1)).sum();
+        let csum: f64 = caps.iter().map(|c| c.0).sum();
+        // Weights are exact unless the exact ratio needs a larger sum than a group holds;
+        // only then may each be off by the rounding of one unit.
+        let scaled = wsum + caps.len() as u64 > u64::from(super::MAX_GROUP_WEIGHT);
+        let tolerance = if scaled {
+            1.0 / wsum as f64 + 1e-9
+        } else {
+            1e-6
+        };
+        for (c, w) in caps {
+            let want = *c / csum;
+            let got = f64::from(*w) / wsum as f64;
+            if (want - got).abs() > tolerance {
+                self.problems.push(format!(
+                    "{}: group {id} toward {}: weight share {got:.3} but capacity share {want:.3}",
+                    sw.name, h.name
+                ));
+                break;
+            }
+        }
+    }
+}
+
+/// The route `sw` takes toward `host` (at `ip`).
+fn route_to<'d>(
+    sw: &'d SwitchDesired,
+    host: &str,
+    ip: Ipv4Addr,
+) -> Result<&'d Route, ForwardingError> {
+    lookup(&sw.routes, IpAddr::V4(ip)).ok_or_else(|| ForwardingError::NoRoute {
+        switch: sw.name.clone(),
+        host: host.to_string(),
+        ip,
+    })
 }
 
 /// One hop of a path: a switch, the port a packet came in on and the one it leaves by.
@@ -245,7 +352,7 @@ pub fn allowed_paths(
     src: HostIdx,
     dst: HostIdx,
     limit: usize,
-) -> Result<Vec<Vec<PathHop>>, String> {
+) -> Result<Vec<Vec<PathHop>>, ForwardingError> {
     let h = &t.hosts[src];
     let start = (h.switch, t.switches[h.switch].ports[h.port].id);
     let mut out = Vec::new();
@@ -262,26 +369,37 @@ fn walk_paths(
     path: &mut Vec<PathHop>,
     out: &mut Vec<Vec<PathHop>>,
     limit: usize,
-) -> Result<(), String> {
+) -> Result<(), ForwardingError> {
     let sw = &d.switches[s];
     if path.len() > t.switches.len() || path.iter().any(|p| p.switch == s) {
-        return Err(format!("forwarding loop through {}", sw.name));
+        return Err(ForwardingError::Loop {
+            switch: sw.name.clone(),
+        });
     }
     let h = &t.hosts[dst];
-    let route = lookup(&sw.routes, IpAddr::V4(h.ipv4))
-        .ok_or_else(|| format!("{}: no route to {} ({})", sw.name, h.name, h.ipv4))?;
+    let route = route_to(sw, &h.name, h.ipv4)?;
+    let missing = |what, id| ForwardingError::Missing {
+        switch: sw.name.clone(),
+        what,
+        id,
+    };
     let ports: Vec<u32> = match route.target {
-        Target::Drop => return Err(format!("{}: route {} drops", sw.name, route.prefix)),
+        Target::Drop => {
+            return Err(ForwardingError::Drops {
+                switch: sw.name.clone(),
+                prefix: route.prefix,
+            });
+        }
         Target::Nexthop(id) => vec![
             sw.nexthops
                 .get(&id)
-                .ok_or_else(|| format!("{}: missing nexthop {id}", sw.name))?
+                .ok_or_else(|| missing("nexthop", id))?
                 .port_id,
         ],
         Target::Group(id) => sw
             .groups
             .get(&id)
-            .ok_or_else(|| format!("{}: missing group {id}", sw.name))?
+            .ok_or_else(|| missing("group", id))?
             .members
             .iter()
             .map(|m| m.port_id)
@@ -294,7 +412,10 @@ fn walk_paths(
         }
         seen.push(egress);
         let Some(p) = t.switches[s].ports.iter().find(|p| p.id == egress) else {
-            return Err(format!("{}: no port with id {egress}", sw.name));
+            return Err(ForwardingError::NoPort {
+                switch: sw.name.clone(),
+                port: egress,
+            });
         };
         path.push(PathHop {
             switch: s,
@@ -310,10 +431,11 @@ fn walk_paths(
             }
             _ => {
                 path.pop();
-                return Err(format!(
-                    "{}: traffic to {} leaves by {} (not toward it)",
-                    sw.name, h.name, p.name
-                ));
+                return Err(ForwardingError::WrongWay {
+                    switch: sw.name.clone(),
+                    host: h.name.clone(),
+                    port: p.name.clone(),
+                });
             }
         }
         path.pop();
@@ -361,7 +483,7 @@ pub fn check(t: &Topology, links: &LinkState, d: &Desired, stride: usize) -> Rep
                     hs.name, hd.name
                 )),
                 Ok(_) => {}
-                Err(e) if want == u32::MAX && !e.contains("loop") => {}
+                Err(e) if want == u32::MAX && !matches!(e, ForwardingError::Loop { .. }) => {}
                 Err(e) => report.problems.push(format!("{} → {}: {e}", hs.name, hd.name)),
             }
         }
@@ -370,4 +492,79 @@ pub fn check(t: &Topology, links: &LinkState, d: &Desired, stride: usize) -> Rep
     report.problems.sort();
     report.problems.dedup();
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile;
+
+    fn small() -> Topology {
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topology/examples/leaf-spine-small.yaml"
+        );
+        weft_topology::load_file(p).unwrap_or_else(|e| panic!("{p}: {e:?}"))
+    }
+
+    /// Two hosts on different leaves, and the first of them's leaf.
+    fn remote_pair(t: &Topology) -> (HostIdx, HostIdx) {
+        let dst = (1..t.hosts.len())
+            .find(|&h| t.hosts[h].switch != t.hosts[0].switch)
+            .expect("hosts on two leaves");
+        (0, dst)
+    }
+
+    #[test]
+    fn a_walk_that_meets_a_dropping_route_names_the_switch_and_prefix() {
+        let t = small();
+        let mut d = compile(&t, &LinkState::all_up(&t));
+        let (src, dst) = remote_pair(&t);
+        let leaf = t.hosts[src].switch;
+        let ip = IpAddr::V4(t.hosts[dst].ipv4);
+        let prefix = {
+            let sw = &mut d.switches[leaf];
+            let at = sw
+                .routes
+                .iter()
+                .position(|r| r.prefix.contains(&ip) && r.prefix.prefix_len() < 32)
+                .expect("a route toward the remote host");
+            sw.routes[at].target = Target::Drop;
+            sw.routes[at].prefix
+        };
+        let e = allowed_paths(&t, &d, src, dst, 8).expect_err("dropped");
+        let name = t.switches[leaf].name.clone();
+        assert_eq!(
+            e,
+            ForwardingError::Drops {
+                switch: name.clone(),
+                prefix
+            }
+        );
+        assert_eq!(e.to_string(), format!("{name}: route {prefix} drops"));
+        let problems = check(&t, &LinkState::all_up(&t), &d, 1).problems;
+        let want = format!(
+            "{} → {}: {name}: route {prefix} drops traffic to {}",
+            t.hosts[src].name, t.hosts[dst].name, t.hosts[dst].name
+        );
+        assert!(problems.contains(&want), "{problems:#?}");
+    }
+
+    #[test]
+    fn a_route_to_a_group_the_switch_does_not_hold_is_dangling() {
+        let t = small();
+        let mut d = compile(&t, &LinkState::all_up(&t));
+        let (src, dst) = remote_pair(&t);
+        let leaf = t.hosts[src].switch;
+        d.switches[leaf].groups.clear();
+        d.switches[leaf].nexthops.clear();
+        let e = allowed_paths(&t, &d, src, dst, 8).expect_err("dangling");
+        assert!(matches!(e, ForwardingError::Missing { .. }), "{e:?}: {e}");
+        assert!(e.to_string().contains(": missing "), "{e}");
+        let problems = check(&t, &LinkState::all_up(&t), &d, 1).problems;
+        assert!(
+            problems.iter().any(|p| p.contains(" names missing ")),
+            "{problems:#?}"
+        );
+    }
 }

@@ -32,16 +32,19 @@ impl Kind {
     }
 }
 
+/// A collective name [`Kind`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown collective {0:?}: use allreduce, alltoall or incast")]
+pub struct UnknownCollective(pub String);
+
 impl std::str::FromStr for Kind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Kind, String> {
+    type Err = UnknownCollective;
+    fn from_str(s: &str) -> Result<Kind, UnknownCollective> {
         match s {
             "allreduce" => Ok(Kind::AllReduce),
             "alltoall" => Ok(Kind::AllToAll),
             "incast" => Ok(Kind::Incast),
-            o => Err(format!(
-                "unknown collective {o:?}: use allreduce, alltoall or incast"
-            )),
+            o => Err(UnknownCollective(o.to_string())),
         }
     }
 }
@@ -231,6 +234,19 @@ impl Collective {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collectives_parse_by_name_and_an_unknown_one_says_which_exist() {
+        for k in [Kind::AllReduce, Kind::AllToAll, Kind::Incast] {
+            assert_eq!(k.as_str().parse::<Kind>(), Ok(k));
+        }
+        let e = "broadcast".parse::<Kind>().expect_err("unknown");
+        assert_eq!(e, UnknownCollective("broadcast".into()));
+        assert_eq!(
+            e.to_string(),
+            "unknown collective \"broadcast\": use allreduce, alltoall or incast"
+        );
+    }
 
     #[test]
     fn ring_allreduce_sends_2_n_minus_1_chunks_of_s_over_n_to_the_right_neighbour() {

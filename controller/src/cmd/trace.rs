@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::Serialize;
-use weft_compiler::check::{PathHop, allowed_paths};
+use weft_compiler::check::{ForwardingError, PathHop, allowed_paths};
 use weft_sonic_db::{SonicDb, SonicDbId};
 use weft_sonic_schema::Row;
 use weft_sonic_schema::state::{POSTCARD_STREAM, PostcardHop};
@@ -181,7 +181,7 @@ pub fn analyse(
     t: &Topology,
     src: HostIdx,
     dst: HostIdx,
-    allowed: &Result<Vec<Vec<PathHop>>, String>,
+    allowed: &Result<Vec<Vec<PathHop>>, ForwardingError>,
     hops: Vec<PostcardHop>,
     filter: &FlowFilter,
     since_s: f64,
@@ -388,7 +388,7 @@ pub fn analyse(
             .as_ref()
             .map(|ps| ps.iter().map(|p| path_text(t, p)).collect())
             .unwrap_or_default(),
-        allowed_error: allowed.as_ref().err().cloned(),
+        allowed_error: allowed.as_ref().err().map(ToString::to_string),
         observed_paths: observed,
         packets: traced.len(),
         complete: traced.iter().filter(|p| p.complete).count(),
@@ -609,7 +609,7 @@ mod tests {
         Topology,
         HostIdx,
         HostIdx,
-        Result<Vec<Vec<PathHop>>, String>,
+        Result<Vec<Vec<PathHop>>, ForwardingError>,
     ) {
         let t = topo();
         let (s, d) = (0, 2);
