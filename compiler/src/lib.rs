@@ -826,124 +826,141 @@ impl<'t> Compiler<'t> {
         let live = !down && t.link_admin_up(l);
         self.g.set_link(t, l, live);
         let (a, b) = (t.links[l].a.switch, t.links[l].b.switch);
-        let n = t.switches.len();
-
-        // An endpoint that is a destination leaf may change class: regroup and recompute those
-        // classes whole (rare: only the two ends of the link can move).
-        let mut full: Vec<usize> = Vec::new();
-        for e in [a, b] {
-            if let Some(d) = self.dests.iter().position(|&x| x == e) {
-                let ci = self.class_of_dest[d];
-                let sig = signature(&self.g, e);
-                let parents: Vec<u32> = sig.iter().map(|x| x.0).collect();
-                if parents != self.classes[ci].parents || self.classes[ci].members.len() == 1 {
-                    self.classes[ci].members.retain(|&m| m != d);
-                    let target = (0..self.classes.len()).find(|&c| {
-                        !self.classes[c].members.is_empty()
-                            && signature(&self.g, self.dests[self.classes[c].members[0]]) == sig
-                    });
-                    let nc = match target {
-                        Some(c) => c,
-                        None => {
-                            // Reuse a class left empty by earlier changes: a link that flaps
-                            // must not leave a routing state behind each time.
-                            let empty = (0..self.classes.len())
-                                .find(|&c| self.classes[c].members.is_empty() && c != ci);
-                            match empty {
-                                Some(c) => {
-                                    self.classes[c].parents = parents;
-                                    c
-                                }
-                                None => {
-                                    self.classes.push(Class {
-                                        members: Vec::new(),
-                                        parents,
-                                        state: Scratch::new(n),
-                                    });
-                                    self.classes.len() - 1
-                                }
-                            }
-                        }
-                    };
-                    self.classes[nc].members.push(d);
-                    self.class_of_dest[d] = nc;
-                    full.push(nc);
-                    if !self.classes[ci].members.is_empty() {
-                        full.push(ci);
-                    }
-                }
-            }
-        }
-        full.sort_unstable();
-        full.dedup();
-
-        let eq = self.equal_weights;
+        let full = self.regroup(a, b);
         for ci in 0..self.classes.len() {
             if self.classes[ci].members.is_empty() {
                 continue;
             }
             if full.contains(&ci) {
-                let mut snap = std::mem::take(&mut self.snapshot);
-                snap.clear();
-                for &d in &self.classes[ci].members {
-                    snap.extend_from_slice(&self.cols[d]);
-                }
-                self.route_class(ci);
-                for (k, &d) in self.classes[ci].members.iter().enumerate() {
-                    let old = &snap[k * n..(k + 1) * n];
-                    for (s, (&o, &c)) in old.iter().zip(&self.cols[d]).enumerate() {
-                        if o != c {
-                            record(&mut self.pending, &mut self.touched, s, d, o);
-                        }
-                    }
-                }
-                self.snapshot = snap;
-                continue;
-            }
-            let rep = self.classes[ci].members[0];
-            let dest = self.dests[rep];
-            let mut state = std::mem::replace(&mut self.classes[ci].state, Scratch::new(0));
-            let mut touched_switches: Vec<usize> = Vec::new();
-            routing::update(&self.g, &mut state, &mut self.marks, dest, &[a, b], |s| {
-                touched_switches.push(s)
-            });
-            let mut hops = Vec::new();
-            let mut changes: Vec<(usize, u32)> = Vec::new();
-            for s in touched_switches {
-                routing::hops_at(&self.g, &state, dest, s, &mut hops);
-                let id = self.sets.intern(&self.g, eq, s, &hops);
-                if id != self.cols[rep][s] {
-                    changes.push((s, id));
-                }
-            }
-            self.classes[ci].state = state;
-            let class = &self.classes[ci];
-            for (s, id) in changes {
-                record(
-                    &mut self.pending,
-                    &mut self.touched,
-                    s,
-                    rep,
-                    self.cols[rep][s],
-                );
-                self.cols[rep][s] = id;
-                let patched = class.parents.contains(&(s as u32))
-                    || class.members.iter().any(|&m| self.dests[m] == s);
-                if !patched {
-                    for &d in &class.members[1..] {
-                        record(&mut self.pending, &mut self.touched, s, d, self.cols[d][s]);
-                        self.cols[d][s] = id;
-                    }
-                }
+                self.reroute_class(ci);
+            } else {
+                self.update_class(ci, a, b);
             }
         }
-
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         let out = touched.iter().map(|&s| self.retable(s)).collect();
         touched.clear();
         self.touched = touched;
         out
+    }
+
+    /// An endpoint (`a`, `b`) of a changed link that is a destination leaf may change class:
+    /// moves it, and returns the classes to recompute whole (rare: only the two ends of the
+    /// link can move), ascending.
+    fn regroup(&mut self, a: SwitchIdx, b: SwitchIdx) -> Vec<usize> {
+        let n = self.t.switches.len();
+        let mut full: Vec<usize> = Vec::new();
+        for e in [a, b] {
+            let Some(d) = self.dests.iter().position(|&x| x == e) else {
+                continue;
+            };
+            let ci = self.class_of_dest[d];
+            let sig = signature(&self.g, e);
+            let parents: Vec<u32> = sig.iter().map(|x| x.0).collect();
+            if parents == self.classes[ci].parents && self.classes[ci].members.len() != 1 {
+                continue;
+            }
+            self.classes[ci].members.retain(|&m| m != d);
+            let target = (0..self.classes.len()).find(|&c| {
+                !self.classes[c].members.is_empty()
+                    && signature(&self.g, self.dests[self.classes[c].members[0]]) == sig
+            });
+            let nc = match target {
+                Some(c) => c,
+                None => {
+                    // Reuse a class left empty by earlier changes: a link that flaps must not
+                    // leave a routing state behind each time.
+                    let empty = (0..self.classes.len())
+                        .find(|&c| self.classes[c].members.is_empty() && c != ci);
+                    match empty {
+                        Some(c) => {
+                            self.classes[c].parents = parents;
+                            c
+                        }
+                        None => {
+                            self.classes.push(Class {
+                                members: Vec::new(),
+                                parents,
+                                state: Scratch::new(n),
+                            });
+                            self.classes.len() - 1
+                        }
+                    }
+                }
+            };
+            self.classes[nc].members.push(d);
+            self.class_of_dest[d] = nc;
+            full.push(nc);
+            if !self.classes[ci].members.is_empty() {
+                full.push(ci);
+            }
+        }
+        full.sort_unstable();
+        full.dedup();
+        full
+    }
+
+    /// Routes class `ci` whole and records every column entry that changed.
+    fn reroute_class(&mut self, ci: usize) {
+        let n = self.t.switches.len();
+        let mut snap = std::mem::take(&mut self.snapshot);
+        snap.clear();
+        for &d in &self.classes[ci].members {
+            snap.extend_from_slice(&self.cols[d]);
+        }
+        self.route_class(ci);
+        for (k, &d) in self.classes[ci].members.iter().enumerate() {
+            let old = &snap[k * n..(k + 1) * n];
+            for (s, (&o, &c)) in old.iter().zip(&self.cols[d]).enumerate() {
+                if o != c {
+                    record(&mut self.pending, &mut self.touched, s, d, o);
+                }
+            }
+        }
+        self.snapshot = snap;
+    }
+
+    /// Updates class `ci` after a change of the links at `a` and `b`, from its representative's
+    /// routing state; the other members follow where their columns agree with it.
+    fn update_class(&mut self, ci: usize, a: SwitchIdx, b: SwitchIdx) {
+        let eq = self.equal_weights;
+        let rep = self.classes[ci].members[0];
+        let dest = self.dests[rep];
+        let mut state = std::mem::replace(&mut self.classes[ci].state, Scratch::new(0));
+        let mut touched_switches: Vec<usize> = Vec::new();
+        routing::update(&self.g, &mut state, &mut self.marks, dest, &[a, b], |s| {
+            touched_switches.push(s)
+        });
+        let mut hops = Vec::new();
+        let mut changes: Vec<(usize, u32)> = Vec::new();
+        for s in touched_switches {
+            routing::hops_at(&self.g, &state, dest, s, &mut hops);
+            let id = self.sets.intern(&self.g, eq, s, &hops);
+            if id != self.cols[rep][s] {
+                changes.push((s, id));
+            }
+        }
+        self.classes[ci].state = state;
+        let class = &self.classes[ci];
+        for (s, id) in changes {
+            record(
+                &mut self.pending,
+                &mut self.touched,
+                s,
+                rep,
+                self.cols[rep][s],
+            );
+            self.cols[rep][s] = id;
+            let patched = class.parents.contains(&(s as u32))
+                || class.members.iter().any(|&m| self.dests[m] == s);
+            if !patched {
+                for &d in &class.members[1..] {
+                    record(&mut self.pending, &mut self.touched, s, d, self.cols[d][s]);
+                    self.cols[d][s] = id;
+                }
+            }
+        }
     }
 
     /// Brings switch `s`'s table up to date with the sets recorded as changed.

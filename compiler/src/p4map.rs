@@ -18,7 +18,7 @@ use weft_p4rt::P4Info;
 use weft_sonic_db::FieldValues;
 use weft_topology::{Peer, RoutingMode, Topology};
 
-use super::{SwitchDesired, Target};
+use super::{Group, Route, SwitchDesired, Target};
 
 /// When an entry must be written relative to others: inserts in ascending stage, deletes in
 /// descending (make before break). Each stage is the generated write rank of its tables
@@ -157,14 +157,42 @@ fn check_pipeline(info: &P4Info) -> Result<(), MapError> {
 /// [`pipeline_p4info`]).
 pub fn entries(t: &Topology, info: &P4Info, sw: &SwitchDesired) -> Result<Entries, MapError> {
     check_pipeline(info)?;
-    let err = |source| MapError::Value {
-        switch: sw.name.clone(),
-        source,
+    let mut out = Out {
+        switch: &sw.name,
+        entries: BTreeMap::new(),
     };
-    let mut out = BTreeMap::new();
-    let mut put = |stage: Stage, w: Result<Wire, WireError>| -> Result<(), MapError> {
-        let w = w.map_err(err)?;
-        out.insert(
+    port_entries(t, sw, &mut out)?;
+    watch_entries(t, &mut out)?;
+    for nh in sw.nexthops.values() {
+        use tb::nexthop_table as n;
+        let key = n::Key { nexthop_id: nh.id };
+        let action = n::Action::SetNexthop {
+            egress_port: PortName(&nh.port),
+            dst_mac: nh.dst_mac.0,
+            src_mac: nh.src_mac.0,
+        };
+        out.put(Stage::Nexthop, n::entry(&key, &action))?;
+    }
+    group_entries(sw, &mut out)?;
+    for r in &sw.routes {
+        out.put(Stage::Route, route_entry(r))?;
+    }
+    Ok(out.entries)
+}
+
+/// The entries of one switch as they are mapped.
+struct Out<'s> {
+    switch: &'s str,
+    entries: Entries,
+}
+
+impl Out<'_> {
+    fn put(&mut self, stage: Stage, w: Result<Wire, WireError>) -> Result<(), MapError> {
+        let w = w.map_err(|source| MapError::Value {
+            switch: self.switch.to_string(),
+            source,
+        })?;
+        self.entries.insert(
             w.key,
             WireEntry {
                 stage,
@@ -172,7 +200,91 @@ pub fn entries(t: &Topology, info: &P4Info, sw: &SwitchDesired) -> Result<Entrie
             },
         );
         Ok(())
+    }
+}
+
+/// Every port's configuration, and PSN tracking on the host-facing ones (reordering and
+/// retransmission counters).
+fn port_entries(t: &Topology, sw: &SwitchDesired, out: &mut Out) -> Result<(), MapError> {
+    for p in &sw.ports {
+        use tb::port_config_table as pc;
+        let key = pc::Key {
+            port: PortName(&p.port),
+        };
+        let action = pc::Action::SetPortConfig {
+            router_mac: p.router_mac.0,
+        };
+        out.put(Stage::Port, pc::entry(&key, &action))?;
+    }
+    if let Some(si) = t.switch_index(&sw.name) {
+        use tb::psn_tracking_table as psn;
+        let host_ports: Vec<u32> = t.switches[si]
+            .ports
+            .iter()
+            .filter(|q| matches!(q.peer, Peer::Host { .. }))
+            .map(|q| q.id)
+            .collect();
+        for p in sw.ports.iter().filter(|p| host_ports.contains(&p.port_id)) {
+            let key = psn::Key {
+                port: PortName(&p.port),
+            };
+            out.put(
+                Stage::Port,
+                psn::entry(&key, &psn::Action::EnablePsnTracking),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Watched flows (the intent's `telemetry.watch`): the same entries on every switch, so a
+/// watched packet gets a postcard at every hop. IPv4 addresses are matched zero-extended to
+/// 128 bits, as the pipeline's flow key holds them. Earlier flows win (higher priority).
+fn watch_entries(t: &Topology, out: &mut Out) -> Result<(), MapError> {
+    use tb::postcard_watch_table as pw;
+    const _: () =
+        assert!(tb::postcard_watch_table::SIZE as usize == weft_topology::MAX_WATCHED_FLOWS);
+    let Some(tel) = &t.telemetry else {
+        return Ok(());
     };
+    let addr = |a: Option<IpAddr>| {
+        a.map(|a| Ternary {
+            value: match a {
+                IpAddr::V4(v) => u128::from(u32::from(v)),
+                IpAddr::V6(v) => u128::from(v),
+            },
+            mask: u128::MAX,
+        })
+    };
+    let n = tel.watch.len() as u32;
+    for (i, w) in tel.watch.iter().enumerate() {
+        let key = pw::Key {
+            src_addr: addr(w.src),
+            dst_addr: addr(w.dst),
+            ip_protocol: w.protocol.map(|p| Ternary {
+                value: p,
+                mask: 0xff,
+            }),
+            l4_dst_port: w.dst_port.map(|p| Ternary {
+                value: p,
+                mask: 0xffff,
+            }),
+            dst_qp: w.qp.map(|q| Ternary {
+                value: q,
+                mask: 0xff_ffff,
+            }),
+        };
+        out.put(
+            Stage::Port,
+            pw::entry(&key, n - i as u32, &pw::Action::WatchPostcard),
+        )?;
+    }
+    Ok(())
+}
+
+/// Every WCMP group with its members, and its multipath modes.
+fn group_entries(sw: &SwitchDesired, out: &mut Out) -> Result<(), MapError> {
+    use tb::wcmp_group_table as wg;
     // Port id → name (a port the switch does not list is written as its id in hex, which the
     // plugin also accepts).
     let port_names: BTreeMap<u32, &str> = sw.ports.iter().map(|p| (p.port_id, &*p.port)).collect();
@@ -192,90 +304,8 @@ pub fn entries(t: &Topology, info: &P4Info, sw: &SwitchDesired) -> Result<Entrie
                 .unwrap_or_default(),
         )
     };
-
-    for p in &sw.ports {
-        use tb::port_config_table as pc;
-        let key = pc::Key {
-            port: PortName(&p.port),
-        };
-        let action = pc::Action::SetPortConfig {
-            router_mac: p.router_mac.0,
-        };
-        put(Stage::Port, pc::entry(&key, &action))?;
-    }
-    // Host-facing ports track RoCE PSNs (reordering and retransmission counters).
-    if let Some(si) = t.switch_index(&sw.name) {
-        use tb::psn_tracking_table as psn;
-        let host_ports: Vec<u32> = t.switches[si]
-            .ports
-            .iter()
-            .filter(|q| matches!(q.peer, Peer::Host { .. }))
-            .map(|q| q.id)
-            .collect();
-        for p in sw.ports.iter().filter(|p| host_ports.contains(&p.port_id)) {
-            let key = psn::Key {
-                port: PortName(&p.port),
-            };
-            put(
-                Stage::Port,
-                psn::entry(&key, &psn::Action::EnablePsnTracking),
-            )?;
-        }
-    }
-    // Watched flows (the intent's `telemetry.watch`): the same entries on every switch, so a
-    // watched packet gets a postcard at every hop. IPv4 addresses are matched zero-extended to
-    // 128 bits, as the pipeline's flow key holds them. Earlier flows win (higher priority).
-    if let Some(tel) = &t.telemetry {
-        use tb::postcard_watch_table as pw;
-        const _: () =
-            assert!(tb::postcard_watch_table::SIZE as usize == weft_topology::MAX_WATCHED_FLOWS);
-        let addr = |a: Option<IpAddr>| {
-            a.map(|a| Ternary {
-                value: match a {
-                    IpAddr::V4(v) => u128::from(u32::from(v)),
-                    IpAddr::V6(v) => u128::from(v),
-                },
-                mask: u128::MAX,
-            })
-        };
-        let n = tel.watch.len() as u32;
-        for (i, w) in tel.watch.iter().enumerate() {
-            let key = pw::Key {
-                src_addr: addr(w.src),
-                dst_addr: addr(w.dst),
-                ip_protocol: w.protocol.map(|p| Ternary {
-                    value: p,
-                    mask: 0xff,
-                }),
-                l4_dst_port: w.dst_port.map(|p| Ternary {
-                    value: p,
-                    mask: 0xffff,
-                }),
-                dst_qp: w.qp.map(|q| Ternary {
-                    value: q,
-                    mask: 0xff_ffff,
-                }),
-            };
-            put(
-                Stage::Port,
-                pw::entry(&key, n - i as u32, &pw::Action::WatchPostcard),
-            )?;
-        }
-    }
-    for nh in sw.nexthops.values() {
-        use tb::nexthop_table as n;
-        let key = n::Key { nexthop_id: nh.id };
-        let action = n::Action::SetNexthop {
-            egress_port: PortName(&nh.port),
-            dst_mac: nh.dst_mac.0,
-            src_mac: nh.src_mac.0,
-        };
-        put(Stage::Nexthop, n::entry(&key, &action))?;
-    }
     let mut members = Vec::new();
     for g in sw.groups.values() {
-        use tb::multipath_mode_table as mm;
-        use tb::wcmp_group_table as wg;
         members.clear();
         members.extend(g.members.iter().map(|m| Weighted {
             action: wg::Action::SetWcmpMember {
@@ -285,7 +315,7 @@ pub fn entries(t: &Topology, info: &P4Info, sw: &SwitchDesired) -> Result<Entrie
             weight: m.weight,
             watch_port: Some(port_name(m.port_id)),
         }));
-        put(
+        out.put(
             Stage::Group,
             wg::entry(
                 &wg::Key {
@@ -294,73 +324,80 @@ pub fn entries(t: &Topology, info: &P4Info, sw: &SwitchDesired) -> Result<Entrie
                 &members,
             ),
         )?;
-        // One entry per distinct mode: a wildcard for the most common, exact classes for the
-        // rest (of equally common modes, the last in (mode, gap) order is the wildcard).
-        let mut by_mode: BTreeMap<(u8, u32), Vec<u8>> = BTreeMap::new();
-        for m in &g.modes {
-            by_mode
-                .entry((mode_code(m.mode), m.flowlet_gap_us))
-                .or_default()
-                .push(m.traffic_class);
-        }
-        let common = by_mode.iter().max_by_key(|(_, v)| v.len()).map(|(k, _)| *k);
-        for ((mode, gap), tcs) in &by_mode {
-            let action = mm::Action::SetMultipathMode {
-                epoch: g.epoch,
-                flowlet_gap_us: *gap,
-                mode: *mode,
+        mode_entries(g, out)?;
+    }
+    Ok(())
+}
+
+/// One entry per distinct mode of group `g`: a wildcard for the most common, exact classes for
+/// the rest (of equally common modes, the last in (mode, gap) order is the wildcard).
+fn mode_entries(g: &Group, out: &mut Out) -> Result<(), MapError> {
+    use tb::multipath_mode_table as mm;
+    let mut by_mode: BTreeMap<(u8, u32), Vec<u8>> = BTreeMap::new();
+    for m in &g.modes {
+        by_mode
+            .entry((mode_code(m.mode), m.flowlet_gap_us))
+            .or_default()
+            .push(m.traffic_class);
+    }
+    let common = by_mode.iter().max_by_key(|(_, v)| v.len()).map(|(k, _)| *k);
+    for ((mode, gap), tcs) in &by_mode {
+        let action = mm::Action::SetMultipathMode {
+            epoch: g.epoch,
+            flowlet_gap_us: *gap,
+            mode: *mode,
+        };
+        if Some((*mode, *gap)) == common {
+            let key = mm::Key {
+                wcmp_group_id: g.id,
+                traffic_class: None,
             };
-            if Some((*mode, *gap)) == common {
+            out.put(Stage::Mode, mm::entry(&key, 1, &action))?;
+        } else {
+            for tc in tcs {
                 let key = mm::Key {
                     wcmp_group_id: g.id,
-                    traffic_class: None,
+                    traffic_class: Some(Ternary {
+                        value: *tc,
+                        mask: 7,
+                    }),
                 };
-                put(Stage::Mode, mm::entry(&key, 1, &action))?;
-            } else {
-                for tc in tcs {
-                    let key = mm::Key {
-                        wcmp_group_id: g.id,
-                        traffic_class: Some(Ternary {
-                            value: *tc,
-                            mask: 7,
-                        }),
-                    };
-                    put(Stage::Mode, mm::entry(&key, 10, &action))?;
-                }
+                out.put(Stage::Mode, mm::entry(&key, 10, &action))?;
             }
         }
     }
-    for r in &sw.routes {
-        let prefix_len = r.prefix.prefix_len();
-        let w = match r.prefix.network() {
-            IpAddr::V4(addr) => {
-                use tb::ipv4_table as v4;
-                let action = match r.target {
-                    Target::Nexthop(id) => v4::Action::SetNexthopId { nexthop_id: id },
-                    Target::Group(id) => v4::Action::SetWcmpGroupId { wcmp_group_id: id },
-                    Target::Drop => v4::Action::DropRoute,
-                };
-                let key = v4::Key {
-                    ipv4_dst: Lpm { addr, prefix_len },
-                };
-                v4::entry(&key, &action)
-            }
-            IpAddr::V6(addr) => {
-                use tb::ipv6_table as v6;
-                let action = match r.target {
-                    Target::Nexthop(id) => v6::Action::SetNexthopId { nexthop_id: id },
-                    Target::Group(id) => v6::Action::SetWcmpGroupId { wcmp_group_id: id },
-                    Target::Drop => v6::Action::DropRoute,
-                };
-                let key = v6::Key {
-                    ipv6_dst: Lpm { addr, prefix_len },
-                };
-                v6::entry(&key, &action)
-            }
-        };
-        put(Stage::Route, w)?;
+    Ok(())
+}
+
+/// A route's IPv4 or IPv6 LPM entry.
+fn route_entry(r: &Route) -> Result<Wire, WireError> {
+    let prefix_len = r.prefix.prefix_len();
+    match r.prefix.network() {
+        IpAddr::V4(addr) => {
+            use tb::ipv4_table as v4;
+            let action = match r.target {
+                Target::Nexthop(id) => v4::Action::SetNexthopId { nexthop_id: id },
+                Target::Group(id) => v4::Action::SetWcmpGroupId { wcmp_group_id: id },
+                Target::Drop => v4::Action::DropRoute,
+            };
+            let key = v4::Key {
+                ipv4_dst: Lpm { addr, prefix_len },
+            };
+            v4::entry(&key, &action)
+        }
+        IpAddr::V6(addr) => {
+            use tb::ipv6_table as v6;
+            let action = match r.target {
+                Target::Nexthop(id) => v6::Action::SetNexthopId { nexthop_id: id },
+                Target::Group(id) => v6::Action::SetWcmpGroupId { wcmp_group_id: id },
+                Target::Drop => v6::Action::DropRoute,
+            };
+            let key = v6::Key {
+                ipv6_dst: Lpm { addr, prefix_len },
+            };
+            v6::entry(&key, &action)
+        }
     }
-    Ok(out)
 }
 
 /// The stage of an installed entry, by its SONiC table name (`FIXED_NEXTHOP_TABLE`): its

@@ -29,7 +29,9 @@ use weft_sonic_schema::config::{
     TcToPriorityGroupMap, TcToQueueMap, WredProfile,
 };
 use weft_sonic_schema::{ClassList, Metres};
-use weft_topology::{Peer, SwitchIdx, Topology, Tuning, WatchdogAction};
+use weft_topology::qos::PortQos;
+use weft_topology::units::Speed;
+use weft_topology::{Peer, Qos, SwitchIdx, Topology, TrafficClass, Tuning, WatchdogAction};
 
 /// The tuner may move Kmin and Kmax down to this fraction of their static values...
 const ENVELOPE_LOW: f64 = 0.25;
@@ -64,60 +66,101 @@ fn wd_action(a: WatchdogAction) -> PfcWdAction {
 pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosError> {
     let sw = &t.switches[s];
     let q = &t.qos;
-    let mut rows = Vec::new();
+    let lossless: Vec<&TrafficClass> = q.classes.iter().filter(|c| c.lossless).collect();
+    let mut out = SwitchRows {
+        rows: maps(q),
+        cable: BTreeMap::new(),
+        profiles: BTreeMap::new(),
+        wred: BTreeMap::new(),
+    };
+    if let Some(tel) = &t.telemetry {
+        out.rows
+            .push(ConfigRow::Telemetry(weft_sonic_schema::config::Telemetry {
+                name: weft_sonic_schema::config::TELEMETRY_KEY.into(),
+                sample_n: tel.sample,
+                max_records: tel.max_records,
+            }));
+    }
+    let wd = &q.watchdog;
+    if wd.enabled && q.pfc_enabled && !lossless.is_empty() {
+        out.rows.push(ConfigRow::PfcWdGlobal(PfcWdGlobal {
+            name: c::PFC_WD_GLOBAL.into(),
+            poll_interval: Some(millis(wd.poll_interval.as_millis())),
+        }));
+    }
+    for p in &sw.ports {
+        out.port(t, s, p, &lossless)?;
+    }
+    let SwitchRows {
+        mut rows,
+        cable,
+        profiles,
+        wred,
+    } = out;
+    rows.extend(wred.into_values().map(ConfigRow::WredProfile));
+    rows.extend(profiles.into_values().map(ConfigRow::BufferProfile));
+    if !cable.is_empty() {
+        rows.push(ConfigRow::CableLength(CableLength {
+            name: c::CABLE_LENGTH_NAME.into(),
+            map: cable,
+        }));
+    }
+    Ok(rows)
+}
 
+/// The switch-wide maps: DSCP to traffic class (every DSCP a class names), traffic class to
+/// queue and to priority group (identities).
+fn maps(q: &Qos) -> Vec<ConfigRow> {
     let mut dscp = BTreeMap::new();
     for c in &q.classes {
         for d in &c.dscp {
             dscp.insert(*d, c.traffic_class);
         }
     }
-    rows.push(ConfigRow::DscpToTcMap(DscpToTcMap {
-        name: MAP_NAME.into(),
-        map: dscp,
-    }));
     let identity: BTreeMap<u8, u8> = (0..8).map(|i| (i, i)).collect();
-    rows.push(ConfigRow::TcToQueueMap(TcToQueueMap {
-        name: MAP_NAME.into(),
-        map: identity.clone(),
-    }));
-    rows.push(ConfigRow::TcToPriorityGroupMap(TcToPriorityGroupMap {
-        name: MAP_NAME.into(),
-        map: identity,
-    }));
+    vec![
+        ConfigRow::DscpToTcMap(DscpToTcMap {
+            name: MAP_NAME.into(),
+            map: dscp,
+        }),
+        ConfigRow::TcToQueueMap(TcToQueueMap {
+            name: MAP_NAME.into(),
+            map: identity.clone(),
+        }),
+        ConfigRow::TcToPriorityGroupMap(TcToPriorityGroupMap {
+            name: MAP_NAME.into(),
+            map: identity,
+        }),
+    ]
+}
 
-    let lossless: Vec<&weft_topology::TrafficClass> =
-        q.classes.iter().filter(|c| c.lossless).collect();
-    let pfc_enable: ClassList = if q.pfc_enabled {
-        lossless.iter().map(|c| c.traffic_class).collect()
-    } else {
-        ClassList::default()
-    };
-    if let Some(tel) = &t.telemetry {
-        rows.push(ConfigRow::Telemetry(weft_sonic_schema::config::Telemetry {
-            name: weft_sonic_schema::config::TELEMETRY_KEY.into(),
-            sample_n: tel.sample,
-            max_records: tel.max_records,
-        }));
-    }
-    let wd = &q.watchdog;
-    if wd.enabled && q.pfc_enabled && !lossless.is_empty() {
-        rows.push(ConfigRow::PfcWdGlobal(PfcWdGlobal {
-            name: c::PFC_WD_GLOBAL.into(),
-            poll_interval: Some(millis(wd.poll_interval.as_millis())),
-        }));
-    }
-    let mut cable = BTreeMap::new();
-    let mut profiles: BTreeMap<String, BufferProfile> = BTreeMap::new();
-    let mut wred: BTreeMap<String, WredProfile> = BTreeMap::new();
-    for p in &sw.ports {
+/// A switch's rows as its ports are compiled; profiles and cable lengths are shared by ports
+/// and emitted once, after them.
+struct SwitchRows {
+    rows: Vec<ConfigRow>,
+    cable: BTreeMap<String, Metres>,
+    profiles: BTreeMap<String, BufferProfile>,
+    wred: BTreeMap<String, WredProfile>,
+}
+
+impl SwitchRows {
+    /// Port `p` of switch `s`: its PORT row and, when connected, its QoS map and one queue
+    /// (and lossless priority group) per traffic class.
+    fn port(
+        &mut self,
+        t: &Topology,
+        s: SwitchIdx,
+        p: &weft_topology::Port,
+        lossless: &[&TrafficClass],
+    ) -> Result<(), QosError> {
+        let q = &t.qos;
         let connected = !matches!(p.peer, Peer::None);
         let (speed, len) = match p.peer {
             Peer::Switch { link } => (t.links[link].speed, t.links[link].cable_length),
             Peer::Host { host } => (t.hosts[host].speed, t.hosts[host].cable_length),
             Peer::None => (p.speed, p.cable_length),
         };
-        rows.push(ConfigRow::Port(Port {
+        self.rows.push(ConfigRow::Port(Port {
             port: p.name.clone(),
             id: p.id,
             speed: Some(speed.bits_per_sec() / 1_000_000),
@@ -129,16 +172,21 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
             }),
         }));
         if !connected {
-            continue;
+            return Ok(());
         }
         let metres = len.as_metres().round() as u64;
-        cable.insert(p.name.clone(), Metres(metres));
-        rows.push(ConfigRow::PortQosMap(PortQosMap {
+        self.cable.insert(p.name.clone(), Metres(metres));
+        let pfc_enable: ClassList = if q.pfc_enabled {
+            lossless.iter().map(|c| c.traffic_class).collect()
+        } else {
+            ClassList::default()
+        };
+        self.rows.push(ConfigRow::PortQosMap(PortQosMap {
             port: p.name.clone(),
             dscp_to_tc_map: Some(MAP_NAME.into()),
             tc_to_queue_map: Some(MAP_NAME.into()),
             tc_to_pg_map: Some(MAP_NAME.into()),
-            pfc_enable: Some(pfc_enable.clone()),
+            pfc_enable: Some(pfc_enable),
         }));
         let mut classes_done = std::collections::BTreeSet::new();
         for c in &q.classes {
@@ -151,7 +199,7 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
             let lossless_here = q.pfc_protects(c);
             if let Some(problem) = pq.problem(lossless_here) {
                 return Err(QosError {
-                    switch: sw.name.clone(),
+                    switch: t.switches[s].name.clone(),
                     port: p.name.clone(),
                     class: c.name.clone(),
                     problem,
@@ -159,8 +207,30 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
                     speed_gbps: speed.bits_per_sec() / 1_000_000_000,
                 });
             }
-            let profile = format!("WEFT_{}_{}", c.name.to_uppercase(), speed);
-            wred.entry(profile.clone()).or_insert_with(|| WredProfile {
+            let at = ClassAt {
+                port: &p.name,
+                speed,
+                metres,
+                class: c,
+                pq: &pq,
+            };
+            self.queue(&at);
+            if lossless_here {
+                let first_lossless = c.traffic_class == lossless[0].traffic_class;
+                self.lossless(q, &at, first_lossless);
+            }
+            self.rows.push(envelope(q, &at, lossless_here));
+        }
+        Ok(())
+    }
+
+    /// The class's queue and its WRED (ECN marking) profile.
+    fn queue(&mut self, at: &ClassAt) {
+        let (c, pq) = (at.class, at.pq);
+        let profile = format!("WEFT_{}_{}", c.name.to_uppercase(), at.speed);
+        self.wred
+            .entry(profile.clone())
+            .or_insert_with(|| WredProfile {
                 name: profile.clone(),
                 ecn: Some(EcnMode::All),
                 wred_green_enable: Some(true),
@@ -168,77 +238,84 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
                 green_max_threshold: Some(pq.ecn.kmax.0),
                 green_drop_probability: Some((pq.ecn.pmax * 100.0).round()),
             });
-            rows.push(ConfigRow::Queue(Queue {
-                port: p.name.clone(),
-                queues: ClassList::single(c.traffic_class),
-                wred_profile: Some(profile),
-            }));
-            if lossless_here {
-                let prof = format!(
-                    "pg_lossless_{}_{}m_profile",
-                    speed.bits_per_sec() / 1_000_000,
-                    metres
-                );
-                profiles
-                    .entry(prof.clone())
-                    .or_insert_with(|| BufferProfile {
-                        name: prof.clone(),
-                        pool: Some("ingress_lossless_pool".into()),
-                        xon: Some(pq.headroom.xon.0),
-                        xoff: Some(pq.headroom.xoff.0),
-                        size: Some(pq.headroom.size.0),
-                        dynamic_th: Some(0),
-                    });
-                rows.push(ConfigRow::BufferPg(BufferPg {
-                    port: p.name.clone(),
-                    classes: ClassList::single(c.traffic_class),
-                    profile: prof,
-                }));
-                if wd.enabled && c.traffic_class == lossless[0].traffic_class {
-                    rows.push(ConfigRow::PfcWd(PfcWd {
-                        port: p.name.clone(),
-                        action: Some(wd_action(wd.action)),
-                        detection_time: Some(millis(wd.detection_time.as_millis())),
-                        restoration_time: Some(millis(wd.restoration_time.as_millis())),
-                    }));
-                }
-            }
-            // The tuner's bounds: never under a quarter of the static values, never past the
-            // pause threshold (so ECN still acts before PFC) nor past the port's buffer share.
-            let ceiling = if lossless_here {
-                pq.pause_threshold.0
-            } else {
-                pq.port_buffer.0
-            };
-            let kmax_max = ((pq.ecn.kmax.0 as f64 * ENVELOPE_HIGH) as u64).min(ceiling);
-            let kmin_max =
-                ((pq.ecn.kmin.0 as f64 * ENVELOPE_HIGH) as u64).min(kmax_max.saturating_sub(1));
-            rows.push(ConfigRow::EcnEnvelope(EcnEnvelope {
-                port: p.name.clone(),
-                tc: c.traffic_class,
-                kmin_min: (pq.ecn.kmin.0 as f64 * ENVELOPE_LOW) as u64,
-                kmin_max,
-                kmax_min: (pq.ecn.kmax.0 as f64 * ENVELOPE_LOW) as u64,
-                kmax_max,
-                pmax_min: 0.01,
-                pmax_max: 1.0,
-                pause_threshold: pq.pause_threshold.0,
-                tuning: match q.tuning {
-                    Tuning::Auto => c::Tuning::Auto,
-                    Tuning::Off => c::Tuning::Off,
-                },
+        self.rows.push(ConfigRow::Queue(Queue {
+            port: at.port.to_string(),
+            queues: ClassList::single(c.traffic_class),
+            wred_profile: Some(profile),
+        }));
+    }
+
+    /// A lossless class's priority group with its headroom profile, and (for the first
+    /// lossless class) the port's PFC watchdog.
+    fn lossless(&mut self, q: &Qos, at: &ClassAt, first_lossless: bool) {
+        let (c, pq) = (at.class, at.pq);
+        let prof = format!(
+            "pg_lossless_{}_{}m_profile",
+            at.speed.bits_per_sec() / 1_000_000,
+            at.metres
+        );
+        self.profiles
+            .entry(prof.clone())
+            .or_insert_with(|| BufferProfile {
+                name: prof.clone(),
+                pool: Some("ingress_lossless_pool".into()),
+                xon: Some(pq.headroom.xon.0),
+                xoff: Some(pq.headroom.xoff.0),
+                size: Some(pq.headroom.size.0),
+                dynamic_th: Some(0),
+            });
+        self.rows.push(ConfigRow::BufferPg(BufferPg {
+            port: at.port.to_string(),
+            classes: ClassList::single(c.traffic_class),
+            profile: prof,
+        }));
+        let wd = &q.watchdog;
+        if wd.enabled && first_lossless {
+            self.rows.push(ConfigRow::PfcWd(PfcWd {
+                port: at.port.to_string(),
+                action: Some(wd_action(wd.action)),
+                detection_time: Some(millis(wd.detection_time.as_millis())),
+                restoration_time: Some(millis(wd.restoration_time.as_millis())),
             }));
         }
     }
-    rows.extend(wred.into_values().map(ConfigRow::WredProfile));
-    rows.extend(profiles.into_values().map(ConfigRow::BufferProfile));
-    if !cable.is_empty() {
-        rows.push(ConfigRow::CableLength(CableLength {
-            name: c::CABLE_LENGTH_NAME.into(),
-            map: cable,
-        }));
-    }
-    Ok(rows)
+}
+
+/// One traffic class on one port, with what the headroom and ECN models give it there.
+struct ClassAt<'a> {
+    port: &'a str,
+    speed: Speed,
+    metres: u64,
+    class: &'a TrafficClass,
+    pq: &'a PortQos,
+}
+
+/// The tuner's bounds: never under a quarter of the static values, never past the pause
+/// threshold (so ECN still acts before PFC) nor past the port's buffer share.
+fn envelope(q: &Qos, at: &ClassAt, lossless_here: bool) -> ConfigRow {
+    let pq = at.pq;
+    let ceiling = if lossless_here {
+        pq.pause_threshold.0
+    } else {
+        pq.port_buffer.0
+    };
+    let kmax_max = ((pq.ecn.kmax.0 as f64 * ENVELOPE_HIGH) as u64).min(ceiling);
+    let kmin_max = ((pq.ecn.kmin.0 as f64 * ENVELOPE_HIGH) as u64).min(kmax_max.saturating_sub(1));
+    ConfigRow::EcnEnvelope(EcnEnvelope {
+        port: at.port.to_string(),
+        tc: at.class.traffic_class,
+        kmin_min: (pq.ecn.kmin.0 as f64 * ENVELOPE_LOW) as u64,
+        kmin_max,
+        kmax_min: (pq.ecn.kmax.0 as f64 * ENVELOPE_LOW) as u64,
+        kmax_max,
+        pmax_min: 0.01,
+        pmax_max: 1.0,
+        pause_threshold: pq.pause_threshold.0,
+        tuning: match q.tuning {
+            Tuning::Auto => c::Tuning::Auto,
+            Tuning::Off => c::Tuning::Off,
+        },
+    })
 }
 
 fn millis(ms: u64) -> u32 {

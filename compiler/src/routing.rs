@@ -306,21 +306,37 @@ pub fn update(
     marks: &mut Marks,
     dest: SwitchIdx,
     touched: &[SwitchIdx],
-    mut changed: impl FnMut(usize),
+    changed: impl FnMut(usize),
 ) {
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
     let n = g.tier.len();
     marks.queued.resize(n, false);
     marks.moved.resize(n, false);
+    let phase_b = settle_down(g, sc, marks, dest, touched);
+    settle_up(g, sc, marks, dest, touched, phase_b, changed);
+    // Every queued switch was popped (so unqueued); clear what moved for the next call.
+    for &s in marks.set.iter() {
+        marks.moved[s as usize] = false;
+    }
+    marks.set.clear();
+}
+
+/// Phase A of [`update`]: downward distances and capacities, lowest tier first. Returns the
+/// switches phase B must visit.
+fn settle_down(
+    g: &Graph,
+    sc: &mut Scratch,
+    marks: &mut Marks,
+    dest: SwitchIdx,
+    touched: &[SwitchIdx],
+) -> Vec<usize> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let Marks {
         queued,
         moved,
         set: moved_list,
     } = marks;
     let mut phase_b: Vec<usize> = touched.to_vec();
-
-    // Phase A: downward distances and capacities, lowest tier first.
     let mut heap: BinaryHeap<Reverse<(u8, u32)>> = BinaryHeap::new();
     for &s in touched {
         if !queued[s] {
@@ -378,8 +394,26 @@ pub fn update(
             }
         }
     }
+    phase_b
+}
 
-    // Phase B: upward reach and capacities, highest tier first.
+/// Phase B of [`update`]: upward reach and capacities, highest tier first, from the switches
+/// `phase_b`; `changed(s)` for every switch whose next hops may differ.
+fn settle_up(
+    g: &Graph,
+    sc: &mut Scratch,
+    marks: &mut Marks,
+    dest: SwitchIdx,
+    touched: &[SwitchIdx],
+    phase_b: Vec<usize>,
+    mut changed: impl FnMut(usize),
+) {
+    use std::collections::BinaryHeap;
+    let Marks {
+        queued,
+        moved,
+        set: moved_list,
+    } = marks;
     let mut heap: BinaryHeap<(u8, u32)> = BinaryHeap::new();
     for s in phase_b {
         if !queued[s] {
@@ -393,29 +427,7 @@ pub fn update(
         if s == dest {
             continue;
         }
-        let (reach, cap) = if sc.down[s] != UNREACHABLE {
-            (sc.down[s], sc.cap[s])
-        } else {
-            let best = g.up[s]
-                .iter()
-                .filter(|e| sc.cap[e.nb as usize] > 0)
-                .map(|e| sc.reach[e.nb as usize])
-                .min()
-                .unwrap_or(UNREACHABLE);
-            if best == UNREACHABLE {
-                (UNREACHABLE, 0)
-            } else {
-                let cap = g.up[s]
-                    .iter()
-                    .filter(|e| {
-                        e.total != 0 && sc.reach[e.nb as usize] == best && sc.cap[e.nb as usize] > 0
-                    })
-                    .fold(0u64, |a, e| {
-                        a.saturating_add(e.total.min(sc.cap[e.nb as usize]))
-                    });
-                (best + 1, cap)
-            }
-        };
+        let (reach, cap) = reach_up(g, sc, s);
         let now_moved = reach != sc.reach[s] || cap != sc.cap[s];
         sc.reach[s] = reach;
         sc.cap[s] = cap;
@@ -444,11 +456,30 @@ pub fn update(
             }
         }
     }
-    // Every queued switch was popped (so unqueued); clear what moved for the next call.
-    for &s in moved_list.iter() {
-        moved[s as usize] = false;
+}
+
+/// Switch `s`'s (reach, capacity) toward the destination: its down distance if it has one,
+/// else one more than its best up-neighbour's reach, with their capacity.
+fn reach_up(g: &Graph, sc: &Scratch, s: usize) -> (u32, u64) {
+    if sc.down[s] != UNREACHABLE {
+        return (sc.down[s], sc.cap[s]);
     }
-    moved_list.clear();
+    let best = g.up[s]
+        .iter()
+        .filter(|e| sc.cap[e.nb as usize] > 0)
+        .map(|e| sc.reach[e.nb as usize])
+        .min()
+        .unwrap_or(UNREACHABLE);
+    if best == UNREACHABLE {
+        return (UNREACHABLE, 0);
+    }
+    let cap = g.up[s]
+        .iter()
+        .filter(|e| e.total != 0 && sc.reach[e.nb as usize] == best && sc.cap[e.nb as usize] > 0)
+        .fold(0u64, |a, e| {
+            a.saturating_add(e.total.min(sc.cap[e.nb as usize]))
+        });
+    (best + 1, cap)
 }
 
 /// Reduces raw capacities to small integer weights whose sum fits a group (`max_sum`), keeping

@@ -265,80 +265,11 @@ pub(crate) fn patch(
     st: &mut TableState,
     buf: &mut PatchBuf,
 ) -> Option<SwitchDelta> {
-    let key_of_leaf = |n: u32| {
-        let d = cx.order.leaves[n as usize].1 as usize;
-        let info = &cx.dests[d];
-        if info.switch == s {
-            ABSENT
-        } else {
-            pack(now(d), info.all_ok)
-        }
-    };
-    let PatchBuf {
-        leaves,
-        changed,
-        nodes,
-        affected,
-        refs,
-        keys,
-        order,
-        spare,
-    } = buf;
-    leaves.clear();
-    changed.clear();
-    nodes.clear();
-    for &(d, old) in changes {
-        let info = &cx.dests[d as usize];
-        if info.switch == s {
-            continue;
-        }
-        leaves.extend_from_slice(cx.order.leaves_of(d as usize));
-        let new = now(d as usize);
-        for &(net, ok) in &info.host_routes {
-            changed.push((net, Some(pack(old, ok)), Some(pack(new, ok))));
-        }
-    }
-    cx.order.patch(
-        &st.merged,
-        leaves,
-        key_of_leaf,
-        cx.t.routing.aggregate,
-        affected,
-        nodes,
-    );
-    changed.extend(
-        nodes
-            .iter()
-            .map(|&(n, was, new)| (cx.order.nodes[n as usize], was, new)),
-    );
-
-    refs.clear();
-    refs.extend_from_slice(&st.refs);
-    for &(_, was, new) in changed.iter() {
-        if let Some(v) = was {
-            count(refs, v, false);
-        }
-        if let Some(v) = new {
-            count(refs, v, true);
-        }
-    }
-    keys.clear();
-    keys.extend(refs.iter().map(|e| e.0).filter(|&v| is_group(sets, v)));
-    let same_keys = keys.len() == st.ids.len() && keys.iter().zip(&st.ids).all(|(a, b)| *a == b.0);
-    let ids = if same_keys {
-        None
-    } else {
-        let ids = group_ids(keys, sets);
-        // A kept group whose id moves would retarget routes outside this patch.
-        let moved = ids.iter().any(|&(v, id)| {
-            st.ids
-                .binary_search_by_key(&v, |e| e.0)
-                .is_ok_and(|i| st.ids[i].1 != id)
-        });
-        if moved {
-            return None;
-        }
-        Some(ids)
+    buf.find_changes(cx, s, changes, &now, st);
+    let ids = match buf.new_group_ids(sets, st) {
+        GroupIds::Same => None,
+        GroupIds::New(ids) => Some(ids),
+        GroupIds::Moved => return None,
     };
 
     // Commit.
@@ -346,7 +277,7 @@ pub(crate) fn patch(
         switch: s,
         ..SwitchDelta::default()
     };
-    for &(n, _, new) in nodes.iter() {
+    for &(n, _, new) in buf.nodes.iter() {
         match st.merged.binary_search_by_key(&n, |e| e.0) {
             Ok(i) => match new {
                 Some(v) => st.merged[i].1 = v,
@@ -361,7 +292,7 @@ pub(crate) fn patch(
             }
         }
     }
-    std::mem::swap(&mut st.refs, refs);
+    std::mem::swap(&mut st.refs, &mut buf.refs);
     if let Some(ids) = ids {
         for &(v, id) in &st.ids {
             if ids.binary_search_by_key(&v, |e| e.0).is_err()
@@ -393,65 +324,172 @@ pub(crate) fn patch(
             }
         }
     }
-    // The changed prefixes in route order (ties in the order they came), merged with the
-    // routes in one pass into the spare buffer: inserting and removing one by one moved the
-    // whole table once per change (a leaf's split supernet is a dozen changes).
-    order.clear();
-    order.extend(
-        changed
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.0.network(), c.0.prefix_len(), i as u32)),
-    );
-    order.sort_unstable();
-    let mut old = std::mem::take(routes);
-    let mut out = std::mem::take(spare);
-    out.clear();
-    out.reserve(old.len() + order.len() + 16);
-    delta.routes_old.reserve(order.len());
-    delta.routes_new.reserve(order.len());
-    let mut held = old.drain(..).peekable();
-    let mut k = 0;
-    while k < order.len() {
-        let key = (order[k].0, order[k].1);
-        while let Some(r) = held.next_if(|r| route_order(r) < key) {
-            out.push(r);
-        }
-        // The route under this prefix as each change of it finds it.
-        let mut cur = held.next_if(|r| route_order(r) == key);
-        while k < order.len() && (order[k].0, order[k].1) == key {
-            let (prefix, _, new) = changed[order[k].2 as usize];
-            let new = new.map(|v| Route {
-                prefix,
-                target: target(sets, &st.ids, v),
-            });
-            cur = match (cur, new) {
-                (Some(c), Some(r)) if c == r => Some(c),
-                (Some(c), Some(r)) => {
-                    delta.routes_old.push(c);
-                    delta.routes_new.push(r.clone());
-                    Some(r)
-                }
-                (Some(c), None) => {
-                    delta.routes_old.push(c);
-                    None
-                }
-                (None, Some(r)) => {
-                    delta.routes_new.push(r.clone());
-                    Some(r)
-                }
-                (None, None) => None,
-            };
-            k += 1;
-        }
-        out.extend(cur);
-    }
-    out.extend(held);
-    *routes = out;
-    *spare = old;
+    buf.merge_routes(sets, st, routes, &mut delta);
     delta.groups_old.sort_by_key(|g| g.id);
     delta.groups_new.sort_unstable();
     Some(delta)
+}
+
+/// The group ids after a patch.
+enum GroupIds {
+    Same,
+    New(Vec<(Packed, u16)>),
+    /// A kept group's id would move, which would retarget routes outside the patch.
+    Moved,
+}
+
+impl PatchBuf {
+    /// The leaf routes of switch `s` whose key changes: the host routes of the changed
+    /// destinations, and the merged prefixes above them (into `changed`; the merge plan's
+    /// nodes into `nodes`).
+    fn find_changes(
+        &mut self,
+        cx: &Ctx,
+        s: SwitchIdx,
+        changes: &[(u32, u32)],
+        now: &impl Fn(usize) -> u32,
+        st: &TableState,
+    ) {
+        let key_of_leaf = |n: u32| {
+            let d = cx.order.leaves[n as usize].1 as usize;
+            let info = &cx.dests[d];
+            if info.switch == s {
+                ABSENT
+            } else {
+                pack(now(d), info.all_ok)
+            }
+        };
+        self.leaves.clear();
+        self.changed.clear();
+        self.nodes.clear();
+        for &(d, old) in changes {
+            let info = &cx.dests[d as usize];
+            if info.switch == s {
+                continue;
+            }
+            self.leaves
+                .extend_from_slice(cx.order.leaves_of(d as usize));
+            let new = now(d as usize);
+            for &(net, ok) in &info.host_routes {
+                self.changed
+                    .push((net, Some(pack(old, ok)), Some(pack(new, ok))));
+            }
+        }
+        cx.order.patch(
+            &st.merged,
+            &self.leaves,
+            key_of_leaf,
+            cx.t.routing.aggregate,
+            &mut self.affected,
+            &mut self.nodes,
+        );
+        self.changed.extend(
+            self.nodes
+                .iter()
+                .map(|&(n, was, new)| (cx.order.nodes[n as usize], was, new)),
+        );
+    }
+
+    /// Counts the keys after the changes (into `refs`) and numbers their groups again if the
+    /// set of group keys changed.
+    fn new_group_ids(&mut self, sets: &SetTable, st: &TableState) -> GroupIds {
+        let refs = &mut self.refs;
+        refs.clear();
+        refs.extend_from_slice(&st.refs);
+        for &(_, was, new) in self.changed.iter() {
+            if let Some(v) = was {
+                count(refs, v, false);
+            }
+            if let Some(v) = new {
+                count(refs, v, true);
+            }
+        }
+        let keys = &mut self.keys;
+        keys.clear();
+        keys.extend(refs.iter().map(|e| e.0).filter(|&v| is_group(sets, v)));
+        let same_keys =
+            keys.len() == st.ids.len() && keys.iter().zip(&st.ids).all(|(a, b)| *a == b.0);
+        if same_keys {
+            return GroupIds::Same;
+        }
+        let ids = group_ids(keys, sets);
+        let moved = ids.iter().any(|&(v, id)| {
+            st.ids
+                .binary_search_by_key(&v, |e| e.0)
+                .is_ok_and(|i| st.ids[i].1 != id)
+        });
+        if moved {
+            GroupIds::Moved
+        } else {
+            GroupIds::New(ids)
+        }
+    }
+
+    /// The changed prefixes in route order (ties in the order they came), merged with the
+    /// routes in one pass into the spare buffer: inserting and removing one by one moved the
+    /// whole table once per change (a leaf's split supernet is a dozen changes).
+    fn merge_routes(
+        &mut self,
+        sets: &SetTable,
+        st: &TableState,
+        routes: &mut Vec<Route>,
+        delta: &mut SwitchDelta,
+    ) {
+        let (order, changed) = (&mut self.order, &self.changed);
+        order.clear();
+        order.extend(
+            changed
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.0.network(), c.0.prefix_len(), i as u32)),
+        );
+        order.sort_unstable();
+        let mut old = std::mem::take(routes);
+        let mut out = std::mem::take(&mut self.spare);
+        out.clear();
+        out.reserve(old.len() + order.len() + 16);
+        delta.routes_old.reserve(order.len());
+        delta.routes_new.reserve(order.len());
+        let mut held = old.drain(..).peekable();
+        let mut k = 0;
+        while k < order.len() {
+            let key = (order[k].0, order[k].1);
+            while let Some(r) = held.next_if(|r| route_order(r) < key) {
+                out.push(r);
+            }
+            // The route under this prefix as each change of it finds it.
+            let mut cur = held.next_if(|r| route_order(r) == key);
+            while k < order.len() && (order[k].0, order[k].1) == key {
+                let (prefix, _, new) = changed[order[k].2 as usize];
+                let new = new.map(|v| Route {
+                    prefix,
+                    target: target(sets, &st.ids, v),
+                });
+                cur = match (cur, new) {
+                    (Some(c), Some(r)) if c == r => Some(c),
+                    (Some(c), Some(r)) => {
+                        delta.routes_old.push(c);
+                        delta.routes_new.push(r.clone());
+                        Some(r)
+                    }
+                    (Some(c), None) => {
+                        delta.routes_old.push(c);
+                        None
+                    }
+                    (None, Some(r)) => {
+                        delta.routes_new.push(r.clone());
+                        Some(r)
+                    }
+                    (None, None) => None,
+                };
+                k += 1;
+            }
+            out.extend(cur);
+        }
+        out.extend(held);
+        *routes = out;
+        self.spare = old;
+    }
 }
 
 /// What differs between a switch's table before and after (both sorted as built).
