@@ -432,12 +432,36 @@ fn queue_marks(d: &Deltas<'_>, e: &End, prio: usize) -> (u64, u64) {
 /// The pause graph: who paused whom, followed from every node that pauses without being
 /// paused (the origins) to the ports it held up (the victims).
 fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let fab = &d.w.fabric;
     for prio in 0..PRIORITIES {
-        // Edges pauser → paused switch port.
-        let mut paused_by: BTreeMap<End, Vec<End>> = BTreeMap::new();
-        let mut is_paused: BTreeSet<String> = BTreeSet::new();
-        let mut evidence: BTreeMap<String, Vec<Evidence>> = BTreeMap::new();
+        let g = PauseGraph::new(d, prio);
+        for h in &d.w.fabric.hosts {
+            if let Some(f) = pausing_host(d, th, &g, h) {
+                out.push(f);
+            }
+        }
+        back_pressure(d, th, &g, out);
+    }
+}
+
+/// Who paused whom on one priority.
+struct PauseGraph {
+    prio: usize,
+    /// Edges pauser → paused switch port.
+    paused_by: BTreeMap<End, Vec<End>>,
+    is_paused: BTreeSet<String>,
+    /// The PAUSE counted, by the node that sent it (a host or a switch).
+    evidence: BTreeMap<String, Vec<Evidence>>,
+}
+
+impl PauseGraph {
+    fn new(d: &Deltas<'_>, prio: usize) -> Self {
+        let fab = &d.w.fabric;
+        let mut g = PauseGraph {
+            prio,
+            paused_by: BTreeMap::new(),
+            is_paused: BTreeSet::new(),
+            evidence: BTreeMap::new(),
+        };
         for sw in &fab.switches {
             for port in switch_ports(d, sw) {
                 let e = End::new(sw, port);
@@ -446,10 +470,10 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     && let Some(p) = fab.peer(&e)
                 {
                     // p paused sw's egress toward it.
-                    paused_by.entry(p.clone()).or_default().push(e.clone());
-                    is_paused.insert(sw.clone());
+                    g.paused_by.entry(p.clone()).or_default().push(e.clone());
+                    g.is_paused.insert(sw.clone());
                     // Evidence of the pauser (a host or a switch) is where it was counted.
-                    evidence.entry(p.node.clone()).or_default().push(d.ev(
+                    g.evidence.entry(p.node.clone()).or_default().push(d.ev(
                         sw,
                         Some(port),
                         format!("SAI_PORT_STAT_PFC_{prio}_RX_PKTS"),
@@ -457,7 +481,7 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     ));
                 }
                 if tx > 0 {
-                    evidence.entry(sw.clone()).or_default().push(d.ev(
+                    g.evidence.entry(sw.clone()).or_default().push(d.ev(
                         sw,
                         Some(port),
                         format!("SAI_PORT_STAT_PFC_{prio}_TX_PKTS"),
@@ -466,204 +490,242 @@ fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 }
             }
         }
-        // Victims of an origin: the ports it paused, then whatever those switches paused.
-        let victims_of = |origin: &str| -> Vec<String> {
-            let mut seen: BTreeSet<String> = BTreeSet::new();
-            let mut queue: Vec<String> = vec![origin.to_string()];
-            let mut out = Vec::new();
-            while let Some(n) = queue.pop() {
-                if !seen.insert(n.clone()) {
+        g
+    }
+
+    /// Victims of an origin: the ports it paused, then whatever those switches paused.
+    fn victims_of(&self, origin: &str) -> Vec<String> {
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut queue: Vec<String> = vec![origin.to_string()];
+        let mut out = Vec::new();
+        while let Some(n) = queue.pop() {
+            if !seen.insert(n.clone()) {
+                continue;
+            }
+            for (pauser, paused) in &self.paused_by {
+                if pauser.node != n {
                     continue;
                 }
-                for (pauser, paused) in &paused_by {
-                    if pauser.node != n {
-                        continue;
-                    }
-                    for v in paused {
-                        out.push(v.to_string());
-                        queue.push(v.node.clone());
-                    }
+                for v in paused {
+                    out.push(v.to_string());
+                    queue.push(v.node.clone());
                 }
             }
-            out.sort();
-            out.dedup();
-            out
-        };
-        // Hosts that pause their leaf.
-        for h in &fab.hosts {
-            let Some(leaf) = fab.host_port(h) else {
-                continue;
-            };
-            let (rx, _) = pauses(d, &leaf, prio);
-            if rx < th.min_pauses {
-                continue;
-            }
-            let key = format!("{}:{prio}", leaf.port);
-            let wd_detected = d.queue(&leaf.node, &key, |q| q.wd_detected);
-            let wd_now = d
-                .last()
-                .switches
-                .get(&leaf.node)
-                .and_then(|s| s.queues.get(&key))
-                .is_some_and(|q| q.wd_stormed);
-            let wd_drops = d.switch(&leaf.node, |s| {
-                s.drops.get("pfc_watchdog").copied().unwrap_or(0)
-            });
-            let rate = d.rate(rx);
-            let mut ev = evidence.get(h).cloned().unwrap_or_default();
-            if wd_detected > 0 {
-                ev.push(d.ev(
-                    &leaf.node,
-                    Some(&key),
-                    "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED",
-                    wd_detected,
-                ));
-            } else if wd_now {
-                // Stormed since before the window.
-                ev.push(d.ev(&leaf.node, Some(&key), "PFC_WD_STATUS stormed", 0));
-            }
-            if wd_drops > 0 {
-                ev.push(d.ev(&leaf.node, None, "WEFT_DROP_PFC_WATCHDOG_PKTS", wd_drops));
-            }
-            let (marks, _) = queue_marks(d, &leaf, prio);
-            let cg = congestion(d, th, &leaf);
-            let upstream_pauses: u64 = switch_ports(d, &leaf.node)
-                .iter()
-                .map(|p| pauses(d, &End::new(&leaf.node, p), prio).1)
-                .sum();
-            let backed_up = cg.congested(th) || upstream_pauses > 0;
-            let mut victims = victims_of(h);
-            // A storm pauses continuously: PAUSE refreshed faster than storm_pause_rate. A host
-            // that stalls in stretches pauses less often; the watchdog may fire on either
-            // (a stretch longer than detection_time), so it only adds confidence.
-            let wd = wd_detected > 0 || wd_now;
-            let storm = rate >= th.storm_pause_rate;
-            if storm {
-                let mut confidence = if wd { 0.97 } else { 0.85 };
-                if !wd && cg.congested(th) {
-                    // Continuous pauses with traffic backing up: could be a stuck receiver.
-                    confidence = 0.75;
-                }
-                // The spreading: PAUSE the victims sent on in turn.
-                let spread: BTreeSet<String> = victims
-                    .iter()
-                    .filter_map(|v| v.split(':').next().map(str::to_string))
-                    .collect();
-                let mut ev = ev;
-                for n in &spread {
-                    if let Some(e) = evidence.get(n) {
-                        ev.extend(
-                            e.iter()
-                                .filter(|x| x.switch == *n && x.counter.ends_with("_TX_PKTS"))
-                                .cloned(),
-                        );
-                    }
-                }
-                if wd_drops > 0 {
-                    victims.push(format!(
-                        "{} lossless packets dropped by the watchdog on {}",
-                        wd_drops, leaf.node
-                    ));
-                }
-                out.push(Finding {
-                    kind: Kind::PfcStorm,
-                    target: h.clone(),
-                    confidence,
-                    summary: format!(
-                        "PFC storm: {h} sends PAUSE on priority {prio} continuously ({rate} frames/s into {leaf}){}",
-                        if wd_detected > 0 || wd_now {
-                            "; the PFC watchdog declared the queue stormed"
-                        } else {
-                            ""
-                        }
-                    ),
-                    evidence: ev,
-                    victims,
-                    action: format!(
-                        "Isolate {h}: check its NIC (a stuck or misbehaving NIC pauses forever); keep the PFC watchdog on {leaf} priority {prio} in drop mode until it is fixed"
-                    ),
-                });
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// A host that pauses its leaf on the graph's priority, with what its leaf saw meanwhile.
+struct PausingHost<'h> {
+    host: &'h str,
+    leaf: End,
+    /// PAUSE frames per second.
+    rate: f64,
+    /// The PFC watchdog declared the queue stormed in the window, or it was already.
+    wd: bool,
+    wd_drops: u64,
+    evidence: Vec<Evidence>,
+    victims: Vec<String>,
+}
+
+/// The finding of host `h` if it pauses its leaf: a PFC storm when it pauses continuously, a
+/// slow receiver when in stretches.
+fn pausing_host(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, h: &str) -> Option<Finding> {
+    let prio = g.prio;
+    let leaf = d.w.fabric.host_port(h)?;
+    let (rx, _) = pauses(d, &leaf, prio);
+    if rx < th.min_pauses {
+        return None;
+    }
+    let key = format!("{}:{prio}", leaf.port);
+    let wd_detected = d.queue(&leaf.node, &key, |q| q.wd_detected);
+    let wd_now = d
+        .last()
+        .switches
+        .get(&leaf.node)
+        .and_then(|s| s.queues.get(&key))
+        .is_some_and(|q| q.wd_stormed);
+    let wd_drops = d.switch(&leaf.node, |s| {
+        s.drops.get("pfc_watchdog").copied().unwrap_or(0)
+    });
+    let mut ev = g.evidence.get(h).cloned().unwrap_or_default();
+    if wd_detected > 0 {
+        ev.push(d.ev(
+            &leaf.node,
+            Some(&key),
+            "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED",
+            wd_detected,
+        ));
+    } else if wd_now {
+        // Stormed since before the window.
+        ev.push(d.ev(&leaf.node, Some(&key), "PFC_WD_STATUS stormed", 0));
+    }
+    if wd_drops > 0 {
+        ev.push(d.ev(&leaf.node, None, "WEFT_DROP_PFC_WATCHDOG_PKTS", wd_drops));
+    }
+    let p = PausingHost {
+        host: h,
+        victims: g.victims_of(h),
+        rate: d.rate(rx),
+        wd: wd_detected > 0 || wd_now,
+        wd_drops,
+        evidence: ev,
+        leaf,
+    };
+    // A storm pauses continuously: PAUSE refreshed faster than storm_pause_rate. A host that
+    // stalls in stretches pauses less often; the watchdog may fire on either (a stretch longer
+    // than detection_time), so it only adds confidence.
+    Some(if p.rate >= th.storm_pause_rate {
+        storm(d, th, g, p)
+    } else {
+        slow_receiver(d, th, prio, p)
+    })
+}
+
+fn storm(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, p: PausingHost) -> Finding {
+    let (h, leaf, prio, rate) = (p.host, &p.leaf, g.prio, p.rate);
+    let cg = congestion(d, th, leaf);
+    let mut confidence = if p.wd { 0.97 } else { 0.85 };
+    if !p.wd && cg.congested(th) {
+        // Continuous pauses with traffic backing up: could be a stuck receiver.
+        confidence = 0.75;
+    }
+    // The spreading: PAUSE the victims sent on in turn.
+    let spread: BTreeSet<String> = p
+        .victims
+        .iter()
+        .filter_map(|v| v.split(':').next().map(str::to_string))
+        .collect();
+    let mut ev = p.evidence;
+    for n in &spread {
+        if let Some(e) = g.evidence.get(n) {
+            ev.extend(
+                e.iter()
+                    .filter(|x| x.switch == *n && x.counter.ends_with("_TX_PKTS"))
+                    .cloned(),
+            );
+        }
+    }
+    let mut victims = p.victims;
+    if p.wd_drops > 0 {
+        victims.push(format!(
+            "{} lossless packets dropped by the watchdog on {}",
+            p.wd_drops, leaf.node
+        ));
+    }
+    Finding {
+        kind: Kind::PfcStorm,
+        target: h.to_string(),
+        confidence,
+        summary: format!(
+            "PFC storm: {h} sends PAUSE on priority {prio} continuously ({rate} frames/s into {leaf}){}",
+            if p.wd {
+                "; the PFC watchdog declared the queue stormed"
             } else {
-                let mut ev = ev;
-                ev.extend(cg.evidence(d, &leaf));
-                let _ = marks;
-                let confidence = if backed_up || wd || wd_drops > 0 {
-                    0.88
-                } else {
-                    0.6
-                };
-                out.push(Finding {
-                    kind: Kind::SlowReceiver,
-                    target: h.clone(),
-                    confidence,
-                    summary: format!(
-                        "{h} does not drain: it pauses {leaf} on priority {prio} in stretches ({rate} frames/s){}",
-                        match (backed_up, wd) {
-                            (true, _) => format!(
-                                " while the queue toward it backs up ({}; {upstream_pauses} PAUSE sent upstream)",
-                                cg.describe()
-                            ),
-                            (false, true) => format!(
-                                "; the PFC watchdog fired on its stretches and dropped {wd_drops} packets toward it"
-                            ),
-                            _ => String::new(),
-                        }
-                    ),
-                    evidence: ev,
-                    victims,
-                    action: format!(
-                        "Check {h}: receive ring, CPU, PCIe, application not posting receives; the fabric is fine"
-                    ),
-                });
+                ""
             }
-        }
-        // Switches that pause others without being paused: back-pressure origins (their own
-        // congested queue) — reported by the queue rule with this evidence.
-        for sw in &fab.switches {
-            if is_paused.contains(sw) {
-                continue;
-            }
-            let Some(ev) = evidence.get(sw) else { continue };
-            let sent: u64 = ev
-                .iter()
-                .filter(|e| e.switch == *sw && e.counter.ends_with("_TX_PKTS"))
-                .map(|e| e.delta)
-                .sum();
-            if sent < th.min_pauses {
-                continue;
-            }
-            // Which of its queues is deep: the one marking most on this priority.
-            let hottest = switch_ports(d, sw)
-                .into_iter()
-                .map(|p| (queue_marks(d, &End::new(sw, p), prio).0, p.clone()))
-                .max();
-            let victims = victims_of(sw);
-            let (target, what) = match hottest {
-                Some((m, p)) if m > 0 => {
-                    let e = End::new(sw, &p);
-                    let t = match fab.peer(&e) {
-                        Some(peer) if fab.is_host(&peer.node) => peer.node.clone(),
-                        _ => e.to_string(),
-                    };
-                    (
-                        t,
-                        format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)"),
-                    )
-                }
-                _ => (sw.clone(), "no queue of it marks ECN".to_string()),
-            };
-            out.push(Finding {
-                kind: Kind::Congestion,
-                target,
-                confidence: 0.55,
-                summary: format!(
-                    "back-pressure, not a storm: {sw} sends PAUSE on priority {prio} ({sent} frames) without being paused itself; {what}"
+        ),
+        evidence: ev,
+        victims,
+        action: format!(
+            "Isolate {h}: check its NIC (a stuck or misbehaving NIC pauses forever); keep the PFC watchdog on {leaf} priority {prio} in drop mode until it is fixed"
+        ),
+    }
+}
+
+fn slow_receiver(d: &Deltas<'_>, th: &Thresholds, prio: usize, p: PausingHost) -> Finding {
+    let (h, leaf, rate, wd, wd_drops) = (p.host, &p.leaf, p.rate, p.wd, p.wd_drops);
+    let cg = congestion(d, th, leaf);
+    let upstream_pauses: u64 = switch_ports(d, &leaf.node)
+        .iter()
+        .map(|port| pauses(d, &End::new(&leaf.node, port), prio).1)
+        .sum();
+    let backed_up = cg.congested(th) || upstream_pauses > 0;
+    let mut ev = p.evidence;
+    ev.extend(cg.evidence(d, leaf));
+    let confidence = if backed_up || wd || wd_drops > 0 {
+        0.88
+    } else {
+        0.6
+    };
+    Finding {
+        kind: Kind::SlowReceiver,
+        target: h.to_string(),
+        confidence,
+        summary: format!(
+            "{h} does not drain: it pauses {leaf} on priority {prio} in stretches ({rate} frames/s){}",
+            match (backed_up, wd) {
+                (true, _) => format!(
+                    " while the queue toward it backs up ({}; {upstream_pauses} PAUSE sent upstream)",
+                    cg.describe()
                 ),
-                evidence: ev.clone(),
-                victims,
-                action: "Find the congested queue's senders (incast); lower ECN thresholds so DCQCN slows them before PFC engages".into(),
-            });
+                (false, true) => format!(
+                    "; the PFC watchdog fired on its stretches and dropped {wd_drops} packets toward it"
+                ),
+                _ => String::new(),
+            }
+        ),
+        evidence: ev,
+        victims: p.victims,
+        action: format!(
+            "Check {h}: receive ring, CPU, PCIe, application not posting receives; the fabric is fine"
+        ),
+    }
+}
+
+/// Switches that pause others without being paused: back-pressure origins (their own
+/// congested queue), reported with the queue that marks most on the priority.
+fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<Finding>) {
+    let (fab, prio) = (&d.w.fabric, g.prio);
+    for sw in &fab.switches {
+        if g.is_paused.contains(sw) {
+            continue;
         }
+        let Some(ev) = g.evidence.get(sw) else {
+            continue;
+        };
+        let sent: u64 = ev
+            .iter()
+            .filter(|e| e.switch == *sw && e.counter.ends_with("_TX_PKTS"))
+            .map(|e| e.delta)
+            .sum();
+        if sent < th.min_pauses {
+            continue;
+        }
+        // Which of its queues is deep: the one marking most on this priority.
+        let hottest = switch_ports(d, sw)
+            .into_iter()
+            .map(|p| (queue_marks(d, &End::new(sw, p), prio).0, p.clone()))
+            .max();
+        let victims = g.victims_of(sw);
+        let (target, what) = match hottest {
+            Some((m, p)) if m > 0 => {
+                let e = End::new(sw, &p);
+                let t = match fab.peer(&e) {
+                    Some(peer) if fab.is_host(&peer.node) => peer.node.clone(),
+                    _ => e.to_string(),
+                };
+                (
+                    t,
+                    format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)"),
+                )
+            }
+            _ => (sw.clone(), "no queue of it marks ECN".to_string()),
+        };
+        out.push(Finding {
+            kind: Kind::Congestion,
+            target,
+            confidence: 0.55,
+            summary: format!(
+                "back-pressure, not a storm: {sw} sends PAUSE on priority {prio} ({sent} frames) without being paused itself; {what}"
+            ),
+            evidence: ev.clone(),
+            victims,
+            action: "Find the congested queue's senders (incast); lower ECN thresholds so DCQCN slows them before PFC engages".into(),
+        });
     }
 }
 
