@@ -270,6 +270,8 @@ fn outcome_of(
 struct Connection {
     socket: zmq::Socket,
     monitor: Option<zmq::Socket>,
+    /// Dropped last (fields drop in order): terminating it waits for the sockets to close.
+    _context: zmq::Context,
 }
 
 impl Connection {
@@ -282,15 +284,20 @@ impl Connection {
             // rather than hold it.
             max_message: Some(4 * options.max_message as i64),
         };
-        let socket = socket::open(options.mode.client_kind(), &ep, tuning)?;
+        let context = socket::context();
+        let socket = socket::open(&context, options.mode.client_kind(), &ep, tuning)?;
         let monitor = match options.mode {
-            ZmqMode::RequestReply => Some(socket::monitor(&socket, &ep)?),
+            ZmqMode::RequestReply => Some(socket::monitor(&context, &socket, &ep)?),
             ZmqMode::PushPull => None,
         };
         socket
             .connect(&ep)
             .map_err(|e| ZmqError::socket(&ep, "connect", e))?;
-        Ok(Connection { socket, monitor })
+        Ok(Connection {
+            socket,
+            monitor,
+            _context: context,
+        })
     }
 }
 

@@ -148,7 +148,8 @@ impl ZmqServer {
             // make libzmq drop the peer instead of this process holding them.
             max_message: Some(4 * options.max_message as i64),
         };
-        let sock = socket::open(options.mode.server_kind(), &ep, tuning)?;
+        let context = socket::context();
+        let sock = socket::open(&context, options.mode.server_kind(), &ep, tuning)?;
         sock.bind(&ep)
             .map_err(|e| ZmqError::socket(&ep, "bind", e))?;
         let bound = sock
@@ -162,6 +163,7 @@ impl ZmqServer {
         let counters = Arc::new(Counters::default());
         let ctx = Ctx {
             socket: sock,
+            _context: context,
             options,
             tx,
             stop: stop.clone(),
@@ -224,6 +226,8 @@ impl Drop for ZmqServer {
 /// What the server thread owns.
 struct Ctx {
     socket: zmq::Socket,
+    /// Dropped after the socket: terminating it waits until libzmq has closed the listener.
+    _context: zmq::Context,
     options: ServerOptions,
     tx: mpsc::Sender<Incoming>,
     stop: Arc<AtomicBool>,
@@ -442,8 +446,7 @@ impl Ctx {
         let Ok(permit) = futures::executor::block_on(self.tx.reserve()) else {
             return false;
         };
-        let mut out: Vec<Incoming> = Vec::new();
-        let mut current: Option<(ZmqBatch, usize)> = None;
+        let mut received: Vec<Result<ZmqBatch, ZmqError>> = Vec::new();
         let mut taken = 0;
         while taken < self.options.max_batch.max(1) {
             let (bytes, frames) = match socket::recv_message(&self.socket) {
@@ -454,41 +457,29 @@ impl Ctx {
                     return false;
                 }
             };
-            let batch = match self.decode(&bytes, frames) {
-                Ok(b) if self.options.serves(&b.db, &b.table) => b,
-                Ok(b) => {
-                    let e = ZmqError::UnknownTable {
-                        db: b.db,
-                        table: b.table,
-                    };
-                    self.refused(&e);
-                    out.push(Err(e));
-                    continue;
+            let item = match self.decode(&bytes, frames) {
+                Ok(b) if self.options.serves(&b.db, &b.table) => {
+                    taken += b.entries.len();
+                    Ok(b)
                 }
+                Ok(b) => Err(ZmqError::UnknownTable {
+                    db: b.db,
+                    table: b.table,
+                }),
+                Err(e) => Err(e),
+            };
+            received.push(item);
+        }
+        let out: Vec<Incoming> = merge_runs(received)
+            .into_iter()
+            .map(|r| match r {
+                Ok((batch, n)) => Ok(self.request(batch, n)),
                 Err(e) => {
                     self.refused(&e);
-                    out.push(Err(e));
-                    continue;
+                    Err(e)
                 }
-            };
-            taken += batch.entries.len();
-            current = match current {
-                Some((mut cur, n))
-                    if (&cur.db, &cur.table, cur.term) == (&batch.db, &batch.table, batch.term) =>
-                {
-                    cur.entries.extend(batch.entries);
-                    Some((cur, n + 1))
-                }
-                Some(done) => {
-                    out.push(Ok(self.request(done.0, done.1)));
-                    Some((batch, 1))
-                }
-                None => Some((batch, 1)),
-            };
-        }
-        if let Some((cur, n)) = current {
-            out.push(Ok(self.request(cur, n)));
-        }
+            })
+            .collect();
         let mut items = out.into_iter();
         let Some(first) = items.next() else {
             return true;
@@ -508,5 +499,101 @@ impl Ctx {
             }
         }
         true
+    }
+}
+
+/// Consecutive batches of one table (and term) as one, with how many messages each gathers;
+/// refusals stay where they were.
+fn merge_runs(
+    received: Vec<Result<ZmqBatch, ZmqError>>,
+) -> Vec<Result<(ZmqBatch, usize), ZmqError>> {
+    let mut out: Vec<Result<(ZmqBatch, usize), ZmqError>> = Vec::new();
+    for item in received {
+        match (item, out.last_mut()) {
+            (Ok(b), Some(Ok((cur, n))))
+                if (&cur.db, &cur.table, cur.term) == (&b.db, &b.table, b.term) =>
+            {
+                cur.entries.extend(b.entries);
+                *n += 1;
+            }
+            (Ok(b), _) => out.push(Ok((b, 1))),
+            (Err(e), _) => out.push(Err(e)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(table: &str, term: Option<u64>, entries: Vec<KeyOpFieldValues>) -> ZmqBatch {
+        ZmqBatch {
+            db: "APPL_DB".into(),
+            table: table.into(),
+            term,
+            entries,
+        }
+    }
+
+    #[test]
+    fn queued_pushes_of_one_table_gather_into_one_coalesced_batch() {
+        let received = vec![
+            Ok(batch(
+                "ROUTE_TABLE",
+                None,
+                vec![KeyOpFieldValues::del("default")],
+            )),
+            Ok(batch(
+                "ROUTE_TABLE",
+                None,
+                vec![KeyOpFieldValues::set("default", [("nexthop", "10.0.0.1")])],
+            )),
+            Err(ZmqError::Wire(WireError::NoHeader)),
+            Ok(batch(
+                "ROUTE_TABLE",
+                None,
+                vec![KeyOpFieldValues::del("other")],
+            )),
+            Ok(batch(
+                "ROUTE_TABLE",
+                Some(3),
+                vec![KeyOpFieldValues::del("x")],
+            )),
+            Ok(batch(
+                "VNET_TABLE",
+                Some(3),
+                vec![KeyOpFieldValues::del("y")],
+            )),
+        ];
+        let merged = merge_runs(received);
+        assert_eq!(merged.len(), 5);
+        let Ok((first, n)) = &merged[0] else {
+            panic!("{:?}", merged[0]);
+        };
+        assert_eq!(*n, 2);
+        let (entries, dropped) = wire::coalesce(first.entries.clone());
+        assert_eq!(dropped, 1);
+        assert_eq!(
+            entries,
+            vec![KeyOpFieldValues::set("default", [("nexthop", "10.0.0.1")])],
+            "the consumer sees one SET, not a DEL then a SET"
+        );
+        assert!(merged[1].is_err());
+        let tables: Vec<(String, Option<u64>)> = merged[2..]
+            .iter()
+            .map(|r| match r {
+                Ok((b, _)) => (b.table.clone(), b.term),
+                Err(e) => panic!("{e}"),
+            })
+            .collect();
+        assert_eq!(
+            tables,
+            vec![
+                ("ROUTE_TABLE".into(), None),
+                ("ROUTE_TABLE".into(), Some(3)),
+                ("VNET_TABLE".into(), Some(3))
+            ]
+        );
     }
 }

@@ -1,7 +1,6 @@
 //! libzmq sockets set up as swss-common sets them up, and the small blocking helpers the
 //! producer's and server's threads share.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -40,11 +39,11 @@ impl ZmqMode {
     }
 }
 
-/// The context every Weft ZMQ socket of the process lives in (one I/O thread; swss-common
-/// makes one context per socket, which costs a thread each and changes nothing on the wire).
+/// A context of its own for each producer and server, as swss-common has: closing it
+/// (zmq_ctx_term) waits until libzmq has closed the socket's connections and listeners, so an
+/// ipc socket file is gone and a tcp port free once a server's thread has ended.
 pub(crate) fn context() -> zmq::Context {
-    static CONTEXT: OnceLock<zmq::Context> = OnceLock::new();
-    CONTEXT.get_or_init(zmq::Context::new).clone()
+    zmq::Context::new()
 }
 
 /// The socket options of one end.
@@ -60,12 +59,13 @@ pub(crate) struct Tuning {
 /// holds a closing socket), TCP keepalive after 5 s idle, probes every 1 s, 5 probes (dead
 /// peers noticed within ~10 s, zmqclient.cpp), and the high-water marks asked for.
 pub(crate) fn open(
+    ctx: &zmq::Context,
     kind: zmq::SocketType,
     endpoint: &str,
     tuning: Tuning,
 ) -> Result<zmq::Socket, ZmqError> {
     let err = |op| move |e| ZmqError::socket(endpoint, op, e);
-    let s = context().socket(kind).map_err(err("socket"))?;
+    let s = ctx.socket(kind).map_err(err("socket"))?;
     s.set_linger(0).map_err(err("setsockopt ZMQ_LINGER"))?;
     s.set_tcp_keepalive(1)
         .map_err(err("setsockopt ZMQ_TCP_KEEPALIVE"))?;
@@ -89,7 +89,11 @@ pub(crate) fn open(
 }
 
 /// A PAIR socket that hears when `socket` loses a peer (ZMQ_EVENT_DISCONNECTED).
-pub(crate) fn monitor(socket: &zmq::Socket, endpoint: &str) -> Result<zmq::Socket, ZmqError> {
+pub(crate) fn monitor(
+    ctx: &zmq::Context,
+    socket: &zmq::Socket,
+    endpoint: &str,
+) -> Result<zmq::Socket, ZmqError> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let addr = format!(
         "inproc://weft-zmq-monitor-{}",
@@ -99,7 +103,7 @@ pub(crate) fn monitor(socket: &zmq::Socket, endpoint: &str) -> Result<zmq::Socke
     socket
         .monitor(&addr, zmq::SocketEvent::DISCONNECTED as i32)
         .map_err(err("monitor"))?;
-    let pair = context().socket(zmq::PAIR).map_err(err("socket"))?;
+    let pair = ctx.socket(zmq::PAIR).map_err(err("socket"))?;
     pair.set_linger(0).map_err(err("setsockopt ZMQ_LINGER"))?;
     pair.connect(&addr).map_err(err("connect monitor"))?;
     Ok(pair)
