@@ -520,6 +520,9 @@ async fn a_request_nobody_answers_times_out_as_outcome_unknown_and_is_never_deli
 async fn restart(server: ZmqServer, mode: ZmqMode) -> ZmqServer {
     let at = server.endpoint().clone();
     server.shutdown().await;
+    if let Some(path) = at.ipc_path() {
+        assert!(!path.exists(), "the ipc socket file goes with the server");
+    }
     ZmqServer::bind(&at, rep(mode)).expect("rebind")
 }
 

@@ -6,6 +6,8 @@
 //! the rest to [`ZmqServer::next`]. In request/reply mode the next request is read only once
 //! the current one is answered ([`ZmqRequest::reply`]), as ZMQ_REP requires.
 
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -158,12 +160,19 @@ impl ZmqServer {
             .and_then(|r| r.ok())
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| endpoint.clone());
+        // libzmq leaves an ipc socket's file behind when it closes; remember which file this
+        // bind made, to remove that one and no other.
+        let ipc_file = bound.ipc_path().and_then(|p| {
+            let ino = std::fs::metadata(p).ok()?.ino();
+            Some((p.to_path_buf(), ino))
+        });
         let (tx, rx) = mpsc::channel(1);
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let ctx = Ctx {
             socket: sock,
             _context: context,
+            ipc_file,
             options,
             tx,
             stop: stop.clone(),
@@ -205,7 +214,7 @@ impl ZmqServer {
         }
     }
 
-    /// Stops serving and waits until the socket is closed (and an ipc socket file removed),
+    /// Stops serving and waits until the socket is closed and its ipc socket file removed,
     /// so the endpoint can be bound again. A request being handled gets no reply: its client
     /// learns that the server went away.
     pub async fn shutdown(mut self) {
@@ -228,6 +237,8 @@ struct Ctx {
     socket: zmq::Socket,
     /// Dropped after the socket: terminating it waits until libzmq has closed the listener.
     _context: zmq::Context,
+    /// The ipc socket file this server made (path, inode).
+    ipc_file: Option<(PathBuf, u64)>,
     options: ServerOptions,
     tx: mpsc::Sender<Incoming>,
     stop: Arc<AtomicBool>,
@@ -261,6 +272,19 @@ impl Ctx {
             }
         }
         tracing::debug!(endpoint = ?ep, "ZMQ server thread ends");
+        let Ctx {
+            socket,
+            _context,
+            ipc_file,
+            ..
+        } = self;
+        drop(socket);
+        drop(_context);
+        if let Some((path, ino)) = ipc_file
+            && std::fs::metadata(&path).is_ok_and(|m| m.ino() == ino)
+        {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 
     /// A message's batch, or why it is refused.
