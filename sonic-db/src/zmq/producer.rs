@@ -182,7 +182,7 @@ impl ZmqProducer {
         if let Some(e) = entries.iter().find_map(|e| wire::check_entry(e).err()) {
             return Err(fail(e, entries, BTreeMap::new()));
         }
-        let (entries, dropped) = wire::coalesce(entries.to_vec());
+        let (entries, dropped) = wire::coalesce_ref(entries);
         self.stats.coalesced += dropped as u64;
         let runs = wire::split(
             &self.db,

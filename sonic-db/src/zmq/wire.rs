@@ -9,6 +9,7 @@
 //!  u64 len, field        u64 len, value    ... N pairs; N = 0 is a DEL, N > 0 a SET
 //! ```
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -354,24 +355,47 @@ pub fn check_entry(e: &KeyOpFieldValues) -> Result<(), ZmqError> {
 /// operations (sonic-net/sonic-swss#3978 lost a default route to exactly that). Returns the
 /// entries kept and how many were dropped.
 pub fn coalesce(entries: Vec<KeyOpFieldValues>) -> (Vec<KeyOpFieldValues>, usize) {
-    let n = entries.len();
-    let mut keep = vec![false; n];
-    {
-        let mut seen: HashSet<&str> = HashSet::with_capacity(n);
-        for (i, e) in entries.iter().enumerate().rev() {
-            keep[i] = seen.insert(e.key.as_str());
+    match last_writes(&entries) {
+        None => (entries, 0),
+        Some(keep) => {
+            let n = entries.len();
+            let out: Vec<KeyOpFieldValues> = entries
+                .into_iter()
+                .zip(keep)
+                .filter_map(|(e, k)| k.then_some(e))
+                .collect();
+            let dropped = n - out.len();
+            (out, dropped)
         }
     }
-    let kept = keep.iter().filter(|k| **k).count();
-    if kept == n {
-        return (entries, 0);
+}
+
+/// [`coalesce`] of a borrowed batch: borrowed as it is when no key repeats (the usual case),
+/// copied otherwise.
+pub fn coalesce_ref(entries: &[KeyOpFieldValues]) -> (Cow<'_, [KeyOpFieldValues]>, usize) {
+    match last_writes(entries) {
+        None => (Cow::Borrowed(entries), 0),
+        Some(keep) => {
+            let out: Vec<KeyOpFieldValues> = entries
+                .iter()
+                .zip(keep)
+                .filter_map(|(e, k)| k.then(|| e.clone()))
+                .collect();
+            let dropped = entries.len() - out.len();
+            (Cow::Owned(out), dropped)
+        }
     }
-    let out = entries
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(e, k)| k.then_some(e))
-        .collect();
-    (out, n - kept)
+}
+
+/// Which entries are the last write of their key; `None` when every key is written once.
+fn last_writes(entries: &[KeyOpFieldValues]) -> Option<Vec<bool>> {
+    let n = entries.len();
+    let mut keep = vec![false; n];
+    let mut seen: HashSet<&str> = HashSet::with_capacity(n);
+    for (i, e) in entries.iter().enumerate().rev() {
+        keep[i] = seen.insert(e.key.as_str());
+    }
+    (seen.len() < n).then_some(keep)
 }
 
 /// Cuts `entries` into runs that each make a message under `limit` bytes whose reply (each
