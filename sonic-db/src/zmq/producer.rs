@@ -166,8 +166,9 @@ impl ZmqProducer {
         self.updater.as_ref()
     }
 
-    /// Sends `entries` and, in request/reply mode, returns each key's reply (push mode:
-    /// nothing to return, `Ok` once every message is queued). Repeated writes of a key keep
+    /// Sends `entries` and, in request/reply mode, returns each key's reply. Push mode has no
+    /// replies: `Ok` once every message is queued, with every key `missing` (no verdict comes
+    /// back that way; what the consumer did shows in the DB). Repeated writes of a key keep
     /// the last ([`wire::coalesce`]). Entries the wire cannot carry, or that cannot fit in a
     /// message, are refused before anything is sent. Messages go one at a time, in order; on
     /// a failure the error holds the replies so far, and every other key is `missing`.

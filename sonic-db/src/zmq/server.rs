@@ -317,13 +317,33 @@ impl Ctx {
             .fetch_add(request.coalesced as u64, Ordering::Relaxed);
     }
 
-    fn persist(&self, request: &ZmqRequest) {
-        if let Some(u) = &self.options.persist
-            && u.db_name() == request.db
-            && u.table() == request.table
-        {
-            u.update(request.entries.clone());
+    /// What to write behind for `request`, if this server writes its table behind.
+    fn to_persist(&self, request: &ZmqRequest) -> Option<(AsyncDbUpdater, Vec<KeyOpFieldValues>)> {
+        let u = self.options.persist.as_ref()?;
+        (u.db_name() == request.db && u.table() == request.table)
+            .then(|| (u.clone(), request.entries.clone()))
+    }
+
+    /// Hands `item` to the consumer once it has room, queueing its entries to be written
+    /// behind first: only what the consumer gets reaches the DB, and a consumer that flushes
+    /// the writer after taking a batch finds the batch written. False when the consumer is
+    /// gone.
+    fn deliver(&self, item: Incoming, permit: Option<mpsc::Permit<'_, Incoming>>) -> bool {
+        let permit = match permit {
+            Some(p) => p,
+            None => match futures::executor::block_on(self.tx.reserve()) {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
+        };
+        if let Ok(r) = &item {
+            self.accepted(r);
+            if let Some((u, entries)) = self.to_persist(r) {
+                u.update(entries);
+            }
         }
+        permit.send(item);
+        true
     }
 
     fn send(&self, bytes: &[u8]) {
@@ -392,9 +412,7 @@ impl Ctx {
                 .map(|e| e.key.clone())
                 .collect::<Vec<_>>(),
         );
-        self.accepted(&request);
-        self.persist(&request);
-        if self.tx.blocking_send(Ok(request)).is_err() {
+        if !self.deliver(Ok(request), None) {
             let refusal = wire::encode_refusal(
                 &db,
                 &table,
@@ -508,21 +526,7 @@ impl Ctx {
         let Some(first) = items.next() else {
             return true;
         };
-        if let Ok(r) = &first {
-            self.accepted(r);
-            self.persist(r);
-        }
-        permit.send(first);
-        for item in items {
-            if let Ok(r) = &item {
-                self.accepted(r);
-                self.persist(r);
-            }
-            if self.tx.blocking_send(item).is_err() {
-                return false;
-            }
-        }
-        true
+        self.deliver(first, Some(permit)) && items.all(|item| self.deliver(item, None))
     }
 }
 

@@ -379,7 +379,8 @@ pub fn coalesce_ref(entries: &[KeyOpFieldValues]) -> (Cow<'_, [KeyOpFieldValues]
             let out: Vec<KeyOpFieldValues> = entries
                 .iter()
                 .zip(keep)
-                .filter_map(|(e, k)| k.then(|| e.clone()))
+                .filter(|(_, k)| *k)
+                .map(|(e, _)| e.clone())
                 .collect();
             let dropped = entries.len() - out.len();
             (Cow::Owned(out), dropped)
