@@ -396,6 +396,11 @@ async fn messages_over_the_size_limit_are_refused_whole_at_either_end() {
     assert!(err.to_string().contains("entry \"huge\" is"), "{err}");
     assert!(err.partial.responses.is_empty());
     assert_eq!(err.partial.missing.len(), batch.len());
+    assert_eq!(
+        err.unsent.len(),
+        batch.len(),
+        "every key certainly not applied"
+    );
     assert_eq!(producer.stats().messages, 0, "nothing was sent");
 
     // The server: a message of MQ_RESPONSE_MAX_COUNT bytes or more (what swss-common's ends
@@ -464,6 +469,10 @@ async fn a_push_at_the_high_water_mark_waits_then_reports_full_and_loses_nothing
         );
         assert!(!sent.is_empty());
         assert_eq!(refused.1.partial.missing.len(), 1);
+        assert!(
+            refused.1.unsent.contains(&refused.0),
+            "a full queue took nothing"
+        );
 
         let server = ZmqServer::bind(&at, rep(ZmqMode::PushPull)).expect("bind");
         let (task, mut seen, _) = serve(server);
@@ -557,6 +566,10 @@ async fn a_server_gone_mid_request_is_reported_at_once_and_a_restarted_one_is_re
         );
         assert!(err.error.outcome_unknown());
         assert_eq!(err.partial.missing.len(), 1);
+        assert!(
+            err.unsent.is_empty(),
+            "the request left: its outcome is unknown"
+        );
 
         let (task, mut seen, _) = serve(server);
         let outcome = within("send", producer.send(&[KeyOpFieldValues::del("after")]))

@@ -167,4 +167,7 @@ pub struct ZmqSendError {
     /// The replies received before the failure; `missing` holds every other key (sent without
     /// an answer, or not sent): no verdict for those.
     pub partial: WaitOutcome,
+    /// The keys never handed to ZMQ (refused before sending, or in messages after the one
+    /// that failed): certainly not applied. The other missing keys left and may have been.
+    pub unsent: std::collections::BTreeSet<String>,
 }

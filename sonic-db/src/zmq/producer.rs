@@ -176,12 +176,14 @@ impl ZmqProducer {
         &mut self,
         entries: &[KeyOpFieldValues],
     ) -> Result<WaitOutcome, ZmqSendError> {
-        let fail = |error, keys: &[KeyOpFieldValues], answered| ZmqSendError {
+        // `from`: the first entry not handed to ZMQ.
+        let fail = |error, keys: &[KeyOpFieldValues], answered, from: usize| ZmqSendError {
             error,
             partial: outcome_of(answered, keys),
+            unsent: keys[from..].iter().map(|e| e.key.clone()).collect(),
         };
         if let Some(e) = entries.iter().find_map(|e| wire::check_entry(e).err()) {
-            return Err(fail(e, entries, BTreeMap::new()));
+            return Err(fail(e, entries, BTreeMap::new(), 0));
         }
         let (entries, dropped) = wire::coalesce_ref(entries);
         self.stats.coalesced += dropped as u64;
@@ -192,12 +194,13 @@ impl ZmqProducer {
             &entries,
             self.options.max_message,
         )
-        .map_err(|e| fail(e, &entries, BTreeMap::new()))?;
+        .map_err(|e| fail(e, &entries, BTreeMap::new(), 0))?;
         let mut answered = BTreeMap::new();
         for run in runs {
-            let part = &entries[run];
+            let part = &entries[run.clone()];
             let payload = wire::encode_parts(&self.db, &self.table, self.fence, part);
             let done = self.exchange(payload).await;
+            let next = if done.sent { run.end } else { run.start };
             if done.sent {
                 self.stats.messages += 1;
                 self.stats.entries += part.len() as u64;
@@ -208,7 +211,7 @@ impl ZmqProducer {
             let reply = match done.result {
                 Ok(Some(reply)) => reply,
                 Ok(None) => continue,
-                Err(e) => return Err(fail(e, &entries, answered)),
+                Err(e) => return Err(fail(e, &entries, answered, next)),
             };
             match wire::decode_reply(&reply, &self.db, &self.table) {
                 Ok(replies) => {
@@ -216,7 +219,7 @@ impl ZmqProducer {
                         answered.insert(r.key.clone(), r);
                     }
                 }
-                Err(e) => return Err(fail(e, &entries, answered)),
+                Err(e) => return Err(fail(e, &entries, answered, next)),
             }
         }
         let asked = answered.len();
