@@ -193,6 +193,7 @@ impl ZmqProducer {
             self.fence,
             &entries,
             self.options.max_message,
+            self.options.mode == ZmqMode::RequestReply,
         )
         .map_err(|e| fail(e, &entries, BTreeMap::new(), 0))?;
         let mut answered = BTreeMap::new();

@@ -399,22 +399,24 @@ fn last_writes(entries: &[KeyOpFieldValues]) -> Option<Vec<bool>> {
     (seen.len() < n).then_some(keep)
 }
 
-/// Cuts `entries` into runs that each make a message under `limit` bytes whose reply (each
-/// entry with a status and a message of up to 256 bytes) is under `limit` too. An entry that
-/// cannot fit alone is refused before anything is cut.
+/// Cuts `entries` into runs that each make a message under `limit` bytes and, with
+/// `replies`, whose reply (each entry with a status and a message of up to 256 bytes) is under
+/// `limit` too. An entry that cannot fit alone is refused before anything is cut.
 pub fn split(
     db: &str,
     table: &str,
     term: Option<u64>,
     entries: &[KeyOpFieldValues],
     limit: usize,
+    replies: bool,
 ) -> Result<Vec<Range<usize>>, ZmqError> {
     let header = header_len(db, table, term);
     let max = limit.saturating_sub(1);
     let mut out = Vec::new();
     let (mut start, mut req, mut rep) = (0, header, header);
     for (i, e) in entries.iter().enumerate() {
-        let (r, q) = (entry_len(e), reply_estimate(e));
+        let r = entry_len(e);
+        let q = if replies { reply_estimate(e) } else { 0 };
         if header + r.max(q) > max {
             return Err(ZmqError::EntryTooLarge {
                 key: e.key.clone(),
@@ -676,7 +678,7 @@ mod tests {
             .map(|i| KeyOpFieldValues::set(format!("key-{i}"), [("action", "a"), ("param/x", "1")]))
             .collect();
         let limit = 20_000;
-        let runs = split("APPL_DB", "P4RT_TABLE", Some(7), &entries, limit).expect("split");
+        let runs = split("APPL_DB", "P4RT_TABLE", Some(7), &entries, limit, true).expect("split");
         assert!(runs.len() > 1);
         assert_eq!(runs.first().map(|r| r.start), Some(0));
         assert_eq!(runs.last().map(|r| r.end), Some(entries.len()));
@@ -701,7 +703,7 @@ mod tests {
             assert!(encode_reply("APPL_DB", "P4RT_TABLE", &results, usize::MAX).len() < limit);
         }
         let big = KeyOpFieldValues::set("big", [("f", "x".repeat(limit))]);
-        let err = split("APPL_DB", "P4RT_TABLE", None, &[big], limit).expect_err("too big");
+        let err = split("APPL_DB", "P4RT_TABLE", None, &[big], limit, false).expect_err("too big");
         assert!(err.to_string().contains("entry \"big\" is"), "{err}");
     }
 
