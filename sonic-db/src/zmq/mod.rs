@@ -11,8 +11,9 @@
 //!
 //! # The wire, as swss-common has it
 //!
-//! Read from sonic-net/sonic-swss-common at 85a39d8 (2026-07), sonic-net/sonic-swss at
-//! e6b0c5b (2026-08) and sonic-net/sonic-pins at b08b068 (2026-04).
+//! Read from sonic-net/sonic-swss-common at 85a39d8 (2026-07; request/reply since #1039,
+//! 2026-03), sonic-net/sonic-swss at e6b0c5b (2026-08; p4orch on ZMQ since #4243, 2026-02)
+//! and sonic-net/sonic-pins at b08b068 (2026-04; the P4RT app on ZMQ since #1619).
 //!
 //! * **Framing** (common/binaryserializer.h): one ZMQ frame per message. A `size_t` count of
 //!   pairs, then per pair two strings, each a `size_t` length and its bytes: first (DB name,
