@@ -62,7 +62,7 @@
 //!   consumer only if asked (p4orch does not).
 //! * **Where p4orch's state goes**: since sonic-net/sonic-swss#3066 (2024-05, "APPL DB will be
 //!   used as APPL STATE DB in P4Orch") p4orch's `ResponsePublisher` writes the applied entry
-//!   back to **APPL_DB** `P4RT_TABLE` (the row replaced on success, deleted on a successful
+//!   back to **APPL_DB** `P4RT_TABLE` (the row written on success, deleted on a successful
 //!   DEL, left alone on failure), not to APPL_STATE_DB; over ZMQ it publishes no Redis
 //!   notification, the reply replaces it.
 //!
