@@ -46,7 +46,9 @@
 //!   end: a message of that size or more makes the client throw before sending ("message was
 //!   too big ... DROPPED") and the server throw after receiving ("message was truncated").
 //!   `MQ_WATERMARK` = 10,000 messages: ZMQ_SNDHWM of a push client, ZMQ_RCVHWM of a pull
-//!   server (request/reply sockets keep libzmq's 1000). ZMQ_MAXMSGSIZE is not set.
+//!   server (request/reply sockets keep libzmq's 1000). ZMQ_MAXMSGSIZE is not set. `MQ_SIZE`
+//!   (100) and `MQ_POLL_TIMEOUT` are defined but used nowhere (the poll thread wakes every
+//!   1000 ms by a literal).
 //! * **Full queue** (zmqclient.cpp `sendMsg`): push sends are non-blocking; on EAGAIN the
 //!   client retries `MQ_MAX_RETRY` (10) more times, sleeping 20 ms doubling to 20.48 s
 //!   (40.94 s in all), then throws `system_error` — the caller loses the message unless it
