@@ -724,3 +724,32 @@ async fn a_server_can_write_what_it_accepts_behind_it_too() {
     }
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_where_it_cannot_says_why() {
+    let dir = TempDir::new();
+    let missing = ZmqEndpoint::ipc(dir.0.join("no-such-dir/ep"));
+    let err = ZmqServer::bind(&missing, rep(ZmqMode::RequestReply))
+        .err()
+        .expect("no directory");
+    assert!(
+        err.to_string()
+            .contains("directory of the ipc socket does not exist"),
+        "{err}"
+    );
+
+    let first = ZmqServer::bind(
+        &ZmqEndpoint::tcp("127.0.0.1", 0),
+        rep(ZmqMode::RequestReply),
+    )
+    .expect("bind");
+    let err = ZmqServer::bind(first.endpoint(), rep(ZmqMode::RequestReply))
+        .err()
+        .expect("in use");
+    assert!(
+        err.to_string()
+            .contains("another process serves this endpoint"),
+        "{err}"
+    );
+    first.shutdown().await;
+}
