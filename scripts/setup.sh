@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Weft needs on a fresh Debian machine, idempotently:
-#   - Debian packages: redis-server (each switch's SONiC DB), etcd-server (`weft run --ha`),
+#   - Debian packages: redis-server (each switch's SONiC DB), libzmq3-dev (the ZMQ channel),
+#     etcd-server (`weft run --ha`),
 #     iproute2 (testbed namespaces and veths), graphviz (`weft graph --format svg`), prometheus
 #     and curl (the metrics scenario), and the Python venv module;
 #   - a Python virtualenv in .venv with the packages in requirements.txt (P4Runtime bindings for
@@ -26,6 +27,9 @@ command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 # The operator bench measures peak RSS of whole commands with GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
+# sonic-db's ZMQ channel links Debian's libzmq (the library swss-common links), found with
+# pkg-config at build time.
+pkg-config --exists libzmq 2>/dev/null || need_apt+=(libzmq3-dev pkg-config)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 /usr/bin/python3 -c 'import thrift' >/dev/null 2>&1 || need_apt+=(python3-thrift)
 if ((${#need_apt[@]})); then

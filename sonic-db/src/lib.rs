@@ -26,6 +26,7 @@ mod scripts;
 mod subscriber;
 mod table;
 mod types;
+pub mod zmq;
 
 pub use consumer::{ConsumerStateTable, DEFAULT_POLL_INTERVAL, MAX_POP_PER_SCRIPT};
 pub use db::{
