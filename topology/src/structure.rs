@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::diag::{Sink, suggest};
-use crate::units::check_format;
+use crate::formats::check_format;
 use crate::yaml::{Node, Scalar};
 
 pub struct Checker<'a> {
