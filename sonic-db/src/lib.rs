@@ -65,8 +65,8 @@ pub use producer::{
 };
 #[cfg(feature = "client")]
 pub use response::{
-    EntryResult, Response, ResponsePublisher, ResponseWaiter, StatusCode, WaitOutcome,
-    response_channel, response_message,
+    EntryResult, Response, ResponseParseError, ResponsePublisher, ResponseWaiter, StatusCode,
+    WaitOutcome, response_channel, response_message,
 };
 #[cfg(feature = "client")]
 pub use scripts::TERM_KEY;
