@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::state::{HostState, ProcState, State, SwitchState};
-use crate::wires::WireState;
+use crate::state::{HostState, ProcState, State, SwitchState, WireState};
 
 fn switch(name: &str, device: u64, ports: &[(&str, &str)], metrics: Option<&str>) -> SwitchState {
     SwitchState {

@@ -18,10 +18,11 @@
 //! | module | what |
 //! |---|---|
 //! | [`up`] | `up` and `down`: namespaces, cables, host interfaces, then the switches |
-//! | [`switches`] | each switch's Redis, BMv2 and plugin: command lines, start, kill, restart |
+//! | [`switches`] | each switch's Redis, BMv2 and plugin: options, command lines, start, kill, restart |
 //! | [`wires`] | the cables: veths through the wires namespace, pulled and plugged back |
 //! | [`names`] | namespace, interface and directory names; where a switch's Redis listens |
-//! | [`state`] | the state file, `status` |
+//! | [`state`] | the state file: what a testbed started |
+//! | [`status`] | which of its processes run, which host namespaces exist |
 //! | [`exec`] | commands and processes: run, spawn with a log, wait, signal |
 //! | [`programs`] | where BMv2, redis-server and the plugin are |
 //! | [`prometheus`] | a scrape configuration for the plugins and the controller |
@@ -40,6 +41,7 @@ pub mod names;
 pub mod programs;
 pub mod prometheus;
 pub mod state;
+pub mod status;
 pub mod switches;
 pub mod tls;
 pub mod traffic;
@@ -56,17 +58,15 @@ pub(crate) use names::{tcp_port, unix_path};
 pub use programs::Programs;
 pub(crate) use programs::find;
 pub use prometheus::prometheus_config;
-pub use state::{
-    HostState, HostStatus, ProcState, ProcessStatus, State, StatusReport, SwitchState, status,
-    status_report,
-};
+pub use state::{HostState, ProcState, State, SwitchState, WireState};
+pub use status::{HostStatus, ProcessStatus, StatusReport, status, status_report};
 pub use switches::{
-    METRICS_BASE_PORT, controller_metrics_addr, kill_process, plugin_args, plugin_metrics_addr,
-    restart_process,
+    METRICS_BASE_PORT, UpOptions, controller_metrics_addr, kill_process, plugin_args,
+    plugin_metrics_addr, restart_process,
 };
 pub use traffic::{
     FailoverTrial, LossRun, Stream, StreamResult, UDP_PROBE, busiest_port, failover_trial,
     ping_all, port_tx, port_tx_packets, spread, stream,
 };
-pub use up::{UpOptions, down, up};
-pub use wires::{WireState, flap, peer, set_link, uplinks};
+pub use up::{down, up};
+pub use wires::{flap, peer, set_link, uplinks};

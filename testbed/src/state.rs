@@ -1,5 +1,5 @@
 //! The state file (`<state-dir>/state.json`): everything a testbed started, for `status`,
-//! `down` and every later command.
+//! `down` and every later command. Data only: what reads it lives with what it does.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -7,11 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::chaos;
 use crate::error::{Result, TestbedError, io};
-use crate::exec::pid_alive;
-use crate::names::netns_exists;
-use crate::wires::WireState;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcState {
@@ -20,6 +16,15 @@ pub struct ProcState {
     pub log: PathBuf,
     /// The command line, so a killed process can be started again the same way.
     pub cmd: Vec<String>,
+}
+
+/// One cable of the testbed: its two ends (switch and port, or host and `eth0`) and the two
+/// middle interfaces in the wires namespace that carry it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireState {
+    pub a: (String, String),
+    pub b: (String, String),
+    pub middle: [String; 2],
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,111 +86,11 @@ impl State {
     pub fn host(&self, name: &str) -> Option<&HostState> {
         self.hosts.iter().find(|h| h.name == name)
     }
-}
 
-impl State {
     /// Started with `--db-only`: redis-servers and nothing else.
     pub fn db_only(&self) -> bool {
         self.hosts.is_empty() && self.processes.iter().all(|p| p.name.starts_with("redis "))
     }
-}
-
-/// A testbed's processes and hosts, for `weft testbed status --output json`.
-#[derive(Debug, Clone, Serialize)]
-pub struct StatusReport {
-    pub fabric: String,
-    pub netns: String,
-    pub state_dir: PathBuf,
-    /// Only redis-servers (`up --db-only`).
-    pub db_only: bool,
-    pub processes: Vec<ProcessStatus>,
-    pub hosts: Vec<HostStatus>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ProcessStatus {
-    pub name: String,
-    pub pid: u32,
-    pub running: bool,
-    pub log: PathBuf,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct HostStatus {
-    pub name: String,
-    pub ipv4: String,
-    pub netns: String,
-    pub netns_exists: bool,
-}
-
-/// What runs, as data.
-pub fn status_report(state_dir: &Path) -> Result<StatusReport> {
-    let st = State::load(state_dir)?;
-    Ok(StatusReport {
-        db_only: st.db_only(),
-        processes: st
-            .processes
-            .iter()
-            .map(|p| ProcessStatus {
-                name: p.name.clone(),
-                pid: p.pid,
-                running: pid_alive(p.pid),
-                log: p.log.clone(),
-            })
-            .collect(),
-        hosts: st
-            .hosts
-            .iter()
-            .map(|h| HostStatus {
-                name: h.name.clone(),
-                ipv4: h.ipv4.clone(),
-                netns: h.netns.clone(),
-                netns_exists: netns_exists(&h.netns),
-            })
-            .collect(),
-        fabric: st.fabric,
-        netns: st.netns,
-        state_dir: st.state_dir,
-    })
-}
-
-/// One line per process and host: alive or not.
-pub fn status(state_dir: &Path) -> Result<String> {
-    let st = State::load(state_dir)?;
-    let mut o = format!(
-        "testbed {} (namespace {}, state {})\n",
-        st.fabric,
-        st.netns,
-        st.state_dir.display()
-    );
-    for p in &st.processes {
-        o += &format!(
-            "  {:<24} pid {:<8} {}\n",
-            p.name,
-            p.pid,
-            if pid_alive(p.pid) {
-                "running".to_string()
-            } else {
-                match chaos::restart_hint(&st.fabric, &p.name) {
-                    Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
-                    None => "NOT RUNNING".to_string(),
-                }
-            }
-        );
-    }
-    for h in &st.hosts {
-        o += &format!(
-            "  host {:<19} {} {}\n",
-            h.name,
-            h.ipv4,
-            if netns_exists(&h.netns) {
-                ""
-            } else {
-                "(namespace missing)"
-            }
-        );
-    }
-    Ok(o)
 }
 
 #[cfg(test)]

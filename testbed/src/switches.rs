@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,8 +14,23 @@ use crate::exec::{kill, pid_alive, spawn, wait_for};
 use crate::names::{tcp_port, unix_path};
 use crate::programs::Programs;
 use crate::state::{State, SwitchState};
-use crate::up::UpOptions;
 use crate::{acl, tls};
+
+/// Options of `up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub state_dir: PathBuf,
+    /// Extra plugin arguments (e.g. intervals).
+    pub plugin_args: Vec<String>,
+    /// Only each switch's redis-server (its SONiC DB): for machines without BMv2, where the
+    /// controller can still compile and write everything.
+    pub db_only: bool,
+    /// Redis ACL users per role (see [`acl`]): `default` off; the plugins read their password
+    /// from a file, the controller from the file `WEFT_DB_CREDENTIALS` names.
+    pub acl: bool,
+    /// P4Runtime over mutual TLS between each plugin and its BMv2 (see [`tls`]).
+    pub tls: bool,
+}
 
 /// The nice value BMv2 runs at (the plugin's failover threads run at -10).
 const BMV2_NICE: i32 = -5;

@@ -13,25 +13,9 @@ use crate::exec::{kill, pid_alive, run};
 use crate::fault;
 use crate::names::{fabric_netns, host_netns, iface, netns_exists, unix_path, wires_netns};
 use crate::programs::Programs;
-use crate::state::{HostState, State};
-use crate::switches::start_switches;
-use crate::wires::{WireCommands, WireState};
-
-/// Options of `up`.
-#[derive(Debug, Clone)]
-pub struct UpOptions {
-    pub state_dir: PathBuf,
-    /// Extra plugin arguments (e.g. intervals).
-    pub plugin_args: Vec<String>,
-    /// Only each switch's redis-server (its SONiC DB): for machines without BMv2, where the
-    /// controller can still compile and write everything.
-    pub db_only: bool,
-    /// Redis ACL users per role (see [`acl`]): `default` off; the plugins read their password
-    /// from a file, the controller from the file `WEFT_DB_CREDENTIALS` names.
-    pub acl: bool,
-    /// P4Runtime over mutual TLS between each plugin and its BMv2 (see [`tls`]).
-    pub tls: bool,
-}
+use crate::state::{HostState, State, WireState};
+use crate::switches::{UpOptions, start_switches};
+use crate::wires::WireCommands;
 
 /// Builds the fabric. On any failure, whatever was started is torn down again.
 pub fn up(t: &Topology, programs: &Programs, opts: &UpOptions) -> Result<State> {

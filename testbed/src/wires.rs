@@ -4,8 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::TestbedError;
 use crate::error::Result;
 use crate::exec::run_input;
@@ -70,15 +68,6 @@ impl WireCommands {
         run_input(&["tc", "-n", wires_ns, "-batch", "-"], &batch(&self.tc))?;
         run_input(&["ip", "-n", wires_ns, "-batch", "-"], &batch(&self.ups))
     }
-}
-
-/// One cable of the testbed: its two ends (switch and port, or host and `eth0`) and the two
-/// middle interfaces in the wires namespace that carry it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WireState {
-    pub a: (String, String),
-    pub b: (String, String),
-    pub middle: [String; 2],
 }
 
 /// Pulls (or plugs back) the cable at a switch port: both middle ends of its wire go down, so

@@ -148,7 +148,10 @@ pub struct Bmv2 {
 #[derive(Debug)]
 pub enum Bmv2Error {
     /// The process could not be spawned.
-    Spawn { bin: PathBuf, source: std::io::Error },
+    Spawn {
+        bin: PathBuf,
+        source: std::io::Error,
+    },
     /// It exited before P4Runtime listened.
     Exited { bin: PathBuf, addr: SocketAddr },
     /// P4Runtime did not listen within the deadline.
@@ -353,12 +356,10 @@ fn spawn(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    let child = cmd
-        .spawn()
-        .map_err(|source| Bmv2Error::Spawn {
-            bin: bin.to_path_buf(),
-            source,
-        })?;
+    let child = cmd.spawn().map_err(|source| Bmv2Error::Spawn {
+        bin: bin.to_path_buf(),
+        source,
+    })?;
     Ok(ProcessGuard::new(BMV2_BINARY, child))
 }
 
