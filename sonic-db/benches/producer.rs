@@ -8,11 +8,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use weft_tests::redis::RedisServer;
 use weft_sonic_db::{
     ConsumerStateTable, KeyOpFieldValues, MAX_POP_PER_SCRIPT, P4rtAction, P4rtEntry, P4rtKey,
     ProducerStateTable, SonicDb, SonicDbId,
 };
+use weft_tests::redis::RedisServer;
 
 const GOAL_PER_S: f64 = 200_000.0;
 
