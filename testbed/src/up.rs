@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use weft_topology::{Host, Topology};
@@ -356,6 +356,8 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     const FABRIC: &str = "fabric: {name: lab, pools: {hosts_v6: 'fd00::/48'}}
