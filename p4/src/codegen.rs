@@ -534,139 +534,7 @@ fn tables_module(
     o.line("/// `Action`, `entry`).");
     o.open("pub mod tables {");
     for t in info.tables() {
-        let rank = ranks.tables.get(&t.id).copied().unwrap_or(0);
-        o.line(&format!("/// `{}`", t.name));
-        o.open(&format!("pub mod {} {{", ident(&t.alias)));
-        o.name_id(&t.name, Some(&t.alias), t.id);
-        o.line(&format!(
-            "pub const SIZE: u64 = {};",
-            u64::try_from(t.size).unwrap_or(0)
-        ));
-        o.line(&format!(
-            "pub const ACTION_IDS: &[u32] = &[{}];",
-            id_list(&t.action_ids)
-        ));
-        let profile = match t.action_profile_id {
-            None => "None".to_string(),
-            Some(id) => format!("Some(0x{id:08x})"),
-        };
-        o.line(&format!(
-            "pub const ACTION_PROFILE_ID: Option<u32> = {profile};"
-        ));
-        o.line(&format!(
-            "pub const NEEDS_PRIORITY: bool = {};",
-            t.needs_priority()
-        ));
-        let sonic = weft_sonic_db::sonic_table_name(&t.alias, weft_sonic_db::P4rtTableKind::Fixed);
-        o.line("/// The P4RT_TABLE (SONiC) name.");
-        o.line(&format!("pub const SONIC_NAME: &str = {sonic:?};"));
-        o.line("/// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).");
-        o.line(&format!("pub const WRITE_RANK: u8 = {rank};"));
-        let owner = match &t.owner {
-            Some(Owner::Plugin { reason }) => {
-                format!("crate::contract::Owner::Plugin {{ reason: {reason:?} }}")
-            }
-            _ => "crate::contract::Owner::Controller".to_string(),
-        };
-        o.line(&format!(
-            "pub const OWNER: crate::contract::Owner = {owner};"
-        ));
-        o.line("/// What entries of this table refer to (`@refers_to`).");
-        o.open("pub const REFERS_TO: &[crate::contract::RefersTo] = &[");
-        for r in refs_of(info, t)? {
-            o.line(&r);
-        }
-        o.close_with("];");
-        let by: Vec<u32> = referred
-            .get(&t.id)
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default();
-        o.line("/// Tables whose entries refer to entries of this one.");
-        o.line(&format!(
-            "pub const REFERRED_BY: &[u32] = &[{}];",
-            id_list(&by)
-        ));
-
-        // The contract record.
-        let values = table_values(t)?;
-        let actions = entry_actions(info, t)?;
-        o.open(
-            "pub const CONTRACT: crate::contract::TableContract = crate::contract::TableContract {",
-        );
-        o.line("id: ID,");
-        o.line("name: NAME,");
-        o.line("alias: ALIAS,");
-        o.line("sonic_name: SONIC_NAME,");
-        o.line("write_rank: WRITE_RANK,");
-        o.line("owner: OWNER,");
-        o.open("key: &[");
-        for f in &t.match_fields {
-            let format = weft_appdb::format_of_field(f)
-                .map_err(|e| ContractError::Invalid(format!("table {}: {e}", t.name)))?;
-            o.line(&format!(
-                "crate::contract::KeyField {{ id: {}, name: {:?}, bitwidth: {}, kind: {}, format: {}, referable: {} }},",
-                f.id,
-                f.name,
-                width(f.bitwidth),
-                kind_path(f.kind),
-                format_path(format),
-                referable.contains(&(t.id, f.name.clone()))
-            ));
-        }
-        o.close_with("],");
-        o.open("actions: &[");
-        for a in &actions {
-            o.open("crate::contract::EntryAction {");
-            o.line(&format!("id: 0x{:08x},", a.id));
-            o.line(&format!("alias: {:?},", a.alias));
-            o.open("params: &[");
-            for p in &a.params {
-                let id = info
-                    .action_by_id(a.id)?
-                    .param(&p.name)
-                    .map(|p| p.id)
-                    .unwrap_or(0);
-                o.line(&format!(
-                    "crate::contract::ParamField {{ id: {id}, name: {:?}, bitwidth: {}, format: {} }},",
-                    p.name,
-                    p.bitwidth,
-                    format_path(p.format)
-                ));
-            }
-            o.close_with("],");
-            o.close_with("},");
-        }
-        o.close_with("],");
-        o.line("refers_to: REFERS_TO,");
-        o.line("referred_by: REFERRED_BY,");
-        o.line("action_profile_id: ACTION_PROFILE_ID,");
-        o.close_with("};");
-
-        o.line("/// Key fields.");
-        o.open("pub mod fields {");
-        for f in &t.match_fields {
-            let format = weft_appdb::format_of_field(f)
-                .map_err(|e| ContractError::Invalid(format!("table {}: {e}", t.name)))?;
-            o.line(&format!("/// {}, {} bits", f.kind, f.bitwidth));
-            o.open(&format!("pub mod {} {{", ident(&f.name)));
-            o.name_local_id(&f.name, f.id);
-            o.line(&format!("pub const BITWIDTH: u32 = {};", f.bitwidth));
-            o.line(&format!(
-                "pub const KIND: weft_p4rt::MatchKind = {};",
-                kind_path(f.kind)
-            ));
-            o.line(&format!(
-                "pub const FORMAT: weft_appdb::Format = {};",
-                format_path(format)
-            ));
-            o.close();
-        }
-        o.close();
-
-        if t.owner == Some(Owner::Controller) && !t.match_fields.is_empty() {
-            typed_entries(o, t, &values, &actions)?;
-        }
-        o.close();
+        table_module(o, info, t, ranks, referred, referable)?;
     }
     let all: Vec<(String, u32)> = info
         .tables()
@@ -693,6 +561,167 @@ fn tables_module(
     Ok(())
 }
 
+/// One table's module: names and ids, the contract, key fields, typed entries.
+fn table_module(
+    o: &mut Out,
+    info: &P4Info,
+    t: &TableInfo,
+    ranks: &Ranks,
+    referred: &BTreeMap<u32, BTreeSet<u32>>,
+    referable: &BTreeSet<(u32, String)>,
+) -> Result<(), CodegenError> {
+    let rank = ranks.tables.get(&t.id).copied().unwrap_or(0);
+    o.line(&format!("/// `{}`", t.name));
+    o.open(&format!("pub mod {} {{", ident(&t.alias)));
+    o.name_id(&t.name, Some(&t.alias), t.id);
+    o.line(&format!(
+        "pub const SIZE: u64 = {};",
+        u64::try_from(t.size).unwrap_or(0)
+    ));
+    o.line(&format!(
+        "pub const ACTION_IDS: &[u32] = &[{}];",
+        id_list(&t.action_ids)
+    ));
+    let profile = match t.action_profile_id {
+        None => "None".to_string(),
+        Some(id) => format!("Some(0x{id:08x})"),
+    };
+    o.line(&format!(
+        "pub const ACTION_PROFILE_ID: Option<u32> = {profile};"
+    ));
+    o.line(&format!(
+        "pub const NEEDS_PRIORITY: bool = {};",
+        t.needs_priority()
+    ));
+    let sonic = weft_sonic_db::sonic_table_name(&t.alias, weft_sonic_db::P4rtTableKind::Fixed);
+    o.line("/// The P4RT_TABLE (SONiC) name.");
+    o.line(&format!("pub const SONIC_NAME: &str = {sonic:?};"));
+    o.line("/// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).");
+    o.line(&format!("pub const WRITE_RANK: u8 = {rank};"));
+    let owner = match &t.owner {
+        Some(Owner::Plugin { reason }) => {
+            format!("crate::contract::Owner::Plugin {{ reason: {reason:?} }}")
+        }
+        _ => "crate::contract::Owner::Controller".to_string(),
+    };
+    o.line(&format!(
+        "pub const OWNER: crate::contract::Owner = {owner};"
+    ));
+    o.line("/// What entries of this table refer to (`@refers_to`).");
+    o.open("pub const REFERS_TO: &[crate::contract::RefersTo] = &[");
+    for r in refs_of(info, t)? {
+        o.line(&r);
+    }
+    o.close_with("];");
+    let by: Vec<u32> = referred
+        .get(&t.id)
+        .map(|s| s.iter().copied().collect())
+        .unwrap_or_default();
+    o.line("/// Tables whose entries refer to entries of this one.");
+    o.line(&format!(
+        "pub const REFERRED_BY: &[u32] = &[{}];",
+        id_list(&by)
+    ));
+
+    let values = table_values(t)?;
+    let actions = entry_actions(info, t)?;
+    contract_record(o, info, t, &actions, referable)?;
+    fields_module(o, t)?;
+
+    if t.owner == Some(Owner::Controller) && !t.match_fields.is_empty() {
+        typed_entries(o, t, &values, &actions)?;
+    }
+    o.close();
+    Ok(())
+}
+
+/// The table's `CONTRACT` record.
+fn contract_record(
+    o: &mut Out,
+    info: &P4Info,
+    t: &TableInfo,
+    actions: &[ActionValues],
+    referable: &BTreeSet<(u32, String)>,
+) -> Result<(), CodegenError> {
+    o.open("pub const CONTRACT: crate::contract::TableContract = crate::contract::TableContract {");
+    o.line("id: ID,");
+    o.line("name: NAME,");
+    o.line("alias: ALIAS,");
+    o.line("sonic_name: SONIC_NAME,");
+    o.line("write_rank: WRITE_RANK,");
+    o.line("owner: OWNER,");
+    o.open("key: &[");
+    for f in &t.match_fields {
+        let format = weft_appdb::format_of_field(f)
+            .map_err(|e| ContractError::Invalid(format!("table {}: {e}", t.name)))?;
+        o.line(&format!(
+            "crate::contract::KeyField {{ id: {}, name: {:?}, bitwidth: {}, kind: {}, format: {}, referable: {} }},",
+            f.id,
+            f.name,
+            width(f.bitwidth),
+            kind_path(f.kind),
+            format_path(format),
+            referable.contains(&(t.id, f.name.clone()))
+        ));
+    }
+    o.close_with("],");
+    o.open("actions: &[");
+    for a in actions {
+        o.open("crate::contract::EntryAction {");
+        o.line(&format!("id: 0x{:08x},", a.id));
+        o.line(&format!("alias: {:?},", a.alias));
+        o.open("params: &[");
+        for p in &a.params {
+            let id = info
+                .action_by_id(a.id)?
+                .param(&p.name)
+                .map(|p| p.id)
+                .unwrap_or(0);
+            o.line(&format!(
+                "crate::contract::ParamField {{ id: {id}, name: {:?}, bitwidth: {}, format: {} }},",
+                p.name,
+                p.bitwidth,
+                format_path(p.format)
+            ));
+        }
+        o.close_with("],");
+        o.close_with("},");
+    }
+    o.close_with("],");
+    o.line("refers_to: REFERS_TO,");
+    o.line("referred_by: REFERRED_BY,");
+    o.line("action_profile_id: ACTION_PROFILE_ID,");
+    o.close_with("};");
+
+    Ok(())
+}
+
+/// The table's `fields` module: each key field's name, id, width, kind and format.
+fn fields_module(o: &mut Out, t: &TableInfo) -> Result<(), CodegenError> {
+    o.line("/// Key fields.");
+    o.open("pub mod fields {");
+    for f in &t.match_fields {
+        let format = weft_appdb::format_of_field(f)
+            .map_err(|e| ContractError::Invalid(format!("table {}: {e}", t.name)))?;
+        o.line(&format!("/// {}, {} bits", f.kind, f.bitwidth));
+        o.open(&format!("pub mod {} {{", ident(&f.name)));
+        o.name_local_id(&f.name, f.id);
+        o.line(&format!("pub const BITWIDTH: u32 = {};", f.bitwidth));
+        o.line(&format!(
+            "pub const KIND: weft_p4rt::MatchKind = {};",
+            kind_path(f.kind)
+        ));
+        o.line(&format!(
+            "pub const FORMAT: weft_appdb::Format = {};",
+            format_path(format)
+        ));
+        o.close();
+    }
+    o.close();
+
+    Ok(())
+}
+
 /// `Key`, `Action` and `entry` of a table the controller writes.
 fn typed_entries(
     o: &mut Out,
@@ -700,14 +729,41 @@ fn typed_entries(
     key: &[Value],
     actions: &[ActionValues],
 ) -> Result<(), CodegenError> {
-    let key_life = key.iter().any(Value::has_port);
-    let act_life = actions.iter().any(|a| a.params.iter().any(Value::has_port));
-    let kl = if key_life { "<'a>" } else { "" };
-    let al = if act_life { "<'a>" } else { "" };
-    let k_use = if key_life { "<'_>" } else { "" };
-    let a_use = if act_life { "<'_>" } else { "" };
-    let weighted = t.action_profile_id.is_some();
+    let life = |yes: bool| {
+        if yes {
+            Lifetimes {
+                decl: "<'a>",
+                used: "<'_>",
+            }
+        } else {
+            Lifetimes { decl: "", used: "" }
+        }
+    };
+    let k = life(key.iter().any(Value::has_port));
+    let a = life(actions.iter().any(|a| a.params.iter().any(Value::has_port)));
+    entry_types(o, key, actions, &k, &a)?;
+    key_impl(o, t, key, &k);
+    action_impl(o, t, actions, &a);
+    entry_fn(o, t, &k, &a);
+    Ok(())
+}
 
+/// The lifetime parameter of a generated type (`<'a>` when it borrows a port name), as declared
+/// and as used in an `impl` or a signature.
+struct Lifetimes {
+    decl: &'static str,
+    used: &'static str,
+}
+
+/// `struct Key` and `enum Action`.
+fn entry_types(
+    o: &mut Out,
+    key: &[Value],
+    actions: &[ActionValues],
+    k: &Lifetimes,
+    a: &Lifetimes,
+) -> Result<(), CodegenError> {
+    let (kl, al) = (k.decl, a.decl);
     o.line("/// The key of an entry (fields sorted by name, as P4RT_TABLE writes them).");
     o.line("#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]");
     o.open(&format!("pub struct Key{kl} {{"));
@@ -737,7 +793,12 @@ fn typed_entries(
     }
     o.close();
 
-    // Key::table_key.
+    Ok(())
+}
+
+/// `Key::table_key`: the P4RT_TABLE key's JSON, written field by field.
+fn key_impl(o: &mut Out, t: &TableInfo, key: &[Value], k: &Lifetimes) {
+    let k_use = k.used;
     let priority = t.needs_priority();
     o.open(&format!("impl Key{k_use} {{"));
     o.line(&format!(
@@ -826,8 +887,12 @@ fn typed_entries(
     o.line("Ok(out)");
     o.close();
     o.close();
+}
 
-    // Action: fields (single) and member JSON (weighted).
+/// `Action::fields` (a single action) or `Action::push_member` (a weighted action set).
+fn action_impl(o: &mut Out, t: &TableInfo, actions: &[ActionValues], a: &Lifetimes) {
+    let a_use = a.used;
+    let weighted = t.action_profile_id.is_some();
     o.open(&format!("impl Action{a_use} {{"));
     let bind = |a: &ActionValues| -> String {
         if a.params.is_empty() {
@@ -897,8 +962,13 @@ fn typed_entries(
         o.close();
     }
     o.close();
+}
 
-    // entry().
+/// `entry()`: the key and the action's fields, or the weighted action set's JSON.
+fn entry_fn(o: &mut Out, t: &TableInfo, k: &Lifetimes, a: &Lifetimes) {
+    let (k_use, a_use) = (k.used, a.used);
+    let priority = t.needs_priority();
+    let weighted = t.action_profile_id.is_some();
     let kparam = if priority {
         format!("key: &Key{k_use}, priority: u32")
     } else {
@@ -944,7 +1014,6 @@ fn typed_entries(
         ));
         o.close();
     }
-    Ok(())
 }
 
 fn actions_module(o: &mut Out, info: &P4Info) {

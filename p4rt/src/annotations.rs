@@ -68,6 +68,32 @@ impl Arg {
     }
 }
 
+/// Why an annotation the control plane reads is malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationError {
+    #[error("empty argument at the end of ({0})")]
+    TrailingComma(String),
+    #[error("unterminated string in ({0})")]
+    UnterminatedString(String),
+    #[error("a string inside an argument in ({0})")]
+    StringInsideArgument(String),
+    #[error("empty argument in ({0})")]
+    EmptyArgument(String),
+    #[error("unexpected {found:?} after an argument in ({body})")]
+    AfterArgument { found: char, body: String },
+    /// `@name` has `got` arguments; `takes` says what it takes.
+    #[error("@{name} takes {takes}, got {got} argument(s)")]
+    Arity {
+        name: &'static str,
+        takes: &'static str,
+        got: usize,
+    },
+    #[error("@weft_owner takes (\"controller\") or (\"plugin\", \"why\"), got {0:?}")]
+    Owner(Vec<Arg>),
+    #[error("two @{0} annotations")]
+    Twice(&'static str),
+}
+
 /// `(name, body)` of `@name` or `@name(body)`; `None` for text that is not an annotation.
 pub fn split(text: &str) -> Option<(&str, Option<&str>)> {
     let rest = text.trim().strip_prefix('@')?;
@@ -82,14 +108,14 @@ pub fn split(text: &str) -> Option<(&str, Option<&str>)> {
 
 /// The comma-separated arguments of an annotation body. Commas inside string literals do not
 /// separate; `\"` and `\\` in a literal are unescaped.
-pub fn args(body: &str) -> Result<Vec<Arg>, String> {
+pub fn args(body: &str) -> Result<Vec<Arg>, AnnotationError> {
     let mut out = Vec::new();
     let mut chars = body.chars().peekable();
     loop {
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         if chars.peek().is_none() {
             if !out.is_empty() {
-                return Err(format!("empty argument at the end of ({body})"));
+                return Err(AnnotationError::TrailingComma(body.to_string()));
             }
             return Ok(out);
         }
@@ -97,13 +123,13 @@ pub fn args(body: &str) -> Result<Vec<Arg>, String> {
             let mut s = String::new();
             loop {
                 match chars.next() {
-                    None => return Err(format!("unterminated string in ({body})")),
+                    None => return Err(AnnotationError::UnterminatedString(body.to_string())),
                     Some('"') => break,
                     Some('\\') => match chars.next() {
                         Some('n') => s.push('\n'),
                         Some('t') => s.push('\t'),
                         Some(c) => s.push(c),
-                        None => return Err(format!("unterminated string in ({body})")),
+                        None => return Err(AnnotationError::UnterminatedString(body.to_string())),
                     },
                     Some(c) => s.push(c),
                 }
@@ -114,14 +140,14 @@ pub fn args(body: &str) -> Result<Vec<Arg>, String> {
             let mut s = String::new();
             while let Some(c) = chars.next_if(|c| *c != ',') {
                 if c == '"' {
-                    return Err(format!("a string inside an argument in ({body})"));
+                    return Err(AnnotationError::StringInsideArgument(body.to_string()));
                 }
                 if !c.is_whitespace() {
                     s.push(c);
                 }
             }
             if s.is_empty() {
-                return Err(format!("empty argument in ({body})"));
+                return Err(AnnotationError::EmptyArgument(body.to_string()));
             }
             Arg::Token(s)
         };
@@ -129,7 +155,12 @@ pub fn args(body: &str) -> Result<Vec<Arg>, String> {
         match chars.next() {
             None => return Ok(out),
             Some(',') => {}
-            Some(c) => return Err(format!("unexpected {c:?} after an argument in ({body})")),
+            Some(c) => {
+                return Err(AnnotationError::AfterArgument {
+                    found: c,
+                    body: body.to_string(),
+                });
+            }
         }
     }
 }
@@ -138,7 +169,7 @@ pub fn args(body: &str) -> Result<Vec<Arg>, String> {
 fn all<'a>(
     annotations: &'a [String],
     name: &'a str,
-) -> impl Iterator<Item = Result<Vec<Arg>, String>> + 'a {
+) -> impl Iterator<Item = Result<Vec<Arg>, AnnotationError>> + 'a {
     annotations.iter().filter_map(move |a| match split(a) {
         Some((n, body)) if n == name => Some(args(body.unwrap_or(""))),
         _ => None,
@@ -148,15 +179,16 @@ fn all<'a>(
 /// The `@refers_to(table, field)` annotations, unresolved (`table_id`/`field_id` 0; the P4Info
 /// resolves them). References to `builtin::` objects (sai_p4's multicast groups) are not table
 /// references and are left out.
-pub fn refers_to(annotations: &[String]) -> Result<Vec<RefersTo>, String> {
+pub fn refers_to(annotations: &[String]) -> Result<Vec<RefersTo>, AnnotationError> {
     let mut out = Vec::new();
     for a in all(annotations, "refers_to") {
         let a = a?;
         let [table, field] = a.as_slice() else {
-            return Err(format!(
-                "@refers_to takes (table, field), got {} argument(s)",
-                a.len()
-            ));
+            return Err(AnnotationError::Arity {
+                name: "refers_to",
+                takes: "(table, field)",
+                got: a.len(),
+            });
         };
         if table.as_str().starts_with("builtin::") {
             continue;
@@ -172,15 +204,16 @@ pub fn refers_to(annotations: &[String]) -> Result<Vec<RefersTo>, String> {
 }
 
 /// The `@format(...)`, if any (at most one).
-pub fn format(annotations: &[String]) -> Result<Option<DeclaredFormat>, String> {
+pub fn format(annotations: &[String]) -> Result<Option<DeclaredFormat>, AnnotationError> {
     let mut found = None;
     for a in all(annotations, "format") {
         let a = a?;
         let [f] = a.as_slice() else {
-            return Err(format!(
-                "@format takes one name, got {} argument(s)",
-                a.len()
-            ));
+            return Err(AnnotationError::Arity {
+                name: "format",
+                takes: "one name",
+                got: a.len(),
+            });
         };
         let f = match f.as_str() {
             "MAC_ADDRESS" => DeclaredFormat::MacAddress,
@@ -190,14 +223,14 @@ pub fn format(annotations: &[String]) -> Result<Option<DeclaredFormat>, String> 
             other => DeclaredFormat::Other(other.to_string()),
         };
         if found.replace(f).is_some() {
-            return Err("two @format annotations".to_string());
+            return Err(AnnotationError::Twice("format"));
         }
     }
     Ok(found)
 }
 
 /// The `@weft_owner(...)`, if any (at most one).
-pub fn owner(annotations: &[String]) -> Result<Option<Owner>, String> {
+pub fn owner(annotations: &[String]) -> Result<Option<Owner>, AnnotationError> {
     let mut found = None;
     for a in all(annotations, "weft_owner") {
         let a = a?;
@@ -208,14 +241,10 @@ pub fn owner(annotations: &[String]) -> Result<Option<Owner>, String> {
                     reason: reason.clone(),
                 }
             }
-            _ => {
-                return Err(format!(
-                    "@weft_owner takes (\"controller\") or (\"plugin\", \"why\"), got {a:?}"
-                ));
-            }
+            _ => return Err(AnnotationError::Owner(a)),
         };
         if found.replace(o).is_some() {
-            return Err("two @weft_owner annotations".to_string());
+            return Err(AnnotationError::Twice("weft_owner"));
         }
     }
     Ok(found)
@@ -288,6 +317,33 @@ mod tests {
         assert!(format(&v(&["@format(MAC_ADDRESS)", "@format(PORT_NAME)"])).is_err());
         assert!(args(r#""open"#).is_err());
         assert!(args("a, ").is_err());
+    }
+
+    #[test]
+    fn errors_name_the_annotation_and_what_it_takes() {
+        let e = |r: Result<Vec<RefersTo>, AnnotationError>| r.expect_err("malformed").to_string();
+        assert_eq!(
+            e(refers_to(&v(&["@refers_to(nexthop_table)"]))),
+            "@refers_to takes (table, field), got 1 argument(s)"
+        );
+        assert_eq!(
+            format(&v(&["@format(A, B)"])).expect_err("two").to_string(),
+            "@format takes one name, got 2 argument(s)"
+        );
+        assert_eq!(
+            owner(&v(&[r#"@weft_owner("switch")"#]))
+                .expect_err("bad")
+                .to_string(),
+            r#"@weft_owner takes ("controller") or ("plugin", "why"), got [Str("switch")]"#
+        );
+        assert_eq!(
+            args(r#"a "b""#).expect_err("quote").to_string(),
+            r#"a string inside an argument in (a "b")"#
+        );
+        assert_eq!(
+            args(r#""a" b"#).expect_err("after").to_string(),
+            r#"unexpected 'b' after an argument in ("a" b)"#
+        );
     }
 
     #[test]

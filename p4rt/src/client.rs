@@ -10,8 +10,8 @@
 //!   stream task: open StreamChannel, send MasterArbitrationUpdate, read responses
 //!     ├─ arbitration → role watch (Primary / Backup / Disconnected) + events
 //!     ├─ packet-in   → events
-//!     └─ stream ends → Disconnected (+ LostPrimary), retry with exponential backoff,
-//!                      Reconnected once the switch answers again
+//!     └─ stream ends → Disconnected (+ LostPrimary), retry with jittered exponential
+//!                      backoff (weft-retry), Reconnected once the switch answers again
 //! ```
 //!
 //! After a switch restart its pipeline and tables are gone; a caller watching for
@@ -39,6 +39,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tracing::{debug, info, warn};
+use weft_retry::RetryPolicy;
 
 use crate::canon::{canonicalize_entity, describe_entity};
 use crate::error::{Error, Result, UpdateError, WriteErrors};
@@ -117,6 +118,8 @@ pub struct ClientConfig {
     /// gRPC message size limit both ways: a 100k-entry read is one ~4.6 MB response,
     /// above gRPC's 4 MiB default.
     pub max_message_size: usize,
+    /// Bounds of the stream's reconnect backoff ([`RetryPolicy::doubling`]; each wait is
+    /// jittered up to twice its base).
     pub reconnect_initial: Duration,
     pub reconnect_max: Duration,
     pub write: WriteOptions,
@@ -703,7 +706,10 @@ fn arbitration_request(cfg: &ClientConfig) -> StreamMessageRequest {
 }
 
 async fn stream_task(cfg: ClientConfig, rpc: P4RuntimeClient<Channel>, st: Arc<StreamState>) {
-    let mut backoff = cfg.reconnect_initial;
+    // Jittered, so that switches that lost their controller together do not all come back at
+    // the same instant; a new backoff after each successful connect.
+    let policy = RetryPolicy::doubling(cfg.reconnect_initial, cfg.reconnect_max);
+    let mut backoff = policy.backoff();
     let mut ever_connected = false;
     let mut reported_down = false;
     loop {
@@ -723,15 +729,14 @@ async fn stream_task(cfg: ClientConfig, rpc: P4RuntimeClient<Channel>, st: Arc<S
                         reason: status.message().to_string(),
                     });
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(cfg.reconnect_max);
+                tokio::time::sleep(backoff.next().unwrap_or(policy.max)).await;
                 continue;
             }
         };
         if let Ok(mut g) = st.current.lock() {
             *g = Some(tx);
         }
-        backoff = cfg.reconnect_initial;
+        backoff = policy.backoff();
         let _ = st.events.send(if ever_connected {
             Event::Reconnected
         } else {
@@ -769,7 +774,7 @@ async fn stream_task(cfg: ClientConfig, rpc: P4RuntimeClient<Channel>, st: Arc<S
         }
         let _ = st.events.send(Event::Disconnected { reason });
         reported_down = true;
-        tokio::time::sleep(backoff).await;
+        tokio::time::sleep(backoff.next().unwrap_or(policy.max)).await;
     }
 }
 

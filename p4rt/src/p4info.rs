@@ -362,190 +362,11 @@ impl P4Info {
     }
 
     pub fn new(raw: cfg::P4Info) -> Result<Self> {
-        let mut tables = Named::new(ObjectKind::Table);
-        for t in &raw.tables {
-            let (id, name, alias) = preamble(&t.preamble, "table")?;
-            let mut info = TableInfo {
-                id,
-                name: name.clone(),
-                alias: alias.clone(),
-                match_fields: Vec::new(),
-                action_ids: t.action_refs.iter().map(|a| a.id).collect(),
-                default_only_action_ids: t
-                    .action_refs
-                    .iter()
-                    .filter(|a| a.scope == cfg::action_ref::Scope::DefaultOnly as i32)
-                    .map(|a| a.id)
-                    .collect(),
-                const_default_action_id: t.const_default_action_id,
-                action_profile_id: (t.implementation_id != 0).then_some(t.implementation_id),
-                direct_counter_id: None,
-                direct_meter_id: None,
-                size: t.size,
-                is_const: t.is_const_table,
-                annotations: preamble_annotations(&t.preamble),
-                owner: annotations::owner(&preamble_annotations(&t.preamble))
-                    .map_err(|e| Error::P4Info(format!("table {name}: {e}")))?,
-                fields_by_name: HashMap::new(),
-                fields_by_id: HashMap::new(),
-            };
-            for f in &t.match_fields {
-                let i = info.match_fields.len();
-                if info.fields_by_id.insert(f.id, i).is_some()
-                    || info.fields_by_name.insert(f.name.clone(), i).is_some()
-                {
-                    return Err(Error::P4Info(format!(
-                        "table {name}: duplicate match field {}",
-                        f.name
-                    )));
-                }
-                let what = |e| Error::P4Info(format!("table {name}, match field {}: {e}", f.name));
-                info.match_fields.push(MatchFieldInfo {
-                    id: f.id,
-                    name: f.name.clone(),
-                    bitwidth: f.bitwidth,
-                    kind: match_kind(f),
-                    annotations: f.annotations.clone(),
-                    refers_to: annotations::refers_to(&f.annotations).map_err(what)?,
-                    format: annotations::format(&f.annotations).map_err(what)?,
-                });
-            }
-            tables.insert(id, &name, info)?;
-        }
-
-        let mut actions = Named::new(ObjectKind::Action);
-        for a in &raw.actions {
-            let (id, name, alias) = preamble(&a.preamble, "action")?;
-            let mut params = Vec::with_capacity(a.params.len());
-            for p in &a.params {
-                let what = |e| Error::P4Info(format!("action {name}, parameter {}: {e}", p.name));
-                params.push(ParamInfo {
-                    id: p.id,
-                    name: p.name.clone(),
-                    bitwidth: p.bitwidth,
-                    annotations: p.annotations.clone(),
-                    refers_to: annotations::refers_to(&p.annotations).map_err(what)?,
-                    format: annotations::format(&p.annotations).map_err(what)?,
-                });
-            }
-            actions.insert(
-                id,
-                &name,
-                ActionInfo {
-                    id,
-                    name: name.clone(),
-                    alias: alias.clone(),
-                    params,
-                    annotations: preamble_annotations(&a.preamble),
-                },
-            )?;
-        }
-
-        let mut action_profiles = Named::new(ObjectKind::ActionProfile);
-        for p in &raw.action_profiles {
-            let (id, name, alias) = preamble(&p.preamble, "action profile")?;
-            action_profiles.insert(
-                id,
-                &name,
-                ActionProfileInfo {
-                    id,
-                    name: name.clone(),
-                    alias: alias.clone(),
-                    table_ids: p.table_ids.clone(),
-                    with_selector: p.with_selector,
-                    size: p.size,
-                    max_group_size: p.max_group_size,
-                },
-            )?;
-        }
-
-        let array = |kind: ObjectKind,
-                     pre: &Option<cfg::Preamble>,
-                     size: i64,
-                     (unit, bitwidth): (CounterUnit, i32),
-                     named: &mut Named<ArrayInfo>|
-         -> Result<()> {
-            let (id, name, alias) = preamble(pre, &kind.to_string())?;
-            named.insert(
-                id,
-                &name,
-                ArrayInfo {
-                    id,
-                    name: name.clone(),
-                    alias: alias.clone(),
-                    size,
-                    unit,
-                    bitwidth,
-                },
-            )
-        };
-        let mut counters = Named::new(ObjectKind::Counter);
-        for c in &raw.counters {
-            let unit = CounterUnit::of(&c.spec);
-            array(
-                ObjectKind::Counter,
-                &c.preamble,
-                c.size,
-                (unit, 0),
-                &mut counters,
-            )?;
-        }
-        let mut meters = Named::new(ObjectKind::Meter);
-        for m in &raw.meters {
-            let none = (CounterUnit::Unspecified, 0);
-            array(ObjectKind::Meter, &m.preamble, m.size, none, &mut meters)?;
-        }
-        let mut registers = Named::new(ObjectKind::Register);
-        for r in &raw.registers {
-            let bitwidth = register_bitwidth(r);
-            array(
-                ObjectKind::Register,
-                &r.preamble,
-                i64::from(r.size),
-                (CounterUnit::Unspecified, bitwidth),
-                &mut registers,
-            )?;
-        }
-
-        let direct = |kind: ObjectKind,
-                      pre: &Option<cfg::Preamble>,
-                      table_id: u32,
-                      unit: CounterUnit,
-                      named: &mut Named<DirectInfo>|
-         -> Result<()> {
-            let (id, name, alias) = preamble(pre, &kind.to_string())?;
-            named.insert(
-                id,
-                &name,
-                DirectInfo {
-                    id,
-                    name: name.clone(),
-                    alias: alias.clone(),
-                    table_id,
-                    unit,
-                },
-            )
-        };
-        let mut direct_counters = Named::new(ObjectKind::DirectCounter);
-        for c in &raw.direct_counters {
-            direct(
-                ObjectKind::DirectCounter,
-                &c.preamble,
-                c.direct_table_id,
-                CounterUnit::of(&c.spec),
-                &mut direct_counters,
-            )?;
-        }
-        let mut direct_meters = Named::new(ObjectKind::DirectMeter);
-        for m in &raw.direct_meters {
-            direct(
-                ObjectKind::DirectMeter,
-                &m.preamble,
-                m.direct_table_id,
-                CounterUnit::Unspecified,
-                &mut direct_meters,
-            )?;
-        }
+        let mut tables = read_tables(&raw)?;
+        let mut actions = read_actions(&raw)?;
+        let mut action_profiles = read_action_profiles(&raw)?;
+        let (mut counters, mut meters, mut registers) = read_arrays(&raw)?;
+        let (mut direct_counters, mut direct_meters) = read_directs(&raw)?;
         for t in tables.items.iter_mut() {
             t.direct_counter_id = direct_counters
                 .items
@@ -559,28 +380,7 @@ impl P4Info {
                 .map(|d| d.id);
         }
 
-        let mut controller_headers = Named::new(ObjectKind::ControllerHeader);
-        for h in &raw.controller_packet_metadata {
-            let (id, name, _) = preamble(&h.preamble, "controller packet metadata")?;
-            let metadata = h
-                .metadata
-                .iter()
-                .map(|m| PacketMetadataInfo {
-                    id: m.id,
-                    name: m.name.clone(),
-                    bitwidth: m.bitwidth,
-                })
-                .collect();
-            controller_headers.insert(
-                id,
-                &name,
-                ControllerHeaderInfo {
-                    id,
-                    name: name.clone(),
-                    metadata,
-                },
-            )?;
-        }
+        let controller_headers = read_controller_headers(&raw)?;
 
         tables.insert_aliases(aliases(raw.tables.iter().map(|x| &x.preamble)));
         resolve_references(&mut tables, &mut actions)?;
@@ -772,6 +572,247 @@ fn aliases<'a>(
     preambles: impl Iterator<Item = &'a Option<cfg::Preamble>>,
 ) -> impl Iterator<Item = (&'a str, u32)> {
     preambles.filter_map(|p| p.as_ref().map(|p| (p.alias.as_str(), p.id)))
+}
+
+fn read_tables(raw: &cfg::P4Info) -> Result<Named<TableInfo>> {
+    let mut tables = Named::new(ObjectKind::Table);
+    for t in &raw.tables {
+        let (id, name, alias) = preamble(&t.preamble, "table")?;
+        let mut info = TableInfo {
+            id,
+            name: name.clone(),
+            alias: alias.clone(),
+            match_fields: Vec::new(),
+            action_ids: t.action_refs.iter().map(|a| a.id).collect(),
+            default_only_action_ids: t
+                .action_refs
+                .iter()
+                .filter(|a| a.scope == cfg::action_ref::Scope::DefaultOnly as i32)
+                .map(|a| a.id)
+                .collect(),
+            const_default_action_id: t.const_default_action_id,
+            action_profile_id: (t.implementation_id != 0).then_some(t.implementation_id),
+            direct_counter_id: None,
+            direct_meter_id: None,
+            size: t.size,
+            is_const: t.is_const_table,
+            annotations: preamble_annotations(&t.preamble),
+            owner: annotations::owner(&preamble_annotations(&t.preamble))
+                .map_err(|e| Error::P4Info(format!("table {name}: {e}")))?,
+            fields_by_name: HashMap::new(),
+            fields_by_id: HashMap::new(),
+        };
+        for f in &t.match_fields {
+            let i = info.match_fields.len();
+            if info.fields_by_id.insert(f.id, i).is_some()
+                || info.fields_by_name.insert(f.name.clone(), i).is_some()
+            {
+                return Err(Error::P4Info(format!(
+                    "table {name}: duplicate match field {}",
+                    f.name
+                )));
+            }
+            let what = |e| Error::P4Info(format!("table {name}, match field {}: {e}", f.name));
+            info.match_fields.push(MatchFieldInfo {
+                id: f.id,
+                name: f.name.clone(),
+                bitwidth: f.bitwidth,
+                kind: match_kind(f),
+                annotations: f.annotations.clone(),
+                refers_to: annotations::refers_to(&f.annotations).map_err(what)?,
+                format: annotations::format(&f.annotations).map_err(what)?,
+            });
+        }
+        tables.insert(id, &name, info)?;
+    }
+
+    Ok(tables)
+}
+
+fn read_actions(raw: &cfg::P4Info) -> Result<Named<ActionInfo>> {
+    let mut actions = Named::new(ObjectKind::Action);
+    for a in &raw.actions {
+        let (id, name, alias) = preamble(&a.preamble, "action")?;
+        let mut params = Vec::with_capacity(a.params.len());
+        for p in &a.params {
+            let what = |e| Error::P4Info(format!("action {name}, parameter {}: {e}", p.name));
+            params.push(ParamInfo {
+                id: p.id,
+                name: p.name.clone(),
+                bitwidth: p.bitwidth,
+                annotations: p.annotations.clone(),
+                refers_to: annotations::refers_to(&p.annotations).map_err(what)?,
+                format: annotations::format(&p.annotations).map_err(what)?,
+            });
+        }
+        actions.insert(
+            id,
+            &name,
+            ActionInfo {
+                id,
+                name: name.clone(),
+                alias: alias.clone(),
+                params,
+                annotations: preamble_annotations(&a.preamble),
+            },
+        )?;
+    }
+
+    Ok(actions)
+}
+
+fn read_action_profiles(raw: &cfg::P4Info) -> Result<Named<ActionProfileInfo>> {
+    let mut action_profiles = Named::new(ObjectKind::ActionProfile);
+    for p in &raw.action_profiles {
+        let (id, name, alias) = preamble(&p.preamble, "action profile")?;
+        action_profiles.insert(
+            id,
+            &name,
+            ActionProfileInfo {
+                id,
+                name: name.clone(),
+                alias: alias.clone(),
+                table_ids: p.table_ids.clone(),
+                with_selector: p.with_selector,
+                size: p.size,
+                max_group_size: p.max_group_size,
+            },
+        )?;
+    }
+
+    Ok(action_profiles)
+}
+
+/// One indexed array (counter, meter or register) into `named`.
+fn array(
+    kind: ObjectKind,
+    pre: &Option<cfg::Preamble>,
+    size: i64,
+    (unit, bitwidth): (CounterUnit, i32),
+    named: &mut Named<ArrayInfo>,
+) -> Result<()> {
+    let (id, name, alias) = preamble(pre, &kind.to_string())?;
+    named.insert(
+        id,
+        &name,
+        ArrayInfo {
+            id,
+            name: name.clone(),
+            alias: alias.clone(),
+            size,
+            unit,
+            bitwidth,
+        },
+    )
+}
+
+type Arrays = (Named<ArrayInfo>, Named<ArrayInfo>, Named<ArrayInfo>);
+
+/// Counters, meters and registers.
+fn read_arrays(raw: &cfg::P4Info) -> Result<Arrays> {
+    let mut counters = Named::new(ObjectKind::Counter);
+    for c in &raw.counters {
+        let unit = CounterUnit::of(&c.spec);
+        array(
+            ObjectKind::Counter,
+            &c.preamble,
+            c.size,
+            (unit, 0),
+            &mut counters,
+        )?;
+    }
+    let mut meters = Named::new(ObjectKind::Meter);
+    for m in &raw.meters {
+        let none = (CounterUnit::Unspecified, 0);
+        array(ObjectKind::Meter, &m.preamble, m.size, none, &mut meters)?;
+    }
+    let mut registers = Named::new(ObjectKind::Register);
+    for r in &raw.registers {
+        let bitwidth = register_bitwidth(r);
+        array(
+            ObjectKind::Register,
+            &r.preamble,
+            i64::from(r.size),
+            (CounterUnit::Unspecified, bitwidth),
+            &mut registers,
+        )?;
+    }
+
+    Ok((counters, meters, registers))
+}
+
+/// One direct resource (counter or meter) of table `table_id` into `named`.
+fn direct(
+    kind: ObjectKind,
+    pre: &Option<cfg::Preamble>,
+    table_id: u32,
+    unit: CounterUnit,
+    named: &mut Named<DirectInfo>,
+) -> Result<()> {
+    let (id, name, alias) = preamble(pre, &kind.to_string())?;
+    named.insert(
+        id,
+        &name,
+        DirectInfo {
+            id,
+            name: name.clone(),
+            alias: alias.clone(),
+            table_id,
+            unit,
+        },
+    )
+}
+
+/// Direct counters and direct meters.
+fn read_directs(raw: &cfg::P4Info) -> Result<(Named<DirectInfo>, Named<DirectInfo>)> {
+    let mut direct_counters = Named::new(ObjectKind::DirectCounter);
+    for c in &raw.direct_counters {
+        direct(
+            ObjectKind::DirectCounter,
+            &c.preamble,
+            c.direct_table_id,
+            CounterUnit::of(&c.spec),
+            &mut direct_counters,
+        )?;
+    }
+    let mut direct_meters = Named::new(ObjectKind::DirectMeter);
+    for m in &raw.direct_meters {
+        direct(
+            ObjectKind::DirectMeter,
+            &m.preamble,
+            m.direct_table_id,
+            CounterUnit::Unspecified,
+            &mut direct_meters,
+        )?;
+    }
+    Ok((direct_counters, direct_meters))
+}
+
+fn read_controller_headers(raw: &cfg::P4Info) -> Result<Named<ControllerHeaderInfo>> {
+    let mut controller_headers = Named::new(ObjectKind::ControllerHeader);
+    for h in &raw.controller_packet_metadata {
+        let (id, name, _) = preamble(&h.preamble, "controller packet metadata")?;
+        let metadata = h
+            .metadata
+            .iter()
+            .map(|m| PacketMetadataInfo {
+                id: m.id,
+                name: m.name.clone(),
+                bitwidth: m.bitwidth,
+            })
+            .collect();
+        controller_headers.insert(
+            id,
+            &name,
+            ControllerHeaderInfo {
+                id,
+                name: name.clone(),
+                metadata,
+            },
+        )?;
+    }
+
+    Ok(controller_headers)
 }
 
 #[cfg(test)]

@@ -4,10 +4,6 @@
 //!
 //! Run: `cargo bench -j2 -p weft-sonic-db --bench producer` (env WEFT_BENCH_ROUTES, WEFT_BENCH_ROUNDS).
 
-#[path = "../../tests/src/redis.rs"]
-#[allow(dead_code)]
-mod redis_server;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -16,6 +12,7 @@ use weft_sonic_db::{
     ConsumerStateTable, KeyOpFieldValues, MAX_POP_PER_SCRIPT, P4rtAction, P4rtEntry, P4rtKey,
     ProducerStateTable, SonicDb, SonicDbId,
 };
+use weft_tests::redis::RedisServer;
 
 const GOAL_PER_S: f64 = 200_000.0;
 
@@ -281,13 +278,13 @@ const CEILING_SCRIPT: &str = "redis.call('SADD', KEYS[1], ARGV[1]) \
     return 0";
 
 fn redis_benchmark_ceiling(
-    srv: &redis_server::RedisServer,
+    srv: &RedisServer,
     script_cmd: &[&str],
     sample: &KeyOpFieldValues,
     requests: usize,
     pipeline: usize,
 ) -> anyhow::Result<f64> {
-    let bin = redis_server::find_binary("redis-benchmark")
+    let bin = weft_tests::redis::find_binary("redis-benchmark")
         .context("redis-benchmark not found (apt-get install -y redis-tools)")?;
     // Same key length and shape as the producer's, made unique per request by redis-benchmark.
     let key_template = sample.key.replace("10.0.0.0/24", "__rand_int__");
@@ -335,11 +332,54 @@ fn redis_benchmark_ceiling(
     Ok(rps)
 }
 
+/// Best of three: on a shared machine the best run is the one least disturbed by other load.
+/// (EVAL, EVALSHA) entries/s of redis-benchmark running the ceiling script on `op`.
+async fn ceilings(
+    db: &SonicDb,
+    srv: &RedisServer,
+    op: &KeyOpFieldValues,
+    requests: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let mut ceiling = 0.0f64;
+    let mut ceiling_sha = 0.0f64;
+    for _ in 0..3 {
+        flush(db).await?;
+        let eval = redis_benchmark_ceiling(srv, &["EVAL", CEILING_SCRIPT], op, requests, 64)?;
+        ceiling = ceiling.max(eval);
+        let sha: String = {
+            let mut c = db.connect(SonicDbId::ApplDb).await?;
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(CEILING_SCRIPT)
+                .query_async(c.raw())
+                .await?
+        };
+        flush(db).await?;
+        let evalsha = redis_benchmark_ceiling(srv, &["EVALSHA", &sha], op, requests, 64)?;
+        ceiling_sha = ceiling_sha.max(evalsha);
+    }
+    Ok((ceiling, ceiling_sha))
+}
+
+/// Everything one run measured.
+struct Measured {
+    n: usize,
+    rounds: usize,
+    encode: Duration,
+    batched: ProducerRun,
+    single: ProducerRun,
+    consume: (Duration, Duration),
+    swss: [(&'static str, (Duration, Duration)); 3],
+    ceiling_requests: usize,
+    ceiling: f64,
+    ceiling_sha: f64,
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let n = env_usize("WEFT_BENCH_ROUTES", 10_000);
     let rounds = env_usize("WEFT_BENCH_ROUNDS", 7).max(1);
-    let srv = redis_server::RedisServer::start().context("starting redis-server")?;
+    let srv = RedisServer::start().context("starting redis-server")?;
     let db = SonicDb::from_endpoint(&srv.url())?;
 
     let entries = routes(n);
@@ -350,8 +390,6 @@ async fn main() -> anyhow::Result<()> {
     let batched =
         measure_producer(&db, &ops, weft_sonic_db::DEFAULT_KEYS_PER_SCRIPT, rounds).await?;
     let single = measure_producer(&db, &ops, 1, rounds.min(3)).await?;
-    let (best, median) = (batched.best, batched.median);
-    let (best1, median1) = (single.best, single.median);
     let consume = measure_consumer(&db, &ops, rounds.min(3)).await?;
     let swss_buffered = measure_swss(&db, &ops, Swss::PerEntryBuffered, rounds).await?;
     let swss_batched = measure_swss(&db, &ops, Swss::Batched, rounds).await?;
@@ -359,38 +397,50 @@ async fn main() -> anyhow::Result<()> {
     flush(&db).await?;
 
     let ceiling_requests = n.max(100_000);
-    // Best of three: on a shared machine the best run is the one least disturbed by other load.
-    let mut ceiling = 0.0f64;
-    let mut ceiling_sha = 0.0f64;
-    for _ in 0..3 {
-        flush(&db).await?;
-        let eval = redis_benchmark_ceiling(
-            &srv,
-            &["EVAL", CEILING_SCRIPT],
-            &ops[0],
+    let (ceiling, ceiling_sha) = ceilings(&db, &srv, &ops[0], ceiling_requests).await?;
+    report(
+        &Measured {
+            n,
+            rounds,
+            encode,
+            batched,
+            single,
+            consume,
+            swss: [
+                (
+                    "swss-common set(key) per entry, pipelined 128",
+                    swss_buffered,
+                ),
+                ("swss-common set(vector), one script", swss_batched),
+                ("swss-common set(key) per entry, unbuffered", swss_single),
+            ],
             ceiling_requests,
-            64,
-        )?;
-        ceiling = ceiling.max(eval);
-        let sha: String = {
-            let mut c = db.connect(SonicDbId::ApplDb).await?;
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(CEILING_SCRIPT)
-                .query_async(c.raw())
-                .await?
-        };
-        flush(&db).await?;
-        let evalsha =
-            redis_benchmark_ceiling(&srv, &["EVALSHA", &sha], &ops[0], ceiling_requests, 64)?;
-        ceiling_sha = ceiling_sha.max(evalsha);
-    }
+            ceiling,
+            ceiling_sha,
+        },
+        &ops[0],
+    );
+    Ok(())
+}
 
+fn report(m: &Measured, op: &KeyOpFieldValues) {
+    let Measured {
+        n,
+        rounds,
+        encode,
+        ceiling_requests,
+        ceiling,
+        ceiling_sha,
+        ..
+    } = *m;
+    let (best, median) = (m.batched.best, m.batched.median);
+    let (best1, median1) = (m.single.best, m.single.median);
+    let consume = m.consume;
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
     println!(
         "weft-sonic-db producer benchmark (redis-server on a unix socket, {n} routes, {rounds} rounds)"
     );
-    println!("  entry: {} fields {:?}", ops[0].key, ops[0].fields);
+    println!("  entry: {} fields {:?}", op.key, op.fields);
     println!(
         "  encode P4rtEntry -> key/fields:      {:>8.1} ms  ({:>9.0} entries/s)",
         encode.as_secs_f64() * 1e3,
@@ -406,8 +456,8 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "    of the median run, Redis executing the scripts: {:.1} ms ({:.0}%); the rest is client encoding and transfer",
-        batched.median_redis.as_secs_f64() * 1e3,
-        100.0 * batched.median_redis.as_secs_f64() / median.as_secs_f64()
+        m.batched.median_redis.as_secs_f64() * 1e3,
+        100.0 * m.batched.median_redis.as_secs_f64() / median.as_secs_f64()
     );
     println!(
         "  producer, 1 key/script:              best {:>7.1} ms  {:>9.0} entries/s; median {:>7.1} ms  {:>9.0} entries/s",
@@ -424,7 +474,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "  ceiling: redis-benchmark EVAL per entry (SADD + HSET {} fields), -P 64, {ceiling_requests} requests, best of 3: {ceiling:>9.0} entries/s",
-        ops[0].fields.len()
+        op.fields.len()
     );
     println!(
         "  ceiling: same with EVALSHA, best of 3:                                                              {ceiling_sha:>9.0} entries/s"
@@ -435,14 +485,7 @@ async fn main() -> anyhow::Result<()> {
         rate(best) / top,
         rate(best1) / top
     );
-    for (name, (b, m)) in [
-        (
-            "swss-common set(key) per entry, pipelined 128",
-            swss_buffered,
-        ),
-        ("swss-common set(vector), one script", swss_batched),
-        ("swss-common set(key) per entry, unbuffered", swss_single),
-    ] {
+    for (name, (b, m)) in m.swss {
         println!(
             "  {name:<46} best {:>7.1} ms  {:>9.0} entries/s; median {:>7.1} ms  {:>9.0} entries/s; producer/this (medians) {:.2}",
             b.as_secs_f64() * 1e3,
@@ -460,5 +503,4 @@ async fn main() -> anyhow::Result<()> {
             "NOT met"
         }
     );
-    Ok(())
 }

@@ -13,9 +13,7 @@
 //! Run: `cargo bench -j2 -p weft-sonic-db --bench zmq` (env WEFT_BENCH_ROUTES="10000,100000",
 //! WEFT_BENCH_ROUNDS=5).
 
-#[path = "../../tests/src/redis.rs"]
-#[allow(dead_code)]
-mod redis_server;
+use weft_tests::redis as redis_server;
 
 use std::time::{Duration, Instant};
 

@@ -18,7 +18,8 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
 
-use crate::error::SonicDbError;
+use crate::endpoint::split_db_base;
+use crate::error::{CredentialsError, SonicDbError};
 
 /// The SONiC databases Weft uses, with their numbers and key separators
 /// (sonic-swss-common `database_config.json`).
@@ -176,22 +177,23 @@ pub const CREDENTIALS_ENV: &str = "WEFT_DB_CREDENTIALS";
 
 /// Reads a credentials file: one line `USER PASSWORD` (an ACL user), or `PASSWORD` alone (the
 /// default user); `#` lines and blank lines are ignored.
-pub fn read_credentials(path: &std::path::Path) -> Result<(Option<String>, String), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("credentials file {}: {e}", path.display()))?;
+pub fn read_credentials(
+    path: &std::path::Path,
+) -> Result<(Option<String>, String), CredentialsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let line = text
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#'))
-        .ok_or_else(|| format!("credentials file {} is empty", path.display()))?;
+        .ok_or_else(|| CredentialsError::Empty(path.to_path_buf()))?;
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         [p] => Ok((None, (*p).to_string())),
         [u, p] => Ok((Some((*u).to_string()), (*p).to_string())),
-        _ => Err(format!(
-            "credentials file {}: expected `USER PASSWORD` or `PASSWORD` on one line",
-            path.display()
-        )),
+        _ => Err(CredentialsError::Malformed(path.to_path_buf())),
     }
 }
 
@@ -228,45 +230,8 @@ pub struct SonicDbConfig {
     pub response_timeout: Duration,
     /// Where this switch's block of databases starts (`?db_base=N` in the endpoint): SONiC's
     /// database N is Redis database `db_base + N`, so several switches' DBs can share one
-    /// redis-server (each takes [`DB_BLOCK`] databases). 0 on a real switch.
+    /// redis-server (each takes [`crate::endpoint::DB_BLOCK`] databases). 0 on a real switch.
     pub db_base: u32,
-}
-
-/// Redis databases one switch takes: SONiC numbers its databases 0–15.
-pub const DB_BLOCK: u32 = 16;
-/// The largest `db_base` accepted (Redis needs `databases` above base + 15).
-pub const MAX_DB_BASE: u32 = 1 << 20;
-
-/// Takes `db_base=N` out of an endpoint's query string: (endpoint without it, N). N must be a
-/// multiple of [`DB_BLOCK`] up to [`MAX_DB_BASE`], so two switches' blocks never overlap.
-pub fn split_db_base(endpoint: &str) -> Result<(String, u32), String> {
-    let Some((head, query)) = endpoint.split_once('?') else {
-        return Ok((endpoint.to_string(), 0));
-    };
-    let mut base = 0;
-    let mut rest = Vec::new();
-    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
-        match kv.strip_prefix("db_base=") {
-            Some(v) => {
-                base = v
-                    .parse::<u32>()
-                    .map_err(|_| format!("db_base {v:?} is not a number"))?;
-                if base % DB_BLOCK != 0 || base > MAX_DB_BASE {
-                    return Err(format!(
-                        "db_base {base} must be a multiple of {DB_BLOCK} up to {MAX_DB_BASE} \
-                         (each switch takes {DB_BLOCK} databases)"
-                    ));
-                }
-            }
-            None => rest.push(kv),
-        }
-    }
-    let endpoint = if rest.is_empty() {
-        head.to_string()
-    } else {
-        format!("{head}?{}", rest.join("&"))
-    };
-    Ok((endpoint, base))
 }
 
 impl fmt::Debug for SonicDbConfig {
@@ -306,7 +271,7 @@ impl SonicDbConfig {
             endpoint: endpoint.to_string(),
             reason,
         };
-        let (rest, db_base) = split_db_base(endpoint).map_err(invalid)?;
+        let (rest, db_base) = split_db_base(endpoint).map_err(|e| invalid(e.to_string()))?;
         let (rest, file) = split_credentials(&rest);
         let (endpoint, mut username, mut password) = RedisEndpoint::parse_with_credentials(&rest)?;
         let file = file.or_else(|| {
@@ -316,7 +281,7 @@ impl SonicDbConfig {
                 .map(PathBuf::from)
         });
         if let Some(file) = file {
-            let (u, p) = read_credentials(&file).map_err(invalid)?;
+            let (u, p) = read_credentials(&file).map_err(|e| invalid(e.to_string()))?;
             username = u;
             password = Some(p);
         }

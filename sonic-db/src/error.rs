@@ -110,6 +110,24 @@ impl SonicDbError {
     }
 }
 
+/// Why a credentials file (`USER PASSWORD` or `PASSWORD`) cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("credentials file {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("credentials file {} is empty", .0.display())]
+    Empty(std::path::PathBuf),
+    #[error(
+        "credentials file {}: expected `USER PASSWORD` or `PASSWORD` on one line",
+        .0.display()
+    )]
+    Malformed(std::path::PathBuf),
+}
+
 /// A P4RT_TABLE key or entry that does not follow the SONiC P4RT app format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum P4rtError {

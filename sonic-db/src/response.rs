@@ -320,25 +320,34 @@ pub struct Response {
     pub fields: FieldValues,
 }
 
+/// Why a notification payload is not a response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseParseError {
+    #[error("not a JSON array of strings: {0}")]
+    NotStrings(String),
+    #[error("expected [status, key, \"err_str\", message, field, value, ...], got {0} items")]
+    Items(usize),
+    #[error("first field is {0:?}, expected \"err_str\"")]
+    FirstField(String),
+}
+
 impl Response {
     /// Parses a notification payload. Errors say what is wrong with it.
-    pub fn parse(payload: &str) -> Result<Response, String> {
+    pub fn parse(payload: &str) -> Result<Response, ResponseParseError> {
         let items: Vec<String> = serde_json::from_str(payload)
-            .map_err(|e| format!("not a JSON array of strings: {e}"))?;
+            .map_err(|e| ResponseParseError::NotStrings(e.to_string()))?;
         if items.len() < 4 || !items.len().is_multiple_of(2) {
-            return Err(format!(
-                "expected [status, key, \"err_str\", message, field, value, ...], got {} items",
-                items.len()
-            ));
+            return Err(ResponseParseError::Items(items.len()));
         }
+        let n = items.len();
         let mut it = items.into_iter();
         let (Some(status_str), Some(key), Some(first), Some(message)) =
             (it.next(), it.next(), it.next(), it.next())
         else {
-            return Err("too short".into());
+            return Err(ResponseParseError::Items(n));
         };
         if first != "err_str" {
-            return Err(format!("first field is {first:?}, expected \"err_str\""));
+            return Err(ResponseParseError::FirstField(first));
         }
         let rest: Vec<String> = it.collect();
         Ok(Response {

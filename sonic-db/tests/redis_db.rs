@@ -1,19 +1,15 @@
 //! Integration tests against a real redis-server (Debian package) on a private unix socket.
 
-#[path = "../../tests/src/redis.rs"]
-#[allow(dead_code)]
-mod redis_server;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::StreamExt;
-use redis_server::{RedisServer, RedisServerOptions};
 use weft_sonic_db::{
     ConsumerStateTable, EntryResult, KeyOpFieldValues, Op, P4rtAction, P4rtEntry, P4rtKey,
     ProducerStateTable, Response, ResponsePublisher, ResponseWaiter, SonicDb, SonicDbConfig,
     SonicDbError, SonicDbId, StatusCode, SubscriberOptions, SubscriberStateTable, Table,
 };
+use weft_tests::redis::{RedisServer, RedisServerOptions};
 
 /// Generous: the machine is shared with long builds.
 const DEADLINE: Duration = Duration::from_secs(15);

@@ -2,9 +2,7 @@
 //! directory): Weft's producer against Weft's server, raw libzmq sockets for what a producer
 //! would never send, and a real redis-server for the rows written behind.
 
-#[path = "../../tests/src/redis.rs"]
-#[allow(dead_code)]
-mod redis_server;
+use weft_tests::redis as redis_server;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -33,13 +33,18 @@ impl Part {
     }
 }
 
+/// A word that names none of a switch's processes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}: expected plugin, bmv2 or redis")]
+pub struct UnknownPart(pub String);
+
 impl std::str::FromStr for Part {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Part, String> {
+    type Err = UnknownPart;
+    fn from_str(s: &str) -> std::result::Result<Part, UnknownPart> {
         Part::ALL
             .into_iter()
             .find(|p| p.word() == s)
-            .ok_or_else(|| format!("{s}: expected plugin, bmv2 or redis"))
+            .ok_or_else(|| UnknownPart(s.to_string()))
     }
 }
 
@@ -145,4 +150,42 @@ pub fn restart_hint(fabric: &str, process_name: &str) -> Option<String> {
         "restart: weft testbed restart {fabric} {switch} {}",
         part.word()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_is_named_by_its_word_in_commands_and_the_state_file() {
+        for p in Part::ALL {
+            assert_eq!(p.word().parse::<Part>(), Ok(p));
+        }
+        assert_eq!(Part::Bmv2.process_name("leaf1"), "bmv2 leaf1");
+        assert_eq!(
+            "switch".parse::<Part>().expect_err("unknown").to_string(),
+            "switch: expected plugin, bmv2 or redis"
+        );
+    }
+
+    #[test]
+    fn a_process_is_killed_only_on_a_switch_that_runs_it() {
+        let dir = std::path::Path::new("/nonexistent");
+        let mut st = crate::fixtures::state(dir);
+        assert_eq!(
+            check(&st, "spine1", Part::Bmv2).ok().as_deref(),
+            Some("bmv2 spine1")
+        );
+        let e = check(&st, "leaf9", Part::Bmv2).expect_err("no switch");
+        assert_eq!(e.to_string(), "testbed lab has no switch leaf9");
+        let e = check(&st, "leaf1", Part::Plugin).expect_err("not running there");
+        assert_eq!(e.to_string(), "testbed lab runs no plugin on leaf1");
+        st.hosts.clear();
+        st.processes.retain(|p| p.name.starts_with("redis "));
+        let e = check(&st, "spine1", Part::Bmv2).expect_err("db only");
+        assert_eq!(
+            e.to_string(),
+            "testbed lab runs no bmv2 on spine1 (--db-only)"
+        );
+    }
 }

@@ -399,277 +399,35 @@ pub fn inject(
     targets: &[String],
     p: &Params,
 ) -> Result<Fault> {
-    let want = |n: usize| -> Result<()> {
-        if targets.len() == n {
-            Ok(())
-        } else {
-            Err(TestbedError::Other(format!(
-                "{} takes {n} target(s), got {}",
-                kind.as_str(),
-                targets.len()
-            )))
-        }
+    let n = match kind {
+        FaultKind::PfcStorm
+        | FaultKind::StuckReceiver
+        | FaultKind::Loss
+        | FaultKind::Slow
+        | FaultKind::Incast => 1,
+        FaultKind::Blackhole | FaultKind::Reorder => 2,
+        FaultKind::List | FaultKind::Clear => return Err(not_a_fault(kind)),
     };
+    if targets.len() != n {
+        return Err(TestbedError::Other(format!(
+            "{} takes {n} target(s), got {}",
+            kind.as_str(),
+            targets.len()
+        )));
+    }
     let mut undo = Vec::new();
     // On a failure half-way, what was done is undone.
-    let result = (|| -> Result<(String, String)> {
-        match kind {
-            FaultKind::PfcStorm | FaultKind::StuckReceiver => {
-                want(1)?;
-                let host = &targets[0];
-                let h = host_ns(st, host)?;
-                let py = script(st, "pfc_storm.py", PFC_STORM)?;
-                let mut cmd: Vec<String> = ["ip", "netns", "exec", &h.netns, "python3", &py]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
-                cmd.extend(
-                    [
-                        "--iface",
-                        "eth0",
-                        "--priority",
-                        &p.priority.to_string(),
-                        "--quanta",
-                        "65535",
-                        "--seconds",
-                        "86400",
-                    ]
-                    .iter()
-                    .map(|s| s.to_string()),
-                );
-                let detail = if kind == FaultKind::PfcStorm {
-                    cmd.extend(["--interval-ms".into(), "5".into()]);
-                    format!("PAUSE every 5 ms on priority {}", p.priority)
-                } else {
-                    let (leaf, port) = st
-                        .wires
-                        .iter()
-                        .find_map(|w| (w.b.0 == *host).then(|| w.a.clone()))
-                        .ok_or_else(|| TestbedError::Other(format!("{host} has no cable")))?;
-                    undo.push(set_rate(st, tools, &leaf, &port, p.rate_pps)?);
-                    cmd.extend(
-                        ["--interval-ms", "10", "--on-ms", "100", "--off-ms", "400"]
-                            .iter()
-                            .map(|s| s.to_string()),
-                    );
-                    format!(
-                        "{leaf}:{port} drains at {} pkt/s; PAUSE on priority {} for 100 ms every 500 ms",
-                        p.rate_pps, p.priority
-                    )
-                };
-                // Onset is the first frame: wait for it (a loaded machine takes a while to
-                // start Python), so what follows the command sees the fault.
-                let ready = st.state_dir.join(format!("fault-{host}.ready"));
-                let _ = fs::remove_file(&ready);
-                cmd.extend(["--ready".to_string(), ready.to_string_lossy().into_owned()]);
-                undo.push(spawn_bg(st, &format!("{} {host}", kind.as_str()), &cmd)?);
-                crate::wait_for("the first PAUSE frame", Duration::from_secs(20), || {
-                    ready.exists()
-                })?;
-                let _ = fs::remove_file(&ready);
-                Ok((host.clone(), detail))
-            }
-            FaultKind::Loss | FaultKind::Slow => {
-                want(1)?;
-                let (sw, port) = switch_port(st, &targets[0])?;
-                let (w, side) = wire_at(st, &sw, &port)?;
-                if kind == FaultKind::Loss {
-                    let args = vec!["--loss-percent".to_string(), p.percent.to_string()];
-                    impair(st, &w.middle[0], &w.middle[1], &args, &mut undo)?;
-                    impair(st, &w.middle[1], &w.middle[0], &args, &mut undo)?;
-                    Ok((
-                        format!("{sw}:{port}"),
-                        format!(
-                            "{}% loss both ways on the cable {}:{}–{}:{} (relays between {} and {})",
-                            p.percent, w.a.0, w.a.1, w.b.0, w.b.1, w.middle[0], w.middle[1]
-                        ),
-                    ))
-                } else {
-                    undo.push(set_rate(st, tools, &sw, &port, p.rate_pps)?);
-                    // Toward the far end: out of the far end's middle veth.
-                    let far = &w.middle[1 - side];
-                    let bits = (p.rate_pps.max(1) * 1518 * 8).to_string();
-                    undo.push(qdisc(
-                        st,
-                        far,
-                        &format!("tbf rate {bits}bit burst 15180 latency 50ms"),
-                    )?);
-                    Ok((
-                        format!("{sw}:{port}"),
-                        format!(
-                            "{sw}:{port} drains at {} pkt/s; tbf {bits} bit/s on {far}",
-                            p.rate_pps
-                        ),
-                    ))
-                }
-            }
-            FaultKind::Blackhole => {
-                want(2)?;
-                let (sw, prefix) = (&targets[0], &targets[1]);
-                let file = st
-                    .state_dir
-                    .join(format!("blackhole-{sw}-{}.txtpb", prefix.replace('/', "_")));
-                let f = file.to_string_lossy().into_owned();
-                p4rt_route(st, tools, sw, &["delete", prefix, "--save", &f])?;
-                undo.push(Undo::Restore {
-                    switch: sw.clone(),
-                    file,
-                });
-                Ok((
-                    sw.clone(),
-                    format!("route {prefix} deleted on {sw} over P4Runtime"),
-                ))
-            }
-            FaultKind::Incast => {
-                want(1)?;
-                let host = &targets[0];
-                let h = host_ns(st, host)?;
-                let (leaf, port) = st
-                    .wires
-                    .iter()
-                    .find_map(|w| (w.b.0 == *host).then(|| w.a.clone()))
-                    .ok_or_else(|| TestbedError::Other(format!("{host} has no cable")))?;
-                // Senders: the other hosts, those on other leaves first.
-                let leaf_of = |n: &str| {
-                    st.wires
-                        .iter()
-                        .find_map(|w| (w.b.0 == n).then(|| w.a.0.clone()))
-                };
-                let mut others: Vec<&crate::HostState> =
-                    st.hosts.iter().filter(|x| x.name != *host).collect();
-                others.sort_by_key(|x| (leaf_of(&x.name) == Some(leaf.clone()), x.name.clone()));
-                let senders: Vec<&crate::HostState> =
-                    others.into_iter().take(p.senders as usize).collect();
-                undo.push(set_rate(st, tools, &leaf, &port, p.line_pps)?);
-                let probe = script(st, "udp_probe.py", crate::UDP_PROBE)?;
-                let out = st.state_dir.join(format!("incast-{host}.json"));
-                let recv: Vec<String> = [
-                    "ip",
-                    "netns",
-                    "exec",
-                    &h.netns,
-                    "python3",
-                    &probe,
-                    "recv",
-                    "--port",
-                    "5003",
-                    "--seconds",
-                    "86400",
-                    "--out",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .chain([out.to_string_lossy().into_owned()])
-                .collect();
-                undo.push(spawn_bg(st, &format!("incast receiver {host}"), &recv)?);
-                for s in &senders {
-                    let cmd: Vec<String> = [
-                        "ip",
-                        "netns",
-                        "exec",
-                        &s.netns,
-                        "python3",
-                        &probe,
-                        "send",
-                        "--dst",
-                        &h.ipv4,
-                        "--port",
-                        "5003",
-                        "--tos",
-                        "106",
-                        "--pps",
-                        &p.pps.to_string(),
-                        "--seconds",
-                        "86400",
-                        "--flows",
-                        "8",
-                        "--size",
-                        "512",
-                    ]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
-                    undo.push(spawn_bg(st, &format!("incast sender {}", s.name), &cmd)?);
-                }
-                Ok((
-                    host.clone(),
-                    format!(
-                        "{} senders ({}) × {} pkt/s RoCE class into {leaf}:{port} at {} pkt/s",
-                        senders.len(),
-                        senders
-                            .iter()
-                            .map(|s| s.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(","),
-                        p.pps,
-                        p.line_pps
-                    ),
-                ))
-            }
-            FaultKind::Reorder => {
-                want(2)?;
-                let (src, dst) = (&targets[0], &targets[1]);
-                let (hs, hd) = (host_ns(st, src)?, host_ns(st, dst)?);
-                let dst_leaf = st
-                    .wires
-                    .iter()
-                    .find_map(|w| (w.b.0 == *dst).then(|| w.a.0.clone()))
-                    .ok_or_else(|| TestbedError::Other(format!("{dst} has no cable")))?;
-                // The first uplink cable of DST's leaf: delay what flows toward the leaf.
-                let up = crate::uplinks(st, &dst_leaf);
-                let port = up
-                    .first()
-                    .ok_or_else(|| TestbedError::Other(format!("{dst_leaf} has no uplink")))?;
-                let (w, side) = wire_at(st, &dst_leaf, port)?;
-                let ms = p.delay.as_secs_f64() * 1e3;
-                let args = vec!["--delay-ms".to_string(), ms.to_string()];
-                impair(st, &w.middle[1 - side], &w.middle[side], &args, &mut undo)?;
-                // RoCE traffic SRC → DST (BTH, so the leaf tracks PSNs).
-                let bytes = (1024u64 * 200 * 86400).to_string();
-                let tr = tools.weft_traffic.to_string_lossy().into_owned();
-                let common = [
-                    "--bytes",
-                    &bytes,
-                    "--rate-pps",
-                    "200",
-                    "--mtu",
-                    "1024",
-                    "--deadline-ms",
-                    "86400000",
-                ];
-                let recv: Vec<String> = [
-                    "ip", "netns", "exec", &hd.netns, &tr, "recv", "--bind", &hd.ipv4, "--from",
-                    &hs.ipv4,
-                ]
-                .iter()
-                .chain(common.iter())
-                .map(|s| s.to_string())
-                .collect();
-                undo.push(spawn_bg(st, &format!("reorder receiver {dst}"), &recv)?);
-                std::thread::sleep(Duration::from_millis(300));
-                let send: Vec<String> = [
-                    "ip", "netns", "exec", &hs.netns, &tr, "send", "--bind", &hs.ipv4, "--to",
-                    &hd.ipv4,
-                ]
-                .iter()
-                .chain(common.iter())
-                .map(|s| s.to_string())
-                .collect();
-                undo.push(spawn_bg(st, &format!("reorder sender {src}"), &send)?);
-                Ok((
-                    dst.clone(),
-                    format!(
-                        "{ms} ms extra delay toward {dst_leaf}:{port}; RoCE {src} → {dst} 200 pkt/s"
-                    ),
-                ))
-            }
-            FaultKind::List | FaultKind::Clear => Err(TestbedError::Other(format!(
-                "{} is not a fault",
-                kind.as_str()
-            ))),
+    let done = match kind {
+        FaultKind::PfcStorm | FaultKind::StuckReceiver => {
+            pause_frames(st, tools, kind, targets, p, &mut undo)
         }
-    })();
-    match result {
+        FaultKind::Loss | FaultKind::Slow => impaired_cable(st, tools, kind, targets, p, &mut undo),
+        FaultKind::Blackhole => blackhole(st, tools, targets, &mut undo),
+        FaultKind::Incast => incast(st, tools, targets, p, &mut undo),
+        FaultKind::Reorder => reorder(st, tools, targets, p, &mut undo),
+        FaultKind::List | FaultKind::Clear => Err(not_a_fault(kind)),
+    };
+    match done {
         Ok((target, detail)) => record(
             &st.state_dir,
             Fault {
@@ -687,6 +445,291 @@ pub fn inject(
             Err(e)
         }
     }
+}
+
+fn not_a_fault(kind: FaultKind) -> TestbedError {
+    TestbedError::Other(format!("{} is not a fault", kind.as_str()))
+}
+
+/// A PFC storm (PAUSE every 5 ms) from a host, or a stuck receiver (its leaf port drains
+/// slowly and the host pauses it on and off).
+fn pause_frames(
+    st: &State,
+    tools: &Tools,
+    kind: FaultKind,
+    targets: &[String],
+    p: &Params,
+    undo: &mut Vec<Undo>,
+) -> Result<(String, String)> {
+    let host = &targets[0];
+    let h = host_ns(st, host)?;
+    let py = script(st, "pfc_storm.py", PFC_STORM)?;
+    let mut cmd: Vec<String> = ["ip", "netns", "exec", &h.netns, "python3", &py]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    cmd.extend(
+        [
+            "--iface",
+            "eth0",
+            "--priority",
+            &p.priority.to_string(),
+            "--quanta",
+            "65535",
+            "--seconds",
+            "86400",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let detail = if kind == FaultKind::PfcStorm {
+        cmd.extend(["--interval-ms".into(), "5".into()]);
+        format!("PAUSE every 5 ms on priority {}", p.priority)
+    } else {
+        let (leaf, port) = st
+            .wires
+            .iter()
+            .find_map(|w| (w.b.0 == *host).then(|| w.a.clone()))
+            .ok_or_else(|| TestbedError::Other(format!("{host} has no cable")))?;
+        undo.push(set_rate(st, tools, &leaf, &port, p.rate_pps)?);
+        cmd.extend(
+            ["--interval-ms", "10", "--on-ms", "100", "--off-ms", "400"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        format!(
+            "{leaf}:{port} drains at {} pkt/s; PAUSE on priority {} for 100 ms every 500 ms",
+            p.rate_pps, p.priority
+        )
+    };
+    // Onset is the first frame: wait for it (a loaded machine takes a while to
+    // start Python), so what follows the command sees the fault.
+    let ready = st.state_dir.join(format!("fault-{host}.ready"));
+    let _ = fs::remove_file(&ready);
+    cmd.extend(["--ready".to_string(), ready.to_string_lossy().into_owned()]);
+    undo.push(spawn_bg(st, &format!("{} {host}", kind.as_str()), &cmd)?);
+    crate::wait_for("the first PAUSE frame", Duration::from_secs(20), || {
+        ready.exists()
+    })?;
+    let _ = fs::remove_file(&ready);
+    Ok((host.clone(), detail))
+}
+
+/// Loss on both ways of a cable, or a slow port (drains at a rate, and a tbf toward its far
+/// end).
+fn impaired_cable(
+    st: &State,
+    tools: &Tools,
+    kind: FaultKind,
+    targets: &[String],
+    p: &Params,
+    undo: &mut Vec<Undo>,
+) -> Result<(String, String)> {
+    let (sw, port) = switch_port(st, &targets[0])?;
+    let (w, side) = wire_at(st, &sw, &port)?;
+    if kind == FaultKind::Loss {
+        let args = vec!["--loss-percent".to_string(), p.percent.to_string()];
+        impair(st, &w.middle[0], &w.middle[1], &args, undo)?;
+        impair(st, &w.middle[1], &w.middle[0], &args, undo)?;
+        Ok((
+            format!("{sw}:{port}"),
+            format!(
+                "{}% loss both ways on the cable {}:{}–{}:{} (relays between {} and {})",
+                p.percent, w.a.0, w.a.1, w.b.0, w.b.1, w.middle[0], w.middle[1]
+            ),
+        ))
+    } else {
+        undo.push(set_rate(st, tools, &sw, &port, p.rate_pps)?);
+        // Toward the far end: out of the far end's middle veth.
+        let far = &w.middle[1 - side];
+        let bits = (p.rate_pps.max(1) * 1518 * 8).to_string();
+        undo.push(qdisc(
+            st,
+            far,
+            &format!("tbf rate {bits}bit burst 15180 latency 50ms"),
+        )?);
+        Ok((
+            format!("{sw}:{port}"),
+            format!(
+                "{sw}:{port} drains at {} pkt/s; tbf {bits} bit/s on {far}",
+                p.rate_pps
+            ),
+        ))
+    }
+}
+
+/// A route deleted over P4Runtime (saved, to be written back).
+fn blackhole(
+    st: &State,
+    tools: &Tools,
+    targets: &[String],
+    undo: &mut Vec<Undo>,
+) -> Result<(String, String)> {
+    let (sw, prefix) = (&targets[0], &targets[1]);
+    let file = st
+        .state_dir
+        .join(format!("blackhole-{sw}-{}.txtpb", prefix.replace('/', "_")));
+    let f = file.to_string_lossy().into_owned();
+    p4rt_route(st, tools, sw, &["delete", prefix, "--save", &f])?;
+    undo.push(Undo::Restore {
+        switch: sw.clone(),
+        file,
+    });
+    Ok((
+        sw.clone(),
+        format!("route {prefix} deleted on {sw} over P4Runtime"),
+    ))
+}
+
+/// Senders on other hosts into one host's port, drained at line rate.
+fn incast(
+    st: &State,
+    tools: &Tools,
+    targets: &[String],
+    p: &Params,
+    undo: &mut Vec<Undo>,
+) -> Result<(String, String)> {
+    let host = &targets[0];
+    let h = host_ns(st, host)?;
+    let (leaf, port) = st
+        .wires
+        .iter()
+        .find_map(|w| (w.b.0 == *host).then(|| w.a.clone()))
+        .ok_or_else(|| TestbedError::Other(format!("{host} has no cable")))?;
+    // Senders: the other hosts, those on other leaves first.
+    let leaf_of = |n: &str| {
+        st.wires
+            .iter()
+            .find_map(|w| (w.b.0 == n).then(|| w.a.0.clone()))
+    };
+    let mut others: Vec<&crate::HostState> = st.hosts.iter().filter(|x| x.name != *host).collect();
+    others.sort_by_key(|x| (leaf_of(&x.name) == Some(leaf.clone()), x.name.clone()));
+    let senders: Vec<&crate::HostState> = others.into_iter().take(p.senders as usize).collect();
+    undo.push(set_rate(st, tools, &leaf, &port, p.line_pps)?);
+    let probe = script(st, "udp_probe.py", crate::UDP_PROBE)?;
+    let out = st.state_dir.join(format!("incast-{host}.json"));
+    let recv: Vec<String> = [
+        "ip",
+        "netns",
+        "exec",
+        &h.netns,
+        "python3",
+        &probe,
+        "recv",
+        "--port",
+        "5003",
+        "--seconds",
+        "86400",
+        "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([out.to_string_lossy().into_owned()])
+    .collect();
+    undo.push(spawn_bg(st, &format!("incast receiver {host}"), &recv)?);
+    for s in &senders {
+        let cmd: Vec<String> = [
+            "ip",
+            "netns",
+            "exec",
+            &s.netns,
+            "python3",
+            &probe,
+            "send",
+            "--dst",
+            &h.ipv4,
+            "--port",
+            "5003",
+            "--tos",
+            "106",
+            "--pps",
+            &p.pps.to_string(),
+            "--seconds",
+            "86400",
+            "--flows",
+            "8",
+            "--size",
+            "512",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        undo.push(spawn_bg(st, &format!("incast sender {}", s.name), &cmd)?);
+    }
+    Ok((
+        host.clone(),
+        format!(
+            "{} senders ({}) × {} pkt/s RoCE class into {leaf}:{port} at {} pkt/s",
+            senders.len(),
+            senders
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            p.pps,
+            p.line_pps
+        ),
+    ))
+}
+
+/// Extra delay on one uplink of the destination's leaf while RoCE traffic flows to it.
+fn reorder(
+    st: &State,
+    tools: &Tools,
+    targets: &[String],
+    p: &Params,
+    undo: &mut Vec<Undo>,
+) -> Result<(String, String)> {
+    let (src, dst) = (&targets[0], &targets[1]);
+    let (hs, hd) = (host_ns(st, src)?, host_ns(st, dst)?);
+    let dst_leaf = st
+        .wires
+        .iter()
+        .find_map(|w| (w.b.0 == *dst).then(|| w.a.0.clone()))
+        .ok_or_else(|| TestbedError::Other(format!("{dst} has no cable")))?;
+    // The first uplink cable of DST's leaf: delay what flows toward the leaf.
+    let up = crate::uplinks(st, &dst_leaf);
+    let port = up
+        .first()
+        .ok_or_else(|| TestbedError::Other(format!("{dst_leaf} has no uplink")))?;
+    let (w, side) = wire_at(st, &dst_leaf, port)?;
+    let ms = p.delay.as_secs_f64() * 1e3;
+    let args = vec!["--delay-ms".to_string(), ms.to_string()];
+    impair(st, &w.middle[1 - side], &w.middle[side], &args, undo)?;
+    // RoCE traffic SRC → DST (BTH, so the leaf tracks PSNs).
+    let bytes = (1024u64 * 200 * 86400).to_string();
+    let tr = tools.weft_traffic.to_string_lossy().into_owned();
+    let common = [
+        "--bytes",
+        &bytes,
+        "--rate-pps",
+        "200",
+        "--mtu",
+        "1024",
+        "--deadline-ms",
+        "86400000",
+    ];
+    let recv: Vec<String> = [
+        "ip", "netns", "exec", &hd.netns, &tr, "recv", "--bind", &hd.ipv4, "--from", &hs.ipv4,
+    ]
+    .iter()
+    .chain(common.iter())
+    .map(|s| s.to_string())
+    .collect();
+    undo.push(spawn_bg(st, &format!("reorder receiver {dst}"), &recv)?);
+    std::thread::sleep(Duration::from_millis(300));
+    let send: Vec<String> = [
+        "ip", "netns", "exec", &hs.netns, &tr, "send", "--bind", &hs.ipv4, "--to", &hd.ipv4,
+    ]
+    .iter()
+    .chain(common.iter())
+    .map(|s| s.to_string())
+    .collect();
+    undo.push(spawn_bg(st, &format!("reorder sender {src}"), &send)?);
+    Ok((
+        dst.clone(),
+        format!("{ms} ms extra delay toward {dst_leaf}:{port}; RoCE {src} → {dst} 200 pkt/s"),
+    ))
 }
 
 fn apply_undo(st: &State, tools: &Tools, u: &Undo) -> Result<String> {
@@ -773,4 +816,62 @@ pub fn stop_processes(dir: &Path) -> Vec<String> {
     }
     let _ = fs::remove_file(faults_path(dir));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Tools {
+        Tools {
+            bmv2_cli: PathBuf::from("/nonexistent/simple_switch_CLI"),
+            p4rt_python: PathBuf::from("/nonexistent/python3"),
+            weft_traffic: PathBuf::from("/nonexistent/weft-traffic"),
+        }
+    }
+
+    #[test]
+    fn a_fault_takes_its_number_of_targets_and_list_and_clear_are_none() {
+        let dir = std::path::Path::new("/nonexistent-weft-state");
+        let st = crate::fixtures::state(dir);
+        let p = Params::default();
+        let e = inject(&st, &tools(), FaultKind::Blackhole, &["leaf1".into()], &p)
+            .expect_err("one target");
+        assert_eq!(e.to_string(), "blackhole takes 2 target(s), got 1");
+        let e = inject(&st, &tools(), FaultKind::Loss, &[], &p).expect_err("no target");
+        assert_eq!(e.to_string(), "loss takes 1 target(s), got 0");
+        let e = inject(&st, &tools(), FaultKind::List, &[], &p).expect_err("not a fault");
+        assert_eq!(e.to_string(), "list is not a fault");
+    }
+
+    #[test]
+    fn a_fault_on_something_the_testbed_lacks_is_refused_and_nothing_recorded() {
+        let dir = std::env::temp_dir().join(format!("weft-testbed-fault-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let st = crate::fixtures::state(&dir);
+        let p = Params::default();
+        assert!(inject(&st, &tools(), FaultKind::PfcStorm, &["h9".into()], &p).is_err());
+        assert!(
+            inject(
+                &st,
+                &tools(),
+                FaultKind::Loss,
+                &["leaf1:Ethernet8".into()],
+                &p
+            )
+            .is_err()
+        );
+        assert!(
+            inject(
+                &st,
+                &tools(),
+                FaultKind::Reorder,
+                &["h1".into(), "h9".into()],
+                &p
+            )
+            .is_err()
+        );
+        assert!(list(&dir).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

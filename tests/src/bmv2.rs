@@ -1,8 +1,7 @@
 //! A real BMv2 `simple_switch_grpc` for tests: found on PATH or in /opt/p4/bin, started without
 //! a program on free loopback ports, killed by PID when the guard drops (also on test failure).
 //!
-//! Depends on `std` only, so crates below `weft-tests` can include this file with `#[path]`
-//! for their own integration tests and benchmarks.
+//! Depends on `std` only, like all of `weft-tests`, so any crate can take it as a dev-dependency.
 //!
 //! ```no_run
 //! # use weft_tests::bmv2::*;
@@ -145,11 +144,56 @@ pub struct Bmv2 {
     process: ProcessGuard,
 }
 
+/// Why a switch did not start.
+#[derive(Debug)]
+pub enum Bmv2Error {
+    /// The process could not be spawned.
+    Spawn {
+        bin: PathBuf,
+        source: std::io::Error,
+    },
+    /// It exited before P4Runtime listened.
+    Exited { bin: PathBuf, addr: SocketAddr },
+    /// P4Runtime did not listen within the deadline.
+    NotListening {
+        bin: PathBuf,
+        addr: SocketAddr,
+        within: Duration,
+    },
+}
+
+impl std::fmt::Display for Bmv2Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bmv2Error::Spawn { bin, source } => {
+                write!(f, "cannot start {}: {source}", bin.display())
+            }
+            Bmv2Error::Exited { bin, addr } => {
+                write!(f, "{} exited before listening on {addr}", bin.display())
+            }
+            Bmv2Error::NotListening { bin, addr, within } => write!(
+                f,
+                "{} did not listen on {addr} within {within:?}",
+                bin.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Bmv2Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Bmv2Error::Spawn { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 static INSTANCE: AtomicU64 = AtomicU64::new(0);
 
 impl Bmv2 {
     /// Starts the switch on free ports and waits until P4Runtime listens.
-    pub fn start(bin: &Path, options: Bmv2Options) -> Result<Bmv2, String> {
+    pub fn start(bin: &Path, options: Bmv2Options) -> Result<Bmv2, Bmv2Error> {
         let grpc_port = free_port();
         let thrift_port = free_port();
         let dataplane_port = options.dataplane_grpc.then(free_port);
@@ -217,7 +261,7 @@ impl Bmv2 {
     }
 
     /// Kills the switch (if running) and starts it again on the same ports, empty.
-    pub fn restart(&mut self) -> Result<(), String> {
+    pub fn restart(&mut self) -> Result<(), Bmv2Error> {
         self.process.kill();
         let deadline = Instant::now() + START_DEADLINE;
         // The old listener may linger briefly; retry the spawn until the port is free.
@@ -241,24 +285,25 @@ impl Bmv2 {
         }
     }
 
-    fn wait_listening(&mut self) -> Result<(), String> {
+    fn wait_listening(&mut self) -> Result<(), Bmv2Error> {
         let addr: SocketAddr = ([127, 0, 0, 1], self.grpc_port).into();
         let deadline = Instant::now() + START_DEADLINE;
         loop {
             if !self.process.is_running() {
-                return Err(format!(
-                    "{} exited before listening on {addr}",
-                    self.bin.display()
-                ));
+                return Err(Bmv2Error::Exited {
+                    bin: self.bin.clone(),
+                    addr,
+                });
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "{} did not listen on {addr} within {START_DEADLINE:?}",
-                    self.bin.display()
-                ));
+                return Err(Bmv2Error::NotListening {
+                    bin: self.bin.clone(),
+                    addr,
+                    within: START_DEADLINE,
+                });
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -279,7 +324,7 @@ fn spawn(
     thrift_port: u16,
     dataplane_port: Option<u16>,
     notifications: &Path,
-) -> Result<ProcessGuard, String> {
+) -> Result<ProcessGuard, Bmv2Error> {
     let mut cmd = Command::new(bin);
     cmd.arg("--no-p4")
         .arg("--device-id")
@@ -311,8 +356,39 @@ fn spawn(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+    let child = cmd.spawn().map_err(|source| Bmv2Error::Spawn {
+        bin: bin.to_path_buf(),
+        source,
+    })?;
     Ok(ProcessGuard::new(BMV2_BINARY, child))
+}
+
+#[cfg(test)]
+mod tests {
+    // Paths, not imports: until every crate takes the harness as a dependency, a bench that
+    // includes this file by `#[path]` compiles this module without its tests.
+    #[test]
+    fn a_switch_that_cannot_be_spawned_says_which_binary() {
+        let bin = std::path::Path::new("/nonexistent/simple_switch_grpc");
+        let err =
+            super::Bmv2::start(bin, super::Bmv2Options::default()).expect_err("no such binary");
+        assert!(matches!(err, super::Bmv2Error::Spawn { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with("cannot start /nonexistent/simple_switch_grpc: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_switch_that_exits_at_once_is_reported_before_the_deadline() {
+        // `false` exits immediately: the harness must see that, not wait 30 s for a listener.
+        let Some(bin) = super::find_tool("false") else {
+            return;
+        };
+        let t = std::time::Instant::now();
+        let err = super::Bmv2::start(&bin, super::Bmv2Options::default()).expect_err("exits");
+        assert!(matches!(err, super::Bmv2Error::Exited { .. }), "{err:?}");
+        assert!(t.elapsed() < super::START_DEADLINE);
+    }
 }

@@ -10,6 +10,39 @@ use std::time::{Duration, Instant};
 
 use crate::bmv2::{ProcessGuard, free_port};
 
+/// Why etcd did not start.
+#[derive(Debug)]
+pub enum EtcdError {
+    NotFound,
+    /// Its data directory or log could not be made.
+    Io(std::io::Error),
+    Spawn(std::io::Error),
+    /// It exited or did not answer healthy within 30 s; its log.
+    Unhealthy(String),
+}
+
+impl std::fmt::Display for EtcdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EtcdError::NotFound => {
+                f.write_str("etcd not found (scripts/setup.sh installs etcd-server)")
+            }
+            EtcdError::Io(e) => write!(f, "{e}"),
+            EtcdError::Spawn(e) => write!(f, "etcd: {e}"),
+            EtcdError::Unhealthy(log) => write!(f, "etcd did not become healthy:\n{log}"),
+        }
+    }
+}
+
+impl std::error::Error for EtcdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EtcdError::Io(e) | EtcdError::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 pub struct Etcd {
     guard: ProcessGuard,
     dir: PathBuf,
@@ -22,17 +55,17 @@ pub fn find_etcd() -> Option<PathBuf> {
 }
 
 impl Etcd {
-    pub fn start() -> Result<Etcd, String> {
-        let bin = find_etcd().ok_or("etcd not found (scripts/setup.sh installs etcd-server)")?;
+    pub fn start() -> Result<Etcd, EtcdError> {
+        let bin = find_etcd().ok_or(EtcdError::NotFound)?;
         let client_port = free_port();
         let peer_port = free_port();
         let dir =
             std::env::temp_dir().join(format!("weft-etcd-{}-{client_port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&dir).map_err(EtcdError::Io)?;
         let client = format!("http://127.0.0.1:{client_port}");
         let peer = format!("http://127.0.0.1:{peer_port}");
-        let log = std::fs::File::create(dir.join("etcd.log")).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(dir.join("etcd.log")).map_err(EtcdError::Io)?;
         let child = Command::new(bin)
             .args(["--name", "weft-test", "--data-dir"])
             .arg(dir.join("data"))
@@ -54,7 +87,7 @@ impl Etcd {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("etcd: {e}"))?;
+            .map_err(EtcdError::Spawn)?;
         let mut e = Etcd {
             guard: ProcessGuard::new("etcd", child),
             dir,
@@ -64,7 +97,7 @@ impl Etcd {
         while !e.healthy() {
             if !e.guard.is_running() || t0.elapsed() > Duration::from_secs(30) {
                 let log = std::fs::read_to_string(e.dir.join("etcd.log")).unwrap_or_default();
-                return Err(format!("etcd did not become healthy:\n{log}"));
+                return Err(EtcdError::Unhealthy(log));
             }
             std::thread::sleep(Duration::from_millis(50));
         }

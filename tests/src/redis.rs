@@ -1,8 +1,7 @@
 //! A real `redis-server` (Debian package) for tests: one private instance on a unix socket in its own
 //! temporary directory, nothing persisted, killed by PID when the guard drops (also on test failure).
 //!
-//! Depends on `std` only, so crates that cannot depend on `weft-tests` (it sits above them) can include
-//! this same file with `#[path]` for their own integration tests and benchmarks.
+//! Depends on `std` only, like all of `weft-tests`, so any crate can take it as a dev-dependency.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

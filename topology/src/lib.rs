@@ -13,6 +13,7 @@
 //! no input can make it use more than [`Limits`] allow.
 
 pub mod diag;
+pub mod formats;
 pub mod generators;
 pub mod model;
 pub mod names;

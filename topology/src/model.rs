@@ -508,16 +508,19 @@ impl fmt::Display for PortRef {
     }
 }
 
+/// A port reference that is not `SWITCH:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid port reference {0:?}: expected SWITCH:PORT such as \"leaf1:Ethernet0\"")]
+pub struct PortRefError(pub String);
+
 impl FromStr for PortRef {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = PortRefError;
+    fn from_str(s: &str) -> Result<Self, PortRefError> {
         match s.split_once(':') {
             Some((sw, p)) if !sw.is_empty() && !p.is_empty() && !p.contains(':') => {
                 Ok(PortRef::new(sw, p))
             }
-            _ => Err(format!(
-                "invalid port reference {s:?}: expected SWITCH:PORT such as \"leaf1:Ethernet0\""
-            )),
+            _ => Err(PortRefError(s.to_string())),
         }
     }
 }
@@ -572,19 +575,25 @@ impl fmt::Display for MacAddr {
     }
 }
 
+/// A MAC address not written as six two-digit hex bytes separated by `:`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid MAC address {0:?}")]
+pub struct MacAddrError(pub String);
+
 impl FromStr for MacAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = MacAddrError;
+    fn from_str(s: &str) -> Result<Self, MacAddrError> {
+        let invalid = || MacAddrError(s.to_string());
         let mut out = [0u8; 6];
         let parts: Vec<&str> = s.split(':').collect();
         if parts.len() != 6 {
-            return Err(format!("invalid MAC address {s:?}"));
+            return Err(invalid());
         }
         for (o, p) in out.iter_mut().zip(parts) {
             if p.len() != 2 {
-                return Err(format!("invalid MAC address {s:?}"));
+                return Err(invalid());
             }
-            *o = u8::from_str_radix(p, 16).map_err(|_| format!("invalid MAC address {s:?}"))?;
+            *o = u8::from_str_radix(p, 16).map_err(|_| invalid())?;
         }
         Ok(MacAddr(out))
     }

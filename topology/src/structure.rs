@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::diag::{Sink, suggest};
-use crate::units::check_format;
-use crate::yaml::{Node, Scalar};
+use crate::formats::check_format;
+use crate::yaml::{Node, Pos, Scalar};
 
 pub struct Checker<'a> {
     root: &'a Value,
@@ -95,49 +95,7 @@ impl<'a> Checker<'a> {
         }
 
         match node {
-            Node::Map(entries, _) => {
-                let props = schema.get("properties").and_then(Value::as_object);
-                let additional = schema.get("additionalProperties");
-                for (key, kpos, value) in entries {
-                    let child = join(path, key);
-                    match props.and_then(|p| p.get(key)) {
-                        Some(s) => self.check_at(value, s, &child, sink),
-                        None => match additional {
-                            Some(Value::Bool(false)) => {
-                                let known: Vec<&str> = props
-                                    .map(|p| p.keys().map(String::as_str).collect())
-                                    .unwrap_or_default();
-                                let msg = format!("unknown field `{key}`");
-                                match suggest(key, known.iter().copied()) {
-                                    Some(s) => sink.push_help(
-                                        self.file,
-                                        *kpos,
-                                        &child,
-                                        msg,
-                                        format!("did you mean `{s}`?"),
-                                    ),
-                                    None => sink.push_help(
-                                        self.file,
-                                        *kpos,
-                                        &child,
-                                        msg,
-                                        format!("known fields here: {}", known.join(", ")),
-                                    ),
-                                }
-                            }
-                            Some(s @ Value::Object(_)) => self.check_at(value, s, &child, sink),
-                            _ => {}
-                        },
-                    }
-                }
-                if let Some(req) = schema.get("required").and_then(Value::as_array) {
-                    for r in req.iter().filter_map(Value::as_str) {
-                        if node.get(r).is_none() {
-                            sink.push(self.file, node.pos(), item, format!("missing field `{r}`"));
-                        }
-                    }
-                }
-            }
+            Node::Map(entries, _) => self.check_map(node, entries, schema, path, sink),
             Node::Seq(items, _) => {
                 if let Some(item_schema) = schema.get("items") {
                     for (i, v) in items.iter().enumerate() {
@@ -145,6 +103,67 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
+            Node::Scalar(..) => self.check_scalar(node, schema, item, sink),
+        }
+    }
+
+    /// A mapping's keys against the schema's properties (unknown ones named with the nearest
+    /// known one), its values against theirs, and the required keys.
+    fn check_map(
+        &self,
+        node: &Node,
+        entries: &[(String, Pos, Node)],
+        schema: &'a Value,
+        path: &str,
+        sink: &mut Sink,
+    ) {
+        let item = if path.is_empty() { "intent" } else { path };
+        let props = schema.get("properties").and_then(Value::as_object);
+        let additional = schema.get("additionalProperties");
+        for (key, kpos, value) in entries {
+            let child = join(path, key);
+            match props.and_then(|p| p.get(key)) {
+                Some(s) => self.check_at(value, s, &child, sink),
+                None => match additional {
+                    Some(Value::Bool(false)) => {
+                        let known: Vec<&str> = props
+                            .map(|p| p.keys().map(String::as_str).collect())
+                            .unwrap_or_default();
+                        let msg = format!("unknown field `{key}`");
+                        match suggest(key, known.iter().copied()) {
+                            Some(s) => sink.push_help(
+                                self.file,
+                                *kpos,
+                                &child,
+                                msg,
+                                format!("did you mean `{s}`?"),
+                            ),
+                            None => sink.push_help(
+                                self.file,
+                                *kpos,
+                                &child,
+                                msg,
+                                format!("known fields here: {}", known.join(", ")),
+                            ),
+                        }
+                    }
+                    Some(s @ Value::Object(_)) => self.check_at(value, s, &child, sink),
+                    _ => {}
+                },
+            }
+        }
+        if let Some(req) = schema.get("required").and_then(Value::as_array) {
+            for r in req.iter().filter_map(Value::as_str) {
+                if node.get(r).is_none() {
+                    sink.push(self.file, node.pos(), item, format!("missing field `{r}`"));
+                }
+            }
+        }
+    }
+
+    /// A scalar's format (units, addresses) and integer bounds.
+    fn check_scalar(&self, node: &Node, schema: &'a Value, item: &str, sink: &mut Sink) {
+        match node {
             Node::Scalar(Scalar::Str(s), pos) => {
                 if let Some(f) = schema.get("format").and_then(Value::as_str)
                     && let Some(expected) = check_format(f, s)
@@ -182,7 +201,7 @@ impl<'a> Checker<'a> {
                 };
                 sink.push(self.file, *pos, item, msg);
             }
-            Node::Scalar(..) => {}
+            _ => {}
         }
     }
 

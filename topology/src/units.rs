@@ -94,7 +94,7 @@ impl Speed {
     pub fn as_gbps(self) -> f64 {
         self.0 as f64 / 1e9
     }
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         let (v, unit) = split_number(s)?;
         let unit = unit.to_ascii_lowercase();
         let unit = unit.strip_suffix("bps").unwrap_or(&unit);
@@ -143,7 +143,7 @@ impl Length {
     pub fn as_metres(self) -> f64 {
         self.0 as f64 / 1000.0
     }
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         let (v, unit) = split_number(s)?;
         let scale = match unit.to_ascii_lowercase().as_str() {
             "mm" => 1.0,
@@ -180,7 +180,7 @@ unit_type!(
 pub struct Bytes(pub u64);
 
 impl Bytes {
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         let (v, unit) = split_number(s)?;
         let scale = match unit.to_ascii_lowercase().as_str() {
             "" | "b" => 1.0,
@@ -296,7 +296,7 @@ impl Duration {
     pub fn to_std(self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.0)
     }
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         let (v, unit) = split_number(s)?;
         let scale = match unit.to_ascii_lowercase().as_str() {
             "ns" => 1.0,
@@ -345,38 +345,17 @@ macro_rules! string_deserialize {
 }
 string_deserialize!(Speed, Length, Duration);
 
-/// Checks a string against a unit format named in the JSON Schema (`"format": "speed"`), so the
-/// structural validator can report every malformed quantity in one pass.
-pub fn check_format(format: &str, value: &str) -> Option<&'static str> {
-    let ok = match format {
-        "speed" => Speed::parse(value).is_some(),
-        "length" => Length::parse(value).is_some(),
-        "size" => Bytes::parse(value).is_some(),
-        "duration" => Duration::parse(value).is_some(),
-        "mac" => crate::model::MacAddr::from_str(value).is_ok(),
-        "port-ref" => crate::model::PortRef::from_str(value).is_ok(),
-        "ipv4" => value.parse::<std::net::Ipv4Addr>().is_ok(),
-        "ipv6" => value.parse::<std::net::Ipv6Addr>().is_ok(),
-        "ipv4-cidr" => value.parse::<ipnet::Ipv4Net>().is_ok(),
-        "ipv6-cidr" => value.parse::<ipnet::Ipv6Net>().is_ok(),
-        _ => return None,
-    };
-    if ok {
-        None
-    } else {
-        Some(match format {
-            "speed" => Speed::EXPECTED,
-            "length" => Length::EXPECTED,
-            "size" => Bytes::EXPECTED,
-            "duration" => Duration::EXPECTED,
-            "mac" => "a MAC address such as \"02:00:00:00:00:01\"",
-            "ipv4" => "an IPv4 address such as \"10.0.0.2\"",
-            "ipv6" => "an IPv6 address such as \"fd00::2\"",
-            "ipv4-cidr" => "an IPv4 prefix such as \"10.0.0.0/16\"",
-            "ipv6-cidr" => "an IPv6 prefix such as \"fd00::/48\"",
-            _ => "a port reference SWITCH:PORT such as \"leaf1:Ethernet0\"",
-        })
+/// `1234567` as `1,234,567`.
+pub(crate) fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
     }
+    out
 }
 
 #[cfg(test)]
@@ -411,13 +390,10 @@ mod tests {
     }
 
     #[test]
-    fn format_check_names_the_expected_notation() {
-        assert_eq!(check_format("speed", "100G"), None);
-        assert!(
-            check_format("speed", "100")
-                .unwrap_or_default()
-                .contains("400G")
-        );
-        assert_eq!(check_format("unknown-format", "x"), None);
+    fn counts_are_written_with_thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

@@ -221,12 +221,12 @@ impl Builder {
             let msg = if alias {
                 format!(
                     "YAML aliases here expand the intent past {} values (an alias-expansion bomb?); write the repeated items out, or repeat fewer",
-                    crate::resolve::thousands(max as u64)
+                    crate::units::thousands(max as u64)
                 )
             } else {
                 format!(
                     "the intent has more than {} YAML values, more than Weft accepts",
-                    crate::resolve::thousands(max as u64)
+                    crate::units::thousands(max as u64)
                 )
             };
             self.fail(pos, msg, true);

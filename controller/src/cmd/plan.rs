@@ -38,7 +38,7 @@ pub fn links_down(t: &Topology, down: &[String]) -> anyhow::Result<BTreeSet<Link
         .map(str::trim)
         .filter(|d| !d.is_empty())
     {
-        let r: weft_topology::PortRef = d.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        let r: weft_topology::PortRef = d.parse()?;
         let sw = t
             .switch_index(&r.switch)
             .with_context(|| format!("--down {d}: no switch {}", r.switch))?;

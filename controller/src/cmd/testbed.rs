@@ -217,7 +217,7 @@ pub fn link(
 ) -> anyhow::Result<Outcome> {
     let st = load_state(file_or_name, dir)?;
     need_switches(&st, "take down or up")?;
-    let r: weft_topology::PortRef = port.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let r: weft_topology::PortRef = port.parse()?;
     let Some(sw) = st.switch(&r.switch) else {
         bail!("testbed {} has no switch {}", st.fabric, r.switch);
     };

@@ -4,8 +4,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../../../tests/src/bmv2.rs"]
-pub mod bmv2;
+pub use weft_tests::bmv2;
 
 use std::path::PathBuf;
 use std::time::Duration;

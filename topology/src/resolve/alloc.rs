@@ -10,23 +10,59 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipnet::{Ipv4Net, Ipv6Net};
 
-use super::{Ctx, DEFAULT_DB_SOCKET_DIR, DEFAULT_P4RT_ADDRESS, Draft, endpoints};
-use crate::model::{Defaults, MacAddr, SwitchSpec};
+use super::ctx::{Ctx, Draft};
+use super::defaults::{DEFAULT_DB_SOCKET_DIR, DEFAULT_P4RT_ADDRESS};
+use super::endpoints;
+use crate::model::{Defaults, Intent, MacAddr, SwitchSpec};
 use crate::names::display_name;
 use crate::topo::{Host, HostIdx, ResolvedPools, Switch};
 
 const ROUTER_MAC_BASE: u64 = 0x0257_4600_0000;
 const HOST_MAC_BASE: u64 = 0x0257_4800_0000;
 
-pub(super) fn default_hosts_v4() -> Ipv4Net {
+/// Everything an operator may leave out, from the pools the intent names (or the defaults), and
+/// the uniqueness of the result.
+pub(super) fn allocate(
+    cx: &mut Ctx,
+    intent: &Intent,
+    drafts: &[Draft<SwitchSpec>],
+    switches: &mut [Switch],
+    hosts: &mut [Host],
+) -> ResolvedPools {
+    let p = &intent.fabric.pools;
+    let pools = ResolvedPools {
+        hosts_v4: p.hosts_v4.unwrap_or_else(default_hosts_v4),
+        hosts_v6: p.hosts_v6,
+        loopbacks_v4: p.loopbacks_v4.unwrap_or_else(default_loopbacks_v4),
+    };
+    if pools.hosts_v4.contains(&pools.loopbacks_v4) || pools.loopbacks_v4.contains(&pools.hosts_v4)
+    {
+        cx.err(
+            "fabric.pools",
+            "fabric.pools",
+            format!(
+                "address pools overlap: hosts_v4 {} and loopbacks_v4 {}",
+                pools.hosts_v4, pools.loopbacks_v4
+            ),
+        );
+    }
+    let explicit = Explicit::collect(drafts, switches, hosts);
+    allocate_switches(cx, switches, &explicit, &intent.fabric.defaults, &pools);
+    allocate_hosts(cx, switches, hosts, &explicit, &pools);
+    allocate_host_macs(hosts, &explicit);
+    check_unique(cx, switches, hosts, &explicit);
+    pools
+}
+
+fn default_hosts_v4() -> Ipv4Net {
     Ipv4Net::new(Ipv4Addr::new(10, 0, 0, 0), 10).unwrap_or_default()
 }
-pub(super) fn default_loopbacks_v4() -> Ipv4Net {
+fn default_loopbacks_v4() -> Ipv4Net {
     Ipv4Net::new(Ipv4Addr::new(10, 255, 0, 0), 16).unwrap_or_default()
 }
 
 /// Which values the intent wrote (per switch and host, in topology order).
-pub(super) struct Explicit {
+struct Explicit {
     device_id: Vec<Option<u64>>,
     p4rt: Vec<bool>,
     db: Vec<bool>,
@@ -42,11 +78,7 @@ pub(super) struct Explicit {
 
 impl Explicit {
     /// Before allocation: a switch's or host's value is explicit exactly when it is set.
-    pub(super) fn collect(
-        drafts: &[Draft<SwitchSpec>],
-        switches: &[Switch],
-        hosts: &[Host],
-    ) -> Self {
+    fn collect(drafts: &[Draft<SwitchSpec>], switches: &[Switch], hosts: &[Host]) -> Self {
         let mut v4: HashSet<u32> = HashSet::new();
         let mut v6: HashSet<u128> = HashSet::new();
         for s in switches {
@@ -86,7 +118,7 @@ impl Explicit {
     }
 }
 
-pub(super) fn allocate_switches(
+fn allocate_switches(
     cx: &mut Ctx,
     switches: &mut [Switch],
     ex: &Explicit,
@@ -202,11 +234,65 @@ pub(super) fn allocate_switches(
     }
 }
 
+/// The host subnets: one per switch with hosts (a leaf, in topology order), each `2^bits`
+/// addresses from `base`, and a /64 per leaf from the IPv6 pool when there is one.
+struct Layout {
+    leaves: Vec<usize>,
+    base: u64,
+    bits: u32,
+    v6_pool: Option<Ipv6Net>,
+}
+
+impl Layout {
+    fn size(&self) -> u64 {
+        1u64 << self.bits
+    }
+
+    fn v4(a: u64) -> Ipv4Addr {
+        Ipv4Addr::from(u32::try_from(a).unwrap_or(u32::MAX))
+    }
+
+    fn subnet(&self, slot: usize) -> Ipv4Net {
+        let net = self.base + ((slot as u64) << self.bits);
+        Ipv4Net::new(Self::v4(net), (32 - self.bits) as u8).unwrap_or_default()
+    }
+
+    fn subnet_of(&self, s: usize) -> Ipv4Net {
+        self.subnet(self.leaves.iter().position(|&x| x == s).unwrap_or(0))
+    }
+
+    /// The leaf whose network, gateway or broadcast address `a` is.
+    fn special(&self, a: Ipv4Addr) -> Option<(usize, &'static str)> {
+        let off = u64::from(u32::from(a)).checked_sub(self.base)?;
+        let slot = usize::try_from(off >> self.bits).ok()?;
+        let s = *self.leaves.get(slot)?;
+        match off & (self.size() - 1) {
+            0 => Some((s, "network")),
+            1 => Some((s, "gateway")),
+            x if x == self.size() - 1 => Some((s, "broadcast")),
+            _ => None,
+        }
+    }
+
+    /// The leaf whose IPv6 network or gateway address `a` is.
+    fn special6(&self, a: u128) -> Option<(usize, &'static str)> {
+        let p6 = self.v6_pool?;
+        let off = a.checked_sub(u128::from(p6.network()))?;
+        let slot = usize::try_from(off >> 64).ok()?;
+        let s = *self.leaves.get(slot)?;
+        match off & u128::from(u64::MAX) {
+            0 => Some((s, "network")),
+            1 => Some((s, "gateway")),
+            _ => None,
+        }
+    }
+}
+
 /// One subnet per leaf (network, gateway, hosts, broadcast), sized for the busiest leaf, so
 /// every leaf's hosts aggregate into one prefix and pods into a contiguous range. Explicit
 /// addresses are skipped; when they take so much of a subnet that its hosts no longer fit,
 /// every subnet grows.
-pub(super) fn allocate_hosts(
+fn allocate_hosts(
     cx: &mut Ctx,
     switches: &mut [Switch],
     hosts: &mut [Host],
@@ -228,30 +314,58 @@ pub(super) fn allocate_hosts(
     if max_hosts == 0 {
         return;
     }
-    let mut v6_pool = pools.hosts_v6;
-    if let Some(p6) = pools.hosts_v6 {
-        let len = p6.prefix_len();
-        let fits = len <= 64 && (64 - len >= 63 || leaves.len() as u64 <= 1u64 << (64 - len));
-        if !fits {
-            cx.err_help(
-                "fabric.pools.hosts_v6",
-                "fabric.pools.hosts_v6",
-                format!("{p6} is too small: {} leaves need a /64 each", leaves.len()),
-                "use a shorter prefix, e.g. /48",
-            );
-            v6_pool = None;
-        }
+    let v6_pool = v6_pool(cx, pools, leaves.len());
+    let mut layout = Layout {
+        leaves,
+        // In u64: a subnet at the top of the address space ends at 2^32.
+        base: u64::from(u32::from(pools.hosts_v4.network())),
+        bits: (max_hosts as u64 + 3)
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(2),
+        v6_pool,
+    };
+    let Some(plan) = plan_v4(cx, &mut layout, &per_switch, ex, pools) else {
+        return;
+    };
+    for (hi, a) in plan {
+        hosts[hi].ipv4 = Layout::v4(a);
     }
-    // In u64: a subnet at the top of the address space ends at 2^32.
-    let base = u64::from(u32::from(pools.hosts_v4.network()));
+    check_special(cx, &layout, switches, hosts, ex);
+    assign_subnets(&layout, switches, hosts, &per_switch, ex);
+}
+
+/// The IPv6 host pool if it has a /64 for every leaf (else reported, and no IPv6 addresses).
+fn v6_pool(cx: &mut Ctx, pools: &ResolvedPools, leaves: usize) -> Option<Ipv6Net> {
+    let p6 = pools.hosts_v6?;
+    let len = p6.prefix_len();
+    let fits = len <= 64 && (64 - len >= 63 || leaves as u64 <= 1u64 << (64 - len));
+    if !fits {
+        cx.err_help(
+            "fabric.pools.hosts_v6",
+            "fabric.pools.hosts_v6",
+            format!("{p6} is too small: {leaves} leaves need a /64 each"),
+            "use a shorter prefix, e.g. /48",
+        );
+        return None;
+    }
+    Some(p6)
+}
+
+/// The (host, address) pairs to assign, found by trying subnet sizes from the smallest
+/// (`layout.bits` ends at the size that fits); `None` when the pool is too small (reported).
+fn plan_v4(
+    cx: &mut Ctx,
+    layout: &mut Layout,
+    per_switch: &[Vec<HostIdx>],
+    ex: &Explicit,
+    pools: &ResolvedPools,
+) -> Option<Vec<(usize, u64)>> {
     let pool_len = u32::from(pools.hosts_v4.prefix_len());
-    let mut bits = (max_hosts as u64 + 3)
-        .next_power_of_two()
-        .trailing_zeros()
-        .max(2);
+    let leaves = &layout.leaves;
     let taken = |a: u64| u32::try_from(a).is_ok_and(|a| ex.v4.contains(&a));
-    // (host, address) pairs to assign, found by trying subnet sizes from the smallest.
-    let plan: Vec<(usize, u64)> = loop {
+    loop {
+        let bits = layout.bits;
         if bits > 32 - pool_len || (leaves.len() as u64) > (1u64 << (32 - bits - pool_len)) {
             let need = 32u32.saturating_sub(bits.min(32));
             cx.err_help(
@@ -269,13 +383,13 @@ pub(super) fn allocate_hosts(
                 ),
                 "use a larger pool",
             );
-            return;
+            return None;
         }
         let size = 1u64 << bits;
         let mut plan = Vec::new();
         let mut fits = true;
         'leaf: for (slot, &s) in leaves.iter().enumerate() {
-            let net = base + ((slot as u64) << bits);
+            let net = layout.base + ((slot as u64) << bits);
             let last = net + size - 1; // broadcast
             let mut next = net + 2;
             for &hi in &per_switch[s] {
@@ -294,47 +408,23 @@ pub(super) fn allocate_hosts(
             }
         }
         if fits {
-            break plan;
+            return Some(plan);
         }
-        bits += 1;
-    };
-    let size = 1u64 << bits;
-    let v4_len = (32 - bits) as u8;
-    let v4 = |a: u64| Ipv4Addr::from(u32::try_from(a).unwrap_or(u32::MAX));
-    for (hi, a) in plan {
-        hosts[hi].ipv4 = v4(a);
+        layout.bits += 1;
     }
+}
 
-    // The network, gateway and broadcast address of every leaf subnet belong to nobody.
-    let special = |a: Ipv4Addr| -> Option<(usize, &'static str)> {
-        let off = u64::from(u32::from(a)).checked_sub(base)?;
-        let slot = usize::try_from(off >> bits).ok()?;
-        let s = *leaves.get(slot)?;
-        match off & (size - 1) {
-            0 => Some((s, "network")),
-            1 => Some((s, "gateway")),
-            x if x == size - 1 => Some((s, "broadcast")),
-            _ => None,
-        }
-    };
-    let special6 = |a: u128| -> Option<(usize, &'static str)> {
-        let p6 = v6_pool?;
-        let off = a.checked_sub(u128::from(p6.network()))?;
-        let slot = usize::try_from(off >> 64).ok()?;
-        let s = *leaves.get(slot)?;
-        match off & u128::from(u64::MAX) {
-            0 => Some((s, "network")),
-            1 => Some((s, "gateway")),
-            _ => None,
-        }
-    };
-    let subnet_of = |s: usize| {
-        let slot = leaves.iter().position(|&x| x == s).unwrap_or(0) as u64;
-        Ipv4Net::new(v4(base + (slot << bits)), v4_len).unwrap_or_default()
-    };
+/// The network, gateway and broadcast address of every leaf subnet belong to nobody.
+fn check_special(
+    cx: &mut Ctx,
+    layout: &Layout,
+    switches: &[Switch],
+    hosts: &[Host],
+    ex: &Explicit,
+) {
     for (hi, h) in hosts.iter().enumerate() {
         if ex.host_v4[hi]
-            && let Some((s, what)) = special(h.ipv4)
+            && let Some((s, what)) = layout.special(h.ipv4)
         {
             cx.err_help(
                 &format!("{}.ipv4", h.origin),
@@ -343,14 +433,14 @@ pub(super) fn allocate_hosts(
                     "{} is the {what} address of {}'s host subnet {}",
                     h.ipv4,
                     switches[s].name,
-                    subnet_of(s)
+                    layout.subnet_of(s)
                 ),
                 "hosts take addresses from the third of their subnet on (the second is the gateway); leave `ipv4` out to have one allocated",
             );
         }
         if ex.host_v6[hi]
             && let Some(a) = h.ipv6
-            && let Some((s, what)) = special6(u128::from(a))
+            && let Some((s, what)) = layout.special6(u128::from(a))
         {
             cx.err_help(
                 &format!("{}.ipv6", h.origin),
@@ -362,7 +452,7 @@ pub(super) fn allocate_hosts(
     }
     for (si, s) in switches.iter().enumerate() {
         if ex.loopback[si]
-            && let Some((l, what)) = special(s.loopback)
+            && let Some((l, what)) = layout.special(s.loopback)
         {
             cx.err_help(
                 &format!("{}.loopback", s.origin),
@@ -371,17 +461,25 @@ pub(super) fn allocate_hosts(
                     "loopback {} is the {what} address of {}'s host subnet {}",
                     s.loopback,
                     switches[l].name,
-                    subnet_of(l)
+                    layout.subnet_of(l)
                 ),
                 "leave `loopback` out to have one allocated from loopbacks_v4",
             );
         }
     }
+}
 
-    for (slot, &si) in leaves.iter().enumerate() {
-        let net_addr = base + ((slot as u64) << bits);
-        let subnet = Ipv4Net::new(v4(net_addr), v4_len).unwrap_or_default();
-        let v6_subnet = v6_pool.and_then(|p| {
+/// Each host's gateways and IPv6 address, and each leaf's subnets when all its hosts are in them.
+fn assign_subnets(
+    layout: &Layout,
+    switches: &mut [Switch],
+    hosts: &mut [Host],
+    per_switch: &[Vec<HostIdx>],
+    ex: &Explicit,
+) {
+    for (slot, &si) in layout.leaves.iter().enumerate() {
+        let subnet = layout.subnet(slot);
+        let v6_subnet = layout.v6_pool.and_then(|p| {
             Ipv6Net::new(
                 Ipv6Addr::from(u128::from(p.network()) + ((slot as u128) << 64)),
                 64,
@@ -395,7 +493,7 @@ pub(super) fn allocate_hosts(
             if !subnet.contains(&h.ipv4) {
                 all_inside = false;
             }
-            h.gateway_v4 = v4(net_addr + 1);
+            h.gateway_v4 = Layout::v4(layout.base + ((slot as u64) << layout.bits) + 1);
             if let (Some(n6), Some(next)) = (v6_subnet, next6.as_mut()) {
                 if h.ipv6.is_none() {
                     while ex.v6.contains(next) {
@@ -415,7 +513,7 @@ pub(super) fn allocate_hosts(
 }
 
 /// Host MACs: counted up from a base by host, skipping explicit ones.
-pub(super) fn allocate_host_macs(hosts: &mut [Host], ex: &Explicit) {
+fn allocate_host_macs(hosts: &mut [Host], ex: &Explicit) {
     let mut used_macs: HashSet<u64> = hosts
         .iter()
         .zip(&ex.host_mac)
@@ -490,7 +588,7 @@ fn dup<K: std::hash::Hash + Eq + std::fmt::Display>(
     }
 }
 
-pub(super) fn check_unique(cx: &mut Ctx, switches: &[Switch], hosts: &[Host], ex: &Explicit) {
+fn check_unique(cx: &mut Ctx, switches: &[Switch], hosts: &[Host], ex: &Explicit) {
     let sws = || switches.iter().enumerate();
     dup(
         cx,
@@ -518,7 +616,7 @@ pub(super) fn check_unique(cx: &mut Ctx, switches: &[Switch], hosts: &[Host], ex
         &|_| "db",
         // Compared by what they name: `?db_base=0` is the endpoint without it.
         sws().map(|(i, s)| {
-            let id = match super::endpoints::db_identity(&s.db) {
+            let id = match endpoints::db_identity(&s.db) {
                 Ok((server, 0)) => server,
                 Ok((server, base)) => format!("{server}?db_base={base}"),
                 Err(_) => s.db.clone(),
@@ -583,4 +681,72 @@ pub(super) fn check_unique(cx: &mut Ctx, switches: &[Switch], hosts: &[Host], ex
             .enumerate()
             .map(|(i, h)| (h.mac, Who::Host(i), ex.host_mac[i])),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{SMALL, errors, valid};
+    use super::*;
+
+    #[test]
+    fn a_leaf_subnet_reserves_its_network_gateway_and_broadcast() {
+        let l = Layout {
+            leaves: vec![1, 2],
+            base: u64::from(u32::from(Ipv4Addr::new(10, 0, 0, 0))),
+            bits: 2,
+            v6_pool: None,
+        };
+        assert_eq!(l.subnet(1), "10.0.0.4/30".parse::<Ipv4Net>().expect("net"));
+        assert_eq!(l.subnet_of(2), l.subnet(1));
+        assert_eq!(l.special(Ipv4Addr::new(10, 0, 0, 4)), Some((2, "network")));
+        assert_eq!(l.special(Ipv4Addr::new(10, 0, 0, 5)), Some((2, "gateway")));
+        assert_eq!(l.special(Ipv4Addr::new(10, 0, 0, 6)), None);
+        assert_eq!(
+            l.special(Ipv4Addr::new(10, 0, 0, 7)),
+            Some((2, "broadcast"))
+        );
+        assert_eq!(l.special(Ipv4Addr::new(10, 0, 0, 8)), None);
+    }
+
+    #[test]
+    fn hosts_get_the_third_address_of_their_leaf_subnet_on() {
+        let t = valid(SMALL);
+        let h: Vec<(Ipv4Addr, Ipv4Addr)> = t.hosts.iter().map(|h| (h.ipv4, h.gateway_v4)).collect();
+        assert_eq!(
+            h,
+            vec![
+                (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 1)),
+                (Ipv4Addr::new(10, 0, 0, 6), Ipv4Addr::new(10, 0, 0, 5)),
+            ]
+        );
+        let ids: Vec<u64> = t.switches.iter().map(|s| s.device_id).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+        assert_eq!(t.switches[1].p4rt_address, "127.0.0.1:9560");
+        assert_eq!(t.switches[1].db, "unix:///run/weft/leaf1/redis.sock");
+    }
+
+    #[test]
+    fn an_explicit_value_is_never_allocated_again_and_duplicates_are_reported_where_written() {
+        let t = valid(&SMALL.replace(
+            "{name: h2, attach: leaf2:Ethernet0}",
+            "{name: h2, attach: leaf2:Ethernet0, ipv4: 10.0.0.2}",
+        ));
+        assert_ne!(t.hosts[0].ipv4, Ipv4Addr::new(10, 0, 0, 2));
+        let e = errors(&SMALL.replacen("role: leaf\n", "role: leaf\n    device_id: 1\n", 2));
+        assert_eq!(
+            e,
+            vec!["11: duplicate device id 1 (also used by switch leaf1)"]
+        );
+    }
+
+    #[test]
+    fn overlapping_pools_are_refused() {
+        let e = errors(&format!(
+            "fabric:\n  pools:\n    hosts_v4: 10.0.0.0/8\n    loopbacks_v4: 10.1.0.0/16\n{SMALL}"
+        ));
+        assert_eq!(
+            e,
+            vec!["2: address pools overlap: hosts_v4 10.0.0.0/8 and loopbacks_v4 10.1.0.0/16"]
+        );
+    }
 }

@@ -1,32 +1,89 @@
 //! The forms of a switch's P4Runtime address and SONiC DB endpoint, checked where they are
 //! written (per switch and under `fabric.defaults`), so what the plugin, the testbed and the
-//! controller later parse is known to be well formed.
+//! controller later parse is known to be well formed. The `?db_base=N` rule is the SONiC DB
+//! client's own ([`weft_sonic_db::endpoint`]).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub use weft_sonic_db::endpoint::{EndpointError, db_identity};
 
 /// Longest Unix socket path: `sun_path` holds 108 bytes with the terminating NUL.
 pub const MAX_SOCKET_PATH: usize = 107;
 
+/// Why a `HOST:PORT` address is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    #[error("the host is missing")]
+    MissingHost,
+    #[error("[{0}] is not an IPv6 address")]
+    BadIpv6(String),
+    #[error("an IPv6 address must be in brackets, e.g. [fd00::1]:9559")]
+    UnbracketedIpv6,
+    #[error("{0} is not an IPv4 address")]
+    BadIpv4(String),
+    /// The host as shown to an operator ([`crate::names::display_name`]).
+    #[error("{0:?} is neither an IP address nor a host name")]
+    BadHost(String),
+    #[error("the port {0:?} is not a number")]
+    PortNotANumber(String),
+    #[error("the port {0} is outside 1..=65535")]
+    PortOutOfRange(String),
+    #[error("write HOST:PORT, without a scheme such as http://")]
+    Scheme,
+    #[error("missing :PORT after the bracketed IPv6 address")]
+    MissingPortAfterIpv6,
+    #[error("missing :PORT")]
+    MissingPort,
+}
+
+/// Why a path cannot be a Unix socket's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SocketPathError {
+    #[error("a socket path must be absolute")]
+    Relative,
+    #[error("the socket path contains spaces or control characters")]
+    BadChar,
+    #[error("a socket path names a file, not a directory")]
+    Directory,
+    #[error("the socket path is {0} bytes; Unix sockets allow at most {MAX_SOCKET_PATH}")]
+    TooLong(usize),
+}
+
+/// Why a SONiC DB endpoint is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DbEndpointError {
+    #[error(transparent)]
+    Options(#[from] EndpointError),
+    #[error(transparent)]
+    SocketPath(#[from] SocketPathError),
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    #[error("expected redis://HOST:PORT, unix:///path/to/redis.sock or an absolute socket path")]
+    Form,
+    #[error("the database {0:?} after the port is not a number")]
+    Database(String),
+}
+
 /// A host: an IPv4 address, a bracketed IPv6 address or a DNS name.
-fn check_host(host: &str) -> Result<(), String> {
+fn check_host(host: &str) -> Result<(), AddressError> {
     if host.is_empty() {
-        return Err("the host is missing".into());
+        return Err(AddressError::MissingHost);
     }
     if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         return v6
             .parse::<Ipv6Addr>()
             .map(|_| ())
-            .map_err(|_| format!("[{v6}] is not an IPv6 address"));
+            .map_err(|_| AddressError::BadIpv6(v6.to_string()));
     }
     if host.contains(':') {
-        return Err("an IPv6 address must be in brackets, e.g. [fd00::1]:9559".into());
+        return Err(AddressError::UnbracketedIpv6);
     }
     if host.parse::<Ipv4Addr>().is_ok() {
         return Ok(());
     }
     let labels: Vec<&str> = host.split('.').collect();
     if labels.iter().all(|l| l.chars().all(|c| c.is_ascii_digit())) {
-        return Err(format!("{host} is not an IPv4 address"));
+        return Err(AddressError::BadIpv4(host.to_string()));
     }
     let label_ok = |l: &&str| {
         !l.is_empty()
@@ -36,39 +93,38 @@ fn check_host(host: &str) -> Result<(), String> {
             && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
     };
     if host.len() > 253 || !labels.iter().all(label_ok) {
-        return Err(format!(
-            "{:?} is neither an IP address nor a host name",
-            crate::names::display_name(host).to_string()
+        return Err(AddressError::BadHost(
+            crate::names::display_name(host).to_string(),
         ));
     }
     Ok(())
 }
 
 /// A TCP port, 1..=65535, in plain decimal.
-fn check_port(port: &str) -> Result<u16, String> {
+fn check_port(port: &str) -> Result<u16, AddressError> {
     if port.is_empty() || !port.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!("the port {port:?} is not a number"));
+        return Err(AddressError::PortNotANumber(port.to_string()));
     }
     match port.parse::<u32>() {
         Ok(p @ 1..=65535) => Ok(p as u16),
-        _ => Err(format!("the port {port} is outside 1..=65535")),
+        _ => Err(AddressError::PortOutOfRange(port.to_string())),
     }
 }
 
 /// `HOST:PORT`, as P4Runtime servers are addressed; returns the host and the port.
-pub fn check_host_port(s: &str) -> Result<(&str, u16), String> {
+pub fn check_host_port(s: &str) -> Result<(&str, u16), AddressError> {
     if s.contains("://") {
-        return Err("write HOST:PORT, without a scheme such as http://".into());
+        return Err(AddressError::Scheme);
     }
     let (host, port) = if s.starts_with('[') {
         match s.find("]:") {
             Some(i) => (&s[..=i], &s[i + 2..]),
-            None => return Err("missing :PORT after the bracketed IPv6 address".into()),
+            None => return Err(AddressError::MissingPortAfterIpv6),
         }
     } else {
         match s.rsplit_once(':') {
             Some(hp) => hp,
-            None => return Err("missing :PORT".into()),
+            None => return Err(AddressError::MissingPort),
         }
     };
     check_host(host)?;
@@ -76,97 +132,48 @@ pub fn check_host_port(s: &str) -> Result<(&str, u16), String> {
 }
 
 /// An absolute path a Unix socket can have.
-pub fn check_socket_path(path: &str) -> Result<(), String> {
+pub fn check_socket_path(path: &str) -> Result<(), SocketPathError> {
     if !path.starts_with('/') {
-        return Err("a socket path must be absolute".into());
+        return Err(SocketPathError::Relative);
     }
     if path.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err("the socket path contains spaces or control characters".into());
+        return Err(SocketPathError::BadChar);
     }
     if path.ends_with('/') {
-        return Err("a socket path names a file, not a directory".into());
+        return Err(SocketPathError::Directory);
     }
     if path.len() > MAX_SOCKET_PATH {
-        return Err(format!(
-            "the socket path is {} bytes; Unix sockets allow at most {MAX_SOCKET_PATH}",
-            path.len()
-        ));
+        return Err(SocketPathError::TooLong(path.len()));
     }
     Ok(())
 }
 
-/// Redis databases one switch's SONiC DBs take when switches share a redis-server (`?db_base=N`).
-pub const DB_BLOCK: u32 = 16;
-/// The largest `db_base` (Redis must be started with `databases` above it + 15).
-pub const MAX_DB_BASE: u32 = 1 << 20;
-
-/// What a DB endpoint names: the server (the endpoint without `db_base=`) and the first of the 16
-/// databases the switch uses there. Two switches whose identities are equal would overwrite each
-/// other's tables. The same rule as the SONiC DB client's, which asserts it again on connect.
-pub fn db_identity(s: &str) -> Result<(String, u32), String> {
-    let Some((head, query)) = s.split_once('?') else {
-        return Ok((s.to_string(), 0));
-    };
-    let mut base = 0;
-    let mut rest = Vec::new();
-    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
-        match kv.strip_prefix("db_base=") {
-            Some(v) => {
-                base = v
-                    .parse::<u32>()
-                    .map_err(|_| format!("db_base {v:?} is not a number"))?;
-                if base % DB_BLOCK != 0 || base > MAX_DB_BASE {
-                    return Err(format!(
-                        "db_base {base} must be a multiple of {DB_BLOCK} up to {MAX_DB_BASE} \
-                         (each switch takes {DB_BLOCK} databases)"
-                    ));
-                }
-            }
-            None if s.starts_with("redis://") => {
-                return Err(format!(
-                    "unknown option {kv:?} (a redis:// endpoint takes only db_base=N)"
-                ));
-            }
-            None => rest.push(kv),
-        }
-    }
-    let head = if rest.is_empty() {
-        head.to_string()
-    } else {
-        format!("{head}?{}", rest.join("&"))
-    };
-    Ok((head, base))
-}
-
 /// A SONiC DB endpoint: `redis://[USER[:PASS]@]HOST:PORT[/[DB]]`, `unix:///path.sock[?…]` or an
 /// absolute socket path (the forms the SONiC DB client accepts).
-pub fn check_db(s: &str) -> Result<(), String> {
-    const FORMS: &str =
-        "expected redis://HOST:PORT, unix:///path/to/redis.sock or an absolute socket path";
+pub fn check_db(s: &str) -> Result<(), DbEndpointError> {
     let (s, _) = db_identity(s)?;
     if s.starts_with('/') {
-        return check_socket_path(&s);
+        return Ok(check_socket_path(&s)?);
     }
     if let Some(rest) = s.strip_prefix("unix://") {
         let path = rest.split_once('?').map_or(rest, |(p, _)| p);
-        return check_socket_path(path);
+        return Ok(check_socket_path(path)?);
     }
     let Some(rest) = s.strip_prefix("redis://") else {
-        return Err(FORMS.into());
+        return Err(DbEndpointError::Form);
     };
     let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
     let hostport = match rest.split_once('/') {
         Some((hp, db)) => {
             if !db.chars().all(|c| c.is_ascii_digit()) {
-                return Err(format!(
-                    "the database {db:?} after the port is not a number"
-                ));
+                return Err(DbEndpointError::Database(db.to_string()));
             }
             hp
         }
         None => rest,
     };
-    check_host_port(hostport).map(|_| ())
+    check_host_port(hostport)?;
+    Ok(())
 }
 
 #[cfg(test)]

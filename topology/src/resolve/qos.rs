@@ -9,14 +9,16 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{
-    Ctx, DEFAULT_CABLE, DEFAULT_FLOWLET_GAP, DEFAULT_HOST_CABLE, DEFAULT_MTU, DEFAULT_SPEED, Src,
+use super::ctx::{Ctx, check_name_at};
+use super::defaults::{
+    DEFAULT_CABLE, DEFAULT_FLOWLET_GAP, DEFAULT_HOST_CABLE, DEFAULT_MTU, DEFAULT_SPEED,
     default_classes,
 };
+use super::origin::Src;
 use crate::diag::suggest;
 use crate::model::*;
 use crate::names::display_name;
-use crate::qos::{QosInputs, QosProblem, port_qos};
+use crate::qos::{PortQos, QosInputs, QosProblem, port_qos};
 use crate::topo::*;
 use crate::units::{Bytes, Duration, Length, Speed};
 
@@ -31,6 +33,40 @@ fn class_path(q: &QosSpec, i: usize) -> String {
 pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
     let q = &intent.qos;
     let specs = q.classes.clone().unwrap_or_else(default_classes);
+    let classes = resolve_classes(cx, intent, &specs);
+    let class_names: Vec<&str> = specs.iter().map(|c| c.name.as_str()).collect();
+    check_routing_classes(cx, intent, &class_names);
+    check_flowlet_gaps(cx, intent);
+    check_shared_queues(cx, q, intent, &classes);
+    let pfc_enabled = q.pfc.enabled.unwrap_or(true);
+    check_lossless_needs_pfc(cx, q, &classes, pfc_enabled);
+    let global = EcnOverride {
+        kmin: q.ecn.kmin,
+        kmax: q.ecn.kmax,
+        pmax: q.ecn.pmax,
+    };
+    check_ecn(cx, "qos.ecn", &global);
+    for (i, c) in classes.iter().enumerate() {
+        check_ecn(cx, &format!("{}.ecn", class_path(q, i)), &c.ecn);
+    }
+    let watchdog = watchdog(cx, &q.pfc.watchdog);
+    check_pfc_sizes(cx, &q.pfc);
+    Qos {
+        classes,
+        ecn: global,
+        tuning: q.ecn.tuning.unwrap_or_default(),
+        pfc_enabled,
+        xoff: q.pfc.xoff,
+        xon: q.pfc.xon,
+        port_buffer: q.pfc.port_buffer,
+        watchdog,
+    }
+}
+
+/// The traffic classes as written (or the defaults): names, queues, DSCP values, each class's
+/// routing policy. The class with `dscp: default` takes every DSCP value no other class takes.
+fn resolve_classes(cx: &mut Ctx, intent: &Intent, specs: &[TrafficClassSpec]) -> Vec<TrafficClass> {
+    let q = &intent.qos;
     let path = |i: usize| class_path(q, i);
     // SONiC profile names carry class names in capitals, so `roce` and `RoCE` would collide.
     let mut names: HashMap<String, usize> = HashMap::new();
@@ -40,7 +76,7 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
     for (i, c) in specs.iter().enumerate() {
         let item = format!("class {}", display_name(&c.name));
         if q.classes.is_some() {
-            super::check_name_at(cx, &format!("{}.name", path(i)), "traffic class", &c.name);
+            check_name_at(cx, &format!("{}.name", path(i)), "traffic class", &c.name);
         }
         match names.get(&c.name.to_ascii_lowercase()) {
             Some(&j) => cx.err(
@@ -64,28 +100,14 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
         }
         let (dscp, is_default) = match &c.dscp {
             DscpSet::Values(v) => {
-                let mut own = HashSet::new();
-                for &x in v {
-                    if x > 63 {
-                        cx.err(
-                            &format!("{}.dscp", path(i)),
-                            &item,
-                            format!("DSCP {x} is outside 0..=63"),
-                        );
-                    } else if !own.insert(x) {
-                        cx.err(
-                            &format!("{}.dscp", path(i)),
-                            &item,
-                            format!("DSCP {x} is listed twice"),
-                        );
-                    } else if let Some(o) = dscp_owner.insert(x, c.name.clone()) {
-                        cx.err(
-                            &format!("{}.dscp", path(i)),
-                            &item,
-                            format!("DSCP {x} is already taken by class {o}"),
-                        );
-                    }
-                }
+                check_dscp(
+                    cx,
+                    &format!("{}.dscp", path(i)),
+                    &item,
+                    c,
+                    v,
+                    &mut dscp_owner,
+                );
                 (v.clone(), false)
             }
             DscpSet::Keyword(DscpKeyword::Default) => {
@@ -99,41 +121,74 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
                 (Vec::new(), true)
             }
         };
-        let policy = intent
-            .routing
-            .classes
-            .get(&c.name)
-            .unwrap_or(&intent.routing.default);
-        let ecn = c
-            .ecn
-            .as_ref()
-            .map_or_else(EcnOverride::default, |e| EcnOverride {
-                kmin: e.kmin,
-                kmax: e.kmax,
-                pmax: e.pmax,
-            });
-        classes.push(TrafficClass {
-            name: c.name.clone(),
-            dscp,
-            is_default,
-            traffic_class: c.traffic_class,
-            lossless: c.lossless.unwrap_or(false),
-            ecn,
-            routing: policy
-                .mode
-                .or(intent.routing.default.mode)
-                .unwrap_or_default(),
-            flowlet_gap: policy
-                .flowlet_gap
-                .or(intent.routing.default.flowlet_gap)
-                .unwrap_or(DEFAULT_FLOWLET_GAP),
-        });
+        classes.push(traffic_class(intent, c, dscp, is_default));
     }
     if let Some(di) = default_class {
         let rest: Vec<u8> = (0..64).filter(|x| !dscp_owner.contains_key(x)).collect();
         classes[di].dscp = rest;
     }
-    let class_names: Vec<&str> = specs.iter().map(|c| c.name.as_str()).collect();
+    classes
+}
+
+/// A class's DSCP values: in range, listed once, taken by no other class.
+fn check_dscp(
+    cx: &mut Ctx,
+    at: &str,
+    item: &str,
+    c: &TrafficClassSpec,
+    values: &[u8],
+    owner: &mut HashMap<u8, String>,
+) {
+    let mut own = HashSet::new();
+    for &x in values {
+        if x > 63 {
+            cx.err(at, item, format!("DSCP {x} is outside 0..=63"));
+        } else if !own.insert(x) {
+            cx.err(at, item, format!("DSCP {x} is listed twice"));
+        } else if let Some(o) = owner.insert(x, c.name.clone()) {
+            cx.err(at, item, format!("DSCP {x} is already taken by class {o}"));
+        }
+    }
+}
+
+fn traffic_class(
+    intent: &Intent,
+    c: &TrafficClassSpec,
+    dscp: Vec<u8>,
+    is_default: bool,
+) -> TrafficClass {
+    let policy = intent
+        .routing
+        .classes
+        .get(&c.name)
+        .unwrap_or(&intent.routing.default);
+    let ecn = c
+        .ecn
+        .as_ref()
+        .map_or_else(EcnOverride::default, |e| EcnOverride {
+            kmin: e.kmin,
+            kmax: e.kmax,
+            pmax: e.pmax,
+        });
+    TrafficClass {
+        name: c.name.clone(),
+        dscp,
+        is_default,
+        traffic_class: c.traffic_class,
+        lossless: c.lossless.unwrap_or(false),
+        ecn,
+        routing: policy
+            .mode
+            .or(intent.routing.default.mode)
+            .unwrap_or_default(),
+        flowlet_gap: policy
+            .flowlet_gap
+            .or(intent.routing.default.flowlet_gap)
+            .unwrap_or(DEFAULT_FLOWLET_GAP),
+    }
+}
+
+fn check_routing_classes(cx: &mut Ctx, intent: &Intent, class_names: &[&str]) {
     for name in intent.routing.classes.keys() {
         if !class_names.contains(&name.as_str()) {
             let msg = format!(
@@ -152,16 +207,15 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
             }
         }
     }
-    check_flowlet_gaps(cx, intent);
-    check_shared_queues(cx, q, intent, &classes);
+}
 
-    let pfc_enabled = q.pfc.enabled.unwrap_or(true);
+fn check_lossless_needs_pfc(cx: &mut Ctx, q: &QosSpec, classes: &[TrafficClass], pfc: bool) {
     let lossless: Vec<&str> = classes
         .iter()
         .filter(|c| c.lossless)
         .map(|c| c.name.as_str())
         .collect();
-    if !pfc_enabled && !lossless.is_empty() {
+    if !pfc && !lossless.is_empty() {
         let which = if q.classes.is_some() {
             "class"
         } else {
@@ -177,38 +231,32 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
             "enable PFC, or mark the class `lossless: false` under qos.classes",
         );
     }
+}
 
-    let check_ecn = |cx: &mut Ctx, p: &str, e: &EcnOverride| {
-        if let Some(pm) = e.pmax
-            && !(pm > 0.0 && pm <= 1.0)
-        {
-            cx.err(
-                &format!("{p}.pmax"),
-                format!("{p}.pmax"),
-                format!("pmax {pm} must be in (0, 1]"),
-            );
-        }
-        if let (Some(a), Some(b)) = (e.kmin, e.kmax)
-            && a >= b
-        {
-            cx.err_help(
-                &format!("{p}.kmin"),
-                p.to_string(),
-                format!("kmin {a} must be below kmax {b}"),
-                "marking probability rises from kmin to kmax",
-            );
-        }
-    };
-    let global = EcnOverride {
-        kmin: q.ecn.kmin,
-        kmax: q.ecn.kmax,
-        pmax: q.ecn.pmax,
-    };
-    check_ecn(cx, "qos.ecn", &global);
-    for (i, c) in classes.iter().enumerate() {
-        check_ecn(cx, &format!("{}.ecn", path(i)), &c.ecn);
+fn check_ecn(cx: &mut Ctx, p: &str, e: &EcnOverride) {
+    if let Some(pm) = e.pmax
+        && !(pm > 0.0 && pm <= 1.0)
+    {
+        cx.err(
+            &format!("{p}.pmax"),
+            format!("{p}.pmax"),
+            format!("pmax {pm} must be in (0, 1]"),
+        );
     }
-    let wd = &q.pfc.watchdog;
+    if let (Some(a), Some(b)) = (e.kmin, e.kmax)
+        && a >= b
+    {
+        cx.err_help(
+            &format!("{p}.kmin"),
+            p.to_string(),
+            format!("kmin {a} must be below kmax {b}"),
+            "marking probability rises from kmin to kmax",
+        );
+    }
+}
+
+/// The PFC watchdog, within SONiC's ranges.
+fn watchdog(cx: &mut Ctx, wd: &PfcWatchdogSpec) -> Watchdog {
     let watchdog = Watchdog {
         enabled: wd.enabled.unwrap_or(true),
         detection_time: wd.detection_time.unwrap_or(Duration::millis(200)),
@@ -230,10 +278,14 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
         60000,
     );
     range(cx, "poll_interval", watchdog.poll_interval, 10, 1000);
+    watchdog
+}
+
+fn check_pfc_sizes(cx: &mut Ctx, pfc: &PfcSpec) {
     for (f, v) in [
-        ("xoff", q.pfc.xoff),
-        ("xon", q.pfc.xon),
-        ("port_buffer", q.pfc.port_buffer),
+        ("xoff", pfc.xoff),
+        ("xon", pfc.xon),
+        ("port_buffer", pfc.port_buffer),
     ] {
         if v == Some(Bytes(0)) {
             cx.err(
@@ -243,7 +295,7 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
             );
         }
     }
-    if let (Some(xoff), Some(xon)) = (q.pfc.xoff, q.pfc.xon)
+    if let (Some(xoff), Some(xon)) = (pfc.xoff, pfc.xon)
         && xon > xoff
     {
         cx.err_help(
@@ -252,16 +304,6 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
             format!("xon {xon} is above xoff {xoff}"),
             "a port resumes its peer (xon) below the level at which it paused it (xoff)",
         );
-    }
-    Qos {
-        classes,
-        ecn: global,
-        tuning: q.ecn.tuning.unwrap_or_default(),
-        pfc_enabled,
-        xoff: q.pfc.xoff,
-        xon: q.pfc.xon,
-        port_buffer: q.pfc.port_buffer,
-        watchdog,
     }
 }
 
@@ -498,76 +540,103 @@ impl Blamer<'_> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn check_ports(
-    cx: &mut Ctx,
-    qos: &Qos,
-    intent: &Intent,
-    switches: &[Switch],
-    links: &[Link],
-    link_src: &[(Src, Src)],
-    hosts: &[Host],
-    host_src: &[(Src, Src)],
-    mtu: u32,
-) {
+/// The connected ports: each switch's ports with their peers, and where each link's and host's
+/// speed and cable length were set.
+pub(super) struct Connected<'a> {
+    pub(super) switches: &'a [Switch],
+    pub(super) links: &'a [Link],
+    pub(super) link_src: &'a [(Src, Src)],
+    pub(super) hosts: &'a [Host],
+    pub(super) host_src: &'a [(Src, Src)],
+}
+
+impl Connected<'_> {
+    /// The case of port `p` (its peer's speed and cable, and their sources), and the item that
+    /// connects it; `None` for an unconnected port.
+    fn case(&self, p: &Port) -> Option<(Case, &String)> {
+        Some(match p.peer {
+            Peer::None => return None,
+            Peer::Switch { link } => {
+                let l = &self.links[link];
+                let (ss, cs) = self.link_src[link];
+                (
+                    Case {
+                        speed: l.speed,
+                        speed_src: ss,
+                        cable: l.cable_length,
+                        cable_src: cs,
+                        host: false,
+                    },
+                    &l.origin,
+                )
+            }
+            Peer::Host { host } => {
+                let h = &self.hosts[host];
+                let (ss, cs) = self.host_src[host];
+                (
+                    Case {
+                        speed: h.speed,
+                        speed_src: ss,
+                        cable: h.cable_length,
+                        cable_src: cs,
+                        host: true,
+                    },
+                    &h.origin,
+                )
+            }
+        })
+    }
+}
+
+/// One report per line to blame: its first problem (in the order of `QosProblem`, then of the
+/// classes), the first port with it, and how many ports it affects.
+struct Found {
+    problem: QosProblem,
+    class: usize,
+    port: String,
+    case: Case,
+    ports: HashSet<(usize, usize)>,
+}
+
+/// Every connected port's ECN/PFC values, from its link's or host's speed and cable length;
+/// a problem is reported at the line to blame, once, with the number of ports it affects.
+pub(super) fn check_ports(cx: &mut Ctx, qos: &Qos, intent: &Intent, ports: &Connected, mtu: u32) {
     let b = Blamer {
         qos,
         q: &intent.qos,
         mtu,
         mtu_written: intent.fabric.defaults.mtu.is_some(),
     };
+    for (at, f) in find(&b, ports) {
+        let (problem, ci, port, case) = (f.problem, f.class, f.port, f.case);
+        let more = match f.ports.len() {
+            0 | 1 => String::new(),
+            n => format!(", and {} more ports", n - 1),
+        };
+        let on = format!("{}, {} cable{more}", case.speed, length(case.cable));
+        let pq = port_qos(&b.inputs(&case, ci));
+        let (msg, help) = message(problem, &qos.classes[ci], &pq, &on);
+        cx.err_help(&at, format!("port {port}"), msg, help);
+    }
+}
+
+/// The problems of every connected port, by the line to blame.
+fn find(b: &Blamer, ports: &Connected) -> std::collections::BTreeMap<String, Found> {
     type Verdict = Option<(QosProblem, Option<String>)>;
     let mut verdicts: HashMap<Case, Vec<Verdict>> = HashMap::new();
     let mut last: Option<(Case, Vec<Verdict>)> = None;
-    // One report per line to blame: its first problem (in the order of `QosProblem`, then of
-    // the classes), the first port with it, and how many ports it affects.
-    struct Found {
-        problem: QosProblem,
-        class: usize,
-        port: String,
-        case: Case,
-        ports: HashSet<(usize, usize)>,
-    }
     let mut found: std::collections::BTreeMap<String, Found> = std::collections::BTreeMap::new();
-    for (si, s) in switches.iter().enumerate() {
+    for (si, s) in ports.switches.iter().enumerate() {
         for (pi, p) in s.ports.iter().enumerate() {
-            let (case, origin) = match p.peer {
-                Peer::None => continue,
-                Peer::Switch { link } => {
-                    let l = &links[link];
-                    let (ss, cs) = link_src[link];
-                    (
-                        Case {
-                            speed: l.speed,
-                            speed_src: ss,
-                            cable: l.cable_length,
-                            cable_src: cs,
-                            host: false,
-                        },
-                        &l.origin,
-                    )
-                }
-                Peer::Host { host } => {
-                    let h = &hosts[host];
-                    let (ss, cs) = host_src[host];
-                    (
-                        Case {
-                            speed: h.speed,
-                            speed_src: ss,
-                            cable: h.cable_length,
-                            cable_src: cs,
-                            host: true,
-                        },
-                        &h.origin,
-                    )
-                }
+            let Some((case, origin)) = ports.case(p) else {
+                continue;
             };
             // Neighbouring ports are usually alike: skip the map for a repeat.
             if last.as_ref().is_none_or(|(c, _)| *c != case) {
                 let v = verdicts
                     .entry(case)
                     .or_insert_with(|| {
-                        (0..qos.classes.len())
+                        (0..b.qos.classes.len())
                             .map(|ci| b.judge(&case, ci))
                             .collect()
                     })
@@ -593,66 +662,61 @@ pub(super) fn check_ports(
             }
         }
     }
-    for (at, f) in found {
-        let (problem, ci, port, case) = (f.problem, f.class, f.port, f.case);
-        let c = &qos.classes[ci];
-        let pq = port_qos(&b.inputs(&case, ci));
-        let more = match f.ports.len() {
-            0 | 1 => String::new(),
-            n => format!(", and {} more ports", n - 1),
-        };
-        let on = format!("{}, {} cable{more}", case.speed, length(case.cable));
-        let (msg, help) = match problem {
-            QosProblem::HeadroomFillsBuffer => (
-                format!(
-                    "({on}): the PFC headroom of lossless class {} is {} (xoff {} + xon {}), as much as the port buffer of {}: the port would pause its peer before any queue builds",
-                    c.name,
-                    pq.headroom.size.human(),
-                    pq.headroom.xoff.human(),
-                    pq.headroom.xon.human(),
-                    pq.port_buffer.human()
-                ),
-                format!(
-                    "the headroom absorbs what is in flight on the cable after a pause: shorten the cable, or raise qos.pfc.port_buffer above {}",
-                    Bytes(pq.headroom.size.0.saturating_add(pq.ecn.kmax.0)).human()
-                ),
+    found
+}
+
+/// The message and help for `problem` of class `c` on a port with values `pq`; `on` says the
+/// port's speed and cable (and how many more ports share the problem).
+fn message(problem: QosProblem, c: &TrafficClass, pq: &PortQos, on: &str) -> (String, String) {
+    match problem {
+        QosProblem::HeadroomFillsBuffer => (
+            format!(
+                "({on}): the PFC headroom of lossless class {} is {} (xoff {} + xon {}), as much as the port buffer of {}: the port would pause its peer before any queue builds",
+                c.name,
+                pq.headroom.size.human(),
+                pq.headroom.xoff.human(),
+                pq.headroom.xon.human(),
+                pq.port_buffer.human()
             ),
-            QosProblem::EcnNotBeforePfc => (
-                format!(
-                    "({on}): ECN kmax {} of class {} is above the PFC pause threshold {} (buffer {} − headroom {}): ECN must act before PFC",
-                    pq.ecn.kmax.human(),
-                    c.name,
-                    pq.pause_threshold.human(),
-                    pq.port_buffer.human(),
-                    pq.headroom.size.human()
-                ),
-                "lower kmin/kmax or raise qos.pfc.port_buffer".to_string(),
+            format!(
+                "the headroom absorbs what is in flight on the cable after a pause: shorten the cable, or raise qos.pfc.port_buffer above {}",
+                Bytes(pq.headroom.size.0.saturating_add(pq.ecn.kmax.0)).human()
             ),
-            QosProblem::KminNotBelowKmax => (
-                format!(
-                    "({on}): kmin {} must be below kmax {} for class {}",
-                    pq.ecn.kmin, pq.ecn.kmax, c.name
-                ),
-                "marking probability rises from kmin to kmax; set both, or neither (the defaults scale with speed)".to_string(),
+        ),
+        QosProblem::EcnNotBeforePfc => (
+            format!(
+                "({on}): ECN kmax {} of class {} is above the PFC pause threshold {} (buffer {} − headroom {}): ECN must act before PFC",
+                pq.ecn.kmax.human(),
+                c.name,
+                pq.pause_threshold.human(),
+                pq.port_buffer.human(),
+                pq.headroom.size.human()
             ),
-            QosProblem::XonAboveXoff => (
-                format!(
-                    "({on}): xon {} is above xoff {} for lossless class {}",
-                    pq.headroom.xon, pq.headroom.xoff, c.name
-                ),
-                "a port resumes its peer (xon) below the level at which it paused it (xoff); set both, or neither".to_string(),
+            "lower kmin/kmax or raise qos.pfc.port_buffer".to_string(),
+        ),
+        QosProblem::KminNotBelowKmax => (
+            format!(
+                "({on}): kmin {} must be below kmax {} for class {}",
+                pq.ecn.kmin, pq.ecn.kmax, c.name
             ),
-            QosProblem::KmaxAboveBuffer => (
-                format!(
-                    "({on}): ECN kmax {} of class {} is above the port buffer {}: the queue never gets that long, so marking never becomes certain",
-                    pq.ecn.kmax.human(),
-                    c.name,
-                    pq.port_buffer.human()
-                ),
-                "lower kmax below the buffer, or raise qos.pfc.port_buffer".to_string(),
+            "marking probability rises from kmin to kmax; set both, or neither (the defaults scale with speed)".to_string(),
+        ),
+        QosProblem::XonAboveXoff => (
+            format!(
+                "({on}): xon {} is above xoff {} for lossless class {}",
+                pq.headroom.xon, pq.headroom.xoff, c.name
             ),
-        };
-        cx.err_help(&at, format!("port {port}"), msg, help);
+            "a port resumes its peer (xon) below the level at which it paused it (xoff); set both, or neither".to_string(),
+        ),
+        QosProblem::KmaxAboveBuffer => (
+            format!(
+                "({on}): ECN kmax {} of class {} is above the port buffer {}: the queue never gets that long, so marking never becomes certain",
+                pq.ecn.kmax.human(),
+                c.name,
+                pq.port_buffer.human()
+            ),
+            "lower kmax below the buffer, or raise qos.pfc.port_buffer".to_string(),
+        ),
     }
 }
 
@@ -662,5 +726,81 @@ fn length(l: Length) -> String {
         format!("{}km", l.0 as f64 / 1e6)
     } else {
         l.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{SMALL, errors, first_help, valid};
+
+    #[test]
+    fn long_cables_are_blamed_on_the_line_that_set_the_cable_naming_the_port_and_its_speed() {
+        let yaml = SMALL.replace("spine1:Ethernet0}", "spine1:Ethernet0, cable_length: 20km}");
+        let e = errors(&yaml);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("12: (100G, 20km cable, and 1 more ports): the PFC headroom of lossless class roce is "),
+            "{e:?}"
+        );
+        assert!(
+            first_help(&yaml)
+                .unwrap_or_default()
+                .starts_with("the headroom absorbs what is in flight on the cable after a pause"),
+        );
+    }
+
+    #[test]
+    fn a_cable_length_never_written_is_blamed_on_the_item_that_connects_the_port() {
+        let yaml = format!("qos:\n  pfc:\n    port_buffer: 10KB\n{SMALL}");
+        let e = errors(&yaml);
+        assert!(!e.is_empty());
+        assert!(
+            e.iter().all(|e| e.starts_with("3: (100G, 5m cable, and ")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_default_class_takes_every_dscp_value_no_other_class_takes() {
+        let t = valid(SMALL);
+        let default = t
+            .qos
+            .classes
+            .iter()
+            .find(|c| c.is_default)
+            .expect("default");
+        assert_eq!(default.dscp.len(), 62);
+        assert!(!default.dscp.contains(&26) && !default.dscp.contains(&48));
+    }
+
+    #[test]
+    fn written_classes_are_checked_for_names_queues_and_dscp() {
+        let e = errors(&format!(
+            "qos:\n  classes:\n    - {{name: roce, dscp: [26, 26, 64], traffic_class: 8, lossless: true}}\n    - {{name: RoCE, dscp: [26], traffic_class: 1}}\n    - {{name: rest, dscp: default, traffic_class: 0}}\n{SMALL}"
+        ));
+        assert_eq!(
+            e,
+            vec![
+                "3: DSCP 26 is listed twice",
+                "3: DSCP 64 is outside 0..=63",
+                "3: traffic class 8 is outside 0..=7",
+                "4: duplicate traffic class name (class roce is the same name: class names are compared without case, as SONiC profiles carry them in capitals)",
+                "4: DSCP 26 is already taken by class roce",
+            ]
+        );
+    }
+
+    #[test]
+    fn watchdog_times_and_pfc_thresholds_are_checked_in_range() {
+        let e = errors(&format!(
+            "qos:\n  pfc:\n    xoff: 100KB\n    xon: 200KB\n    watchdog:\n      detection_time: 50ms\n{SMALL}"
+        ));
+        assert_eq!(
+            e,
+            vec![
+                "4: xon 200KB is above xoff 100KB",
+                "6: detection_time 50ms must be whole milliseconds in 100ms..=5000ms (SONiC's PFC watchdog range)",
+            ]
+        );
     }
 }

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::{Ctx, Draft};
+use super::ctx::{Ctx, Draft};
 use crate::model::{Role, SwitchSpec};
 use crate::names::display_name;
 use crate::topo::{Host, Link, Switch};

@@ -1,0 +1,109 @@
+//! `status`: which of a testbed's processes run and which host namespaces exist.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::chaos;
+use crate::error::Result;
+use crate::exec::pid_alive;
+use crate::names::netns_exists;
+use crate::state::State;
+
+/// A testbed's processes and hosts, for `weft testbed status --output json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    pub fabric: String,
+    pub netns: String,
+    pub state_dir: PathBuf,
+    /// Only redis-servers (`up --db-only`).
+    pub db_only: bool,
+    pub processes: Vec<ProcessStatus>,
+    pub hosts: Vec<HostStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessStatus {
+    pub name: String,
+    pub pid: u32,
+    pub running: bool,
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStatus {
+    pub name: String,
+    pub ipv4: String,
+    pub netns: String,
+    pub netns_exists: bool,
+}
+
+/// What runs, as data.
+pub fn status_report(state_dir: &Path) -> Result<StatusReport> {
+    let st = State::load(state_dir)?;
+    Ok(StatusReport {
+        db_only: st.db_only(),
+        processes: st
+            .processes
+            .iter()
+            .map(|p| ProcessStatus {
+                name: p.name.clone(),
+                pid: p.pid,
+                running: pid_alive(p.pid),
+                log: p.log.clone(),
+            })
+            .collect(),
+        hosts: st
+            .hosts
+            .iter()
+            .map(|h| HostStatus {
+                name: h.name.clone(),
+                ipv4: h.ipv4.clone(),
+                netns: h.netns.clone(),
+                netns_exists: netns_exists(&h.netns),
+            })
+            .collect(),
+        fabric: st.fabric,
+        netns: st.netns,
+        state_dir: st.state_dir,
+    })
+}
+
+/// One line per process and host: alive or not.
+pub fn status(state_dir: &Path) -> Result<String> {
+    let st = State::load(state_dir)?;
+    let mut o = format!(
+        "testbed {} (namespace {}, state {})\n",
+        st.fabric,
+        st.netns,
+        st.state_dir.display()
+    );
+    for p in &st.processes {
+        o += &format!(
+            "  {:<24} pid {:<8} {}\n",
+            p.name,
+            p.pid,
+            if pid_alive(p.pid) {
+                "running".to_string()
+            } else {
+                match chaos::restart_hint(&st.fabric, &p.name) {
+                    Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
+                    None => "NOT RUNNING".to_string(),
+                }
+            }
+        );
+    }
+    for h in &st.hosts {
+        o += &format!(
+            "  host {:<19} {} {}\n",
+            h.name,
+            h.ipv4,
+            if netns_exists(&h.netns) {
+                ""
+            } else {
+                "(namespace missing)"
+            }
+        );
+    }
+    Ok(o)
+}

@@ -1,0 +1,348 @@
+//! Traffic between hosts: pings, paced UDP streams (`udp_probe.py`), what they lost, and the
+//! ports of a switch they crossed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TestbedError, io};
+use crate::exec::{Reap, run, wait_for};
+use crate::state::State;
+use crate::wires::set_link;
+
+/// Pings every other host from every host (IPv4, one echo each). Returns (from, to, ok).
+pub fn ping_all(st: &State, timeout_s: u32) -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    for a in &st.hosts {
+        for b in &st.hosts {
+            if a.name == b.name {
+                continue;
+            }
+            let ok = run(&[
+                "ip",
+                "netns",
+                "exec",
+                &a.netns,
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                &timeout_s.to_string(),
+                "-q",
+                &b.ipv4,
+            ])
+            .is_ok();
+            out.push((a.name.clone(), b.name.clone(), ok));
+        }
+    }
+    out
+}
+
+/// The paced UDP probe (sender and receiver), run inside host namespaces.
+pub const UDP_PROBE: &str = include_str!("../../tests/scripts/udp_probe.py");
+
+pub(crate) fn probe_path(st: &State) -> Result<PathBuf> {
+    let p = st.state_dir.join("udp_probe.py");
+    if !p.exists() {
+        fs::write(&p, UDP_PROBE).map_err(io(format!("writing {}", p.display())))?;
+    }
+    Ok(p)
+}
+
+/// Packets BMv2 sent out of each connected port of `switch` (the tx count of the port's
+/// interface, as the kernel counts it: independent of the pipeline's own counters).
+pub fn port_tx(st: &State, switch: &str) -> Result<BTreeMap<String, u64>> {
+    let sw = st
+        .switch(switch)
+        .ok_or_else(|| TestbedError::Other(format!("no switch {switch}")))?;
+    let mut out = BTreeMap::new();
+    for (port, i) in &sw.interfaces {
+        let text = run(&[
+            "ip",
+            "netns",
+            "exec",
+            &st.netns,
+            "cat",
+            &format!("/sys/class/net/{i}/statistics/tx_packets"),
+        ])?;
+        let n = text.trim().parse::<u64>().map_err(|e| {
+            TestbedError::Other(format!("tx_packets of {i}: {e}: {:?}", text.trim()))
+        })?;
+        out.insert(port.clone(), n);
+    }
+    Ok(out)
+}
+
+/// Packets BMv2 sent out of all connected ports of `switch`.
+pub fn port_tx_packets(st: &State, switch: &str) -> Result<u64> {
+    Ok(port_tx(st, switch)?.values().sum())
+}
+
+/// Sends `packets` from `src` to `dst` over `flows` UDP flows at a paced rate and returns, per
+/// spine, how many packets it forwarded meanwhile, and how many arrived.
+pub fn spread(
+    st: &State,
+    src: &str,
+    dst: &str,
+    packets: u32,
+    flows: u32,
+    spines: &[String],
+) -> Result<(Vec<(String, u64)>, u64)> {
+    let before: Vec<u64> = spines
+        .iter()
+        .map(|s| port_tx_packets(st, s))
+        .collect::<Result<_>>()?;
+    let pps = 500;
+    let (res, ()) = stream(
+        st,
+        &Stream {
+            src,
+            dst,
+            port: 5001,
+            pps,
+            seconds: f64::from(packets) / f64::from(pps),
+            flows,
+        },
+        || (),
+    )?;
+    let after: Vec<u64> = spines
+        .iter()
+        .map(|s| port_tx_packets(st, s))
+        .collect::<Result<_>>()?;
+    Ok((
+        spines
+            .iter()
+            .cloned()
+            .zip(before.iter().zip(after).map(|(b, a)| a.saturating_sub(*b)))
+            .collect(),
+        res.received,
+    ))
+}
+
+/// What the receiving side of a paced stream counted (`udp_probe.py recv`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StreamResult {
+    pub received: u64,
+    pub unique: u64,
+    pub max_seq: i64,
+    pub lost: u64,
+    pub max_gap_ms: Option<f64>,
+    pub ce_marked: u64,
+    /// The longest loss window on the sender's clock (0 without loss).
+    #[serde(default)]
+    pub outage_ms: f64,
+    /// When it began (ms since the epoch), to line it up with logs.
+    #[serde(default)]
+    pub outage_from_unix_ms: Option<f64>,
+    /// Every run of lost packets (the first 100).
+    #[serde(default)]
+    pub loss_runs: Vec<LossRun>,
+}
+
+/// Consecutive packets that did not arrive.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LossRun {
+    /// The last sequence number that arrived before the run.
+    pub after_seq: u64,
+    pub lost: u64,
+    /// When the packet before the run was sent (ms since the epoch).
+    pub from_unix_ms: f64,
+    /// From that packet's sending to the sending of the first one after the run.
+    pub ms: f64,
+}
+
+/// A paced UDP stream between two hosts.
+#[derive(Debug, Clone)]
+pub struct Stream<'a> {
+    pub src: &'a str,
+    pub dst: &'a str,
+    pub port: u16,
+    pub pps: u32,
+    pub seconds: f64,
+    pub flows: u32,
+}
+
+/// Runs `s` (receiver first, then the sender) with `during` called while it flows; returns
+/// what arrived and what `during` returned.
+pub fn stream<R>(
+    st: &State,
+    s: &Stream<'_>,
+    during: impl FnOnce() -> R,
+) -> Result<(StreamResult, R)> {
+    let probe = probe_path(st)?;
+    let probe = probe.to_string_lossy().into_owned();
+    let host = |n: &str| {
+        st.host(n)
+            .ok_or_else(|| TestbedError::Other(format!("no host {n} in the testbed")))
+    };
+    let (hs, hd) = (host(s.src)?, host(s.dst)?);
+    let out = st
+        .state_dir
+        .join(format!("stream-{}-{}-{}.json", s.src, s.dst, s.port));
+    let _ = fs::remove_file(&out);
+    let ready = out.with_extension("ready");
+    let _ = fs::remove_file(&ready);
+    let port = s.port.to_string();
+    let recv = Command::new("ip")
+        .args(["netns", "exec", &hd.netns, "python3", &probe, "recv"])
+        .args([
+            "--port",
+            &port,
+            "--seconds",
+            &format!("{}", s.seconds + 2.0),
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--ready")
+        .arg(&ready)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(io("starting the receiver"))?;
+    let mut recv = Reap(recv);
+    // A receiver still starting (slow on a busy machine) would count the first packets lost.
+    wait_for("the stream's receiver", Duration::from_secs(20), || {
+        ready.exists()
+    })?;
+    let send = Command::new("ip")
+        .args(["netns", "exec", &hs.netns, "python3", &probe, "send"])
+        .args(["--dst", &hd.ipv4, "--port", &port])
+        .args(["--pps", &s.pps.to_string()])
+        .args(["--seconds", &s.seconds.to_string()])
+        .args(["--flows", &s.flows.to_string()])
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(io("starting the sender"))?;
+    let mut send = Reap(send);
+    let r = during();
+    let _ = send.0.wait();
+    let _ = recv.0.wait();
+    let text = fs::read_to_string(&out).map_err(io(format!(
+        "reading the receiver's result {}",
+        out.display()
+    )))?;
+    let res = serde_json::from_str(&text)
+        .map_err(|e| TestbedError::Other(format!("{}: {e}", out.display())))?;
+    Ok((res, r))
+}
+
+/// The port of `candidates` on `switch` that sent the most packets during `window` (which
+/// link a running stream's flow hashed onto), with that count.
+pub fn busiest_port(
+    st: &State,
+    switch: &str,
+    candidates: &[String],
+    window: Duration,
+) -> Result<(String, u64)> {
+    let a = port_tx(st, switch)?;
+    std::thread::sleep(window);
+    let b = port_tx(st, switch)?;
+    candidates
+        .iter()
+        .map(|p| {
+            let d = b.get(p).copied().unwrap_or(0) - a.get(p).copied().unwrap_or(0);
+            (p.clone(), d)
+        })
+        .max_by_key(|(_, d)| *d)
+        .ok_or_else(|| TestbedError::Other(format!("{switch}: no candidate ports")))
+}
+
+/// One failover measurement: a one-flow stream from `stream.src`; while it flows, the cable of
+/// the `uplinks` port of `switch` that carries it is pulled at `fail_at` after the start (so
+/// the failure always hits the traffic). The cable stays pulled; the caller plugs it back.
+#[derive(Debug, Clone)]
+pub struct FailoverTrial {
+    pub port: String,
+    /// Packets the pulled port carried in the sampling window before (proof it was the path).
+    pub carried: u64,
+    /// When the cable was pulled (ms since the epoch).
+    pub pulled_at_unix_ms: f64,
+    pub result: StreamResult,
+}
+
+pub fn failover_trial(
+    st: &State,
+    s: &Stream<'_>,
+    switch: &str,
+    uplinks: &[String],
+    fail_at: Duration,
+) -> Result<FailoverTrial> {
+    let (res, chosen) = stream(st, s, || -> Result<(String, u64, f64)> {
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_millis(300));
+        let window = fail_at
+            .saturating_sub(Duration::from_millis(500))
+            .max(Duration::from_millis(100));
+        let (port, carried) = busiest_port(st, switch, uplinks, window)?;
+        if carried == 0 {
+            return Err(TestbedError::Other(format!(
+                "the stream {} → {} crossed none of {switch}'s ports {uplinks:?}",
+                s.src, s.dst
+            )));
+        }
+        if let Some(rest) = fail_at.checked_sub(t0.elapsed()) {
+            std::thread::sleep(rest);
+        }
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3);
+        set_link(st, switch, &port, false)?;
+        Ok((port, carried, at))
+    })?;
+    let (port, carried, pulled_at_unix_ms) = chosen?;
+    Ok(FailoverTrial {
+        port,
+        carried,
+        pulled_at_unix_ms,
+        result: res,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receiver_report_without_the_newer_fields_still_reads() {
+        let r: StreamResult = serde_json::from_str(
+            r#"{"received": 10, "unique": 10, "max_seq": 9, "lost": 0, "max_gap_ms": 2.5, "ce_marked": 1}"#,
+        )
+        .expect("old report");
+        assert_eq!((r.received, r.lost, r.ce_marked), (10, 0, 1));
+        assert_eq!(r.outage_ms, 0.0);
+        assert!(r.loss_runs.is_empty() && r.outage_from_unix_ms.is_none());
+    }
+
+    #[test]
+    fn the_probe_script_is_written_once_into_the_state_directory() {
+        let dir = std::env::temp_dir().join(format!("weft-testbed-probe-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let st = crate::fixtures::state(&dir);
+        let p = probe_path(&st).expect("probe");
+        assert_eq!(p, dir.join("udp_probe.py"));
+        assert_eq!(fs::read_to_string(&p).expect("read"), UDP_PROBE);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stream_between_unknown_hosts_is_refused_before_anything_starts() {
+        let dir = std::env::temp_dir().join(format!("weft-testbed-stream-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let st = crate::fixtures::state(&dir);
+        let s = Stream {
+            src: "h1",
+            dst: "h9",
+            port: 5001,
+            pps: 10,
+            seconds: 1.0,
+            flows: 1,
+        };
+        let e = stream(&st, &s, || ()).expect_err("no such host");
+        assert_eq!(e.to_string(), "no host h9 in the testbed");
+        assert!(!dir.join("stream-h1-h9-5001.json").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
