@@ -25,10 +25,12 @@ use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 
 pub mod acl;
+pub mod campaign;
 pub mod chaos;
 pub mod fault;
 pub mod tls;
 pub mod workload;
+pub mod workload_report;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TestbedError {
