@@ -109,3 +109,53 @@ pub async fn dump(
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_that_does_not_finish_in_time_is_a_timeout_naming_the_db_and_the_bound() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let never = std::future::pending::<Result<(), ReadError>>();
+        let e = rt
+            .block_on(bounded("unix:///x.sock", Duration::from_millis(20), never))
+            .expect_err("times out");
+        assert_eq!(
+            e,
+            ReadError::Timeout {
+                db: "unix:///x.sock".into(),
+                after: Duration::from_millis(20)
+            }
+        );
+        assert_eq!(e.to_string(), "unix:///x.sock did not answer within 20ms");
+    }
+
+    #[test]
+    fn rows_tell_no_data_from_data_and_keep_the_error_of_a_db_not_read() {
+        let none: SwitchRead<Vec<u8>> = SwitchRead::rows(Ok(Vec::new()));
+        assert_eq!(none, SwitchRead::NoData);
+        assert!(none.rows_read().is_empty() && none.error().is_none());
+        let some = SwitchRead::rows(Ok(vec![1u8, 2]));
+        assert_eq!(some.rows_read(), [1, 2]);
+        let e = ReadError::Unreachable {
+            db: "db".into(),
+            reason: "connection refused".into(),
+        };
+        let not = SwitchRead::<Vec<u8>>::rows(Err(e.clone()));
+        assert_eq!(not.error(), Some(&e));
+        assert!(not.data().is_none());
+        let old = SwitchRead::Stale {
+            data: vec![3u8],
+            age: Duration::from_secs(60),
+        };
+        assert_eq!(
+            old.rows_read(),
+            [3],
+            "stale data is still data, judged by the caller"
+        );
+    }
+}
