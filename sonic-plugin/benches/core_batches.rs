@@ -6,32 +6,22 @@
 //!
 //! `cargo bench -p weft-sonic-plugin --bench core_batches [-- --routes N] [--batch N]`
 //! (default 100000 routes, batches of 4096 keys: the plugin's default).
+//! The plugin's decisions are the core's ([`weft_sonic_plugin::core`]): this drives it.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use weft_appdb::{Call, Encoder, Match, PortMap, Value};
+use weft_appdb::{Call, Encoder, Match, Value};
 use weft_p4::{actions as a, tables as t};
-use weft_p4rt::proto::p4::v1::{Entity, Update};
-use weft_sonic_db::KeyOpFieldValues;
-use weft_sonic_plugin::engine::{Engine, Pending, execute};
+use weft_sonic_db::{FieldValues, KeyOpFieldValues};
+use weft_sonic_plugin::clock::Now;
+use weft_sonic_plugin::config::QueueModel;
+use weft_sonic_plugin::core::{Core, CoreConfig, Input, Output};
 use weft_sonic_plugin::pipeline::{owned_tables, weft_p4info};
-use weft_sonic_plugin::switch::SwitchIo;
 use weft_sonic_plugin::translate::Translator;
 
 const PORTS: [(&str, u32); 2] = [("Ethernet0", 1), ("Ethernet4", 2)];
-
-/// Takes every write, holds nothing.
-struct NullSwitch;
-
-impl SwitchIo for NullSwitch {
-    async fn write(&self, _: &[Update]) -> weft_p4rt::Result<()> {
-        Ok(())
-    }
-    async fn read(&self, _: Vec<Entity>) -> weft_p4rt::Result<Vec<Entity>> {
-        Ok(Vec::new())
-    }
-}
 
 fn entries(n: usize) -> anyhow::Result<Vec<KeyOpFieldValues>> {
     let info = weft_p4info()?;
@@ -99,36 +89,93 @@ fn entries(n: usize) -> anyhow::Result<Vec<KeyOpFieldValues>> {
     Ok(out)
 }
 
-fn engine() -> anyhow::Result<Engine<NullSwitch>> {
-    let mut tr = Translator::new(weft_p4info()?, owned_tables(), false);
-    let mut ports = PortMap::default();
-    for (name, id) in PORTS {
-        ports.by_name.insert(name.to_string(), id);
+/// A core whose session is up, synced against an empty switch, with the ports configured.
+fn core(batch: usize) -> anyhow::Result<Core> {
+    let tr = Translator::new(weft_p4info()?, owned_tables(), false);
+    let cfg = CoreConfig {
+        queue: QueueModel::default(),
+        tuning_line_rate: Default::default(),
+        device_id: 1,
+        batch_size: batch,
+    };
+    let mut core = Core::new(cfg, tr, Now::read());
+    let port = |id: u32| -> FieldValues { vec![("id".into(), id.to_string())] };
+    let rows = PORTS
+        .iter()
+        .map(|(n, id)| ("PORT", n.to_string(), port(*id)))
+        .collect();
+    let mut todo: VecDeque<Input> = [
+        Input::WaitingForSwitch,
+        Input::SessionUp {
+            redis_run_id: "bench".into(),
+            pushed: true,
+            cookie: 1,
+        },
+        Input::SessionRead {
+            live: Default::default(),
+            state: Default::default(),
+            term: None,
+        },
+        Input::ConfigRead { rows, tuning: None },
+    ]
+    .into();
+    while let Some(i) = todo.pop_front() {
+        for o in core.step(Now::read(), i) {
+            match o {
+                Output::Read { ticket, .. } => todo.push_back(Input::Read {
+                    ticket,
+                    result: Ok(Vec::new()),
+                }),
+                Output::Write { ticket, .. } => todo.push_back(Input::Written {
+                    ticket,
+                    result: Ok(()),
+                }),
+                _ => {}
+            }
+        }
     }
-    tr.set_ports(ports);
-    Ok(Engine::new(NullSwitch, tr))
+    anyhow::ensure!(core.running(), "the core did not start");
+    Ok(core)
 }
 
-/// Every batch through the engine as the batch loop runs them: the next prepared before the
-/// one "in flight" is committed when they share no key. Returns (time, keys refused).
-async fn run(e: &mut Engine<NullSwitch>, ops: &[KeyOpFieldValues], batch: usize) -> (Duration, usize) {
+/// Every batch through the core as the daemon feeds it: the next batch taken while the Write
+/// of the one before is out (the core prepares it meanwhile), every Write taken by the switch
+/// at once. Returns (time, keys refused).
+fn run(core: &mut Core, ops: &[KeyOpFieldValues], batch: usize) -> (Duration, usize) {
     let t0 = Instant::now();
     let mut refused = 0;
-    let mut chunks = ops.chunks(batch);
-    let mut inflight = chunks.next().map(|c| e.prepare(c.to_vec(), &Pending::default()));
-    while let Some(p) = inflight.take() {
-        let pending = e.pending(&p);
-        let next = chunks.next().map(|c| e.prepare(c.to_vec(), &pending));
-        let x = execute(&e.switch, &p.plan).await.expect("null switch");
-        let r = e.commit(p, x).await.expect("null switch");
-        refused += r.iter().filter(|r| !r.status.is_ok()).count();
-        inflight = next.map(|n| {
-            if n.blocked() {
-                e.prepare(n.ops, &Pending::default())
-            } else {
-                n
+    let mut batches = ops.chunks(batch);
+    let mut write = None;
+    loop {
+        let mut input = None;
+        if core.accepts_batch()
+            && let Some(b) = batches.next()
+        {
+            input = Some(Input::Batch {
+                ops: b.to_vec(),
+                term: None,
+            });
+        }
+        let input = match (input, write.take()) {
+            (Some(i), w) => {
+                write = w;
+                i
             }
-        });
+            (None, Some(ticket)) => Input::Written {
+                ticket,
+                result: Ok(()),
+            },
+            (None, None) => break,
+        };
+        for o in core.step(Now::read(), input) {
+            match o {
+                Output::Write { ticket, .. } => write = Some(ticket),
+                Output::Answer(a) => {
+                    refused += a.results.iter().filter(|r| !r.status.is_ok()).count()
+                }
+                _ => {}
+            }
+        }
     }
     (t0.elapsed(), refused)
 }
@@ -150,7 +197,6 @@ fn main() -> anyhow::Result<()> {
             _ => {}
         }
     }
-    let rt = tokio::runtime::Builder::new_current_thread().build()?;
     let ops = entries(routes)?;
     let dels: Vec<KeyOpFieldValues> = ops
         .iter()
@@ -158,9 +204,9 @@ fn main() -> anyhow::Result<()> {
         .rev()
         .map(|o| KeyOpFieldValues::del(o.key.clone()))
         .collect();
-    let mut e = engine()?;
-    let (set, refused_set) = rt.block_on(run(&mut e, &ops, batch));
-    let (del, refused_del) = rt.block_on(run(&mut e, &dels, batch));
+    let mut core = core(batch)?;
+    let (set, refused_set) = run(&mut core, &ops, batch);
+    let (del, refused_del) = run(&mut core, &dels, batch);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: Vec<&str> = load.split_whitespace().take(3).collect();
     println!("core_batches: {routes} routes, batches of {batch}, no Redis, no switch");

@@ -18,17 +18,21 @@
 //! plugin-owned state), then replay keys the previous run popped but never answered (APPL_DB
 //! live table ≠ APPL_STATE_DB), then consume.
 
+pub mod clock;
 pub mod config;
+pub mod core;
 pub mod counters;
 pub mod daemon;
 pub mod engine;
+pub mod exec;
 pub mod features;
 pub mod intent;
 pub mod objects;
 pub mod pipeline;
+pub mod polls;
 pub mod ports;
 pub mod qos;
-pub mod switch;
+pub mod sim;
 pub mod translate;
 pub mod tuning;
 pub mod watchdog;
