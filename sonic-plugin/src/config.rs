@@ -302,9 +302,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| DurationError::NoUnit(s.into()))?;
     let (n, unit) = s.split_at(split);
-    let n: f64 = n
-        .parse()
-        .map_err(|_| DurationError::NotANumber(s.into()))?;
+    let n: f64 = n.parse().map_err(|_| DurationError::NotANumber(s.into()))?;
     let scale = match unit.trim() {
         "us" | "µs" => 1e-6,
         "ms" => 1e-3,
@@ -885,7 +883,6 @@ mod tests {
     }
 }
 
-
 #[cfg(test)]
 mod name_tests {
     use super::*;
@@ -931,7 +928,10 @@ mod layer_tests {
         assert_eq!(c.redis, "/flag", "a flag goes over the file");
         assert_eq!(c.p4rt, "h:1", "the file fills what no flag gives");
         assert_eq!(c.interfaces["Ethernet0"], "veth0");
-        assert_eq!(c.interfaces["Ethernet4"], "eth9", "a flag's PORT= replaces the file's");
+        assert_eq!(
+            c.interfaces["Ethernet4"], "eth9",
+            "a flag's PORT= replaces the file's"
+        );
         assert!(c.watch_ports, "a switch stays on when the file turns it on");
         assert_eq!(
             c.consumer_poll,

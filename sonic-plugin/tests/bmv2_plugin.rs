@@ -2,24 +2,17 @@
 //! switch is read back with the independent `p4rt-dump` tool. Without BMv2: SKIPPED
 //! (`WEFT_REQUIRE_BMV2=1` fails instead).
 
-#[allow(dead_code)]
-#[path = "../../tests/src/bmv2.rs"]
-mod bmv2;
-#[allow(dead_code)]
-#[path = "../../tests/src/redis.rs"]
-mod redis_server;
-
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
-use redis_server::RedisServer;
 use weft_appdb::{Call, Encoder, Match, Value};
 use weft_sonic_db::{
     Digest, KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb, SonicDbId,
     StatusCode, Table, dump_tables,
 };
+use weft_tests::bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
+use weft_tests::redis::RedisServer;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
