@@ -685,7 +685,7 @@ impl<'e, 'o> Preparing<'e, 'o> {
         ));
     }
 
-    /// 1. Translate every SET; a DEL of a key not installed is NOT_FOUND.
+    /// Step 1: translate every SET; a DEL of a key not installed is NOT_FOUND.
     fn translate(&mut self) {
         for (i, op) in self.ops.iter().enumerate() {
             let (objs, refs) = match op.op {
@@ -767,20 +767,20 @@ impl<'e, 'o> Preparing<'e, 'o> {
         }
     }
 
-    /// 2. References, as the batch leaves them: every reference must name something that is
-    /// there, and nothing may lose what others still name.
+    /// Step 2, references as the batch leaves them: every reference must name something that
+    /// is there, and nothing may lose what others still name.
     fn check_refs(&mut self) {
         let ops = self.ops;
         // Taken out while the maps below borrow it: the checks record answers meanwhile.
         let new_refs = std::mem::take(&mut self.new_refs);
         let mut provides: FastMap<&Ref, usize> = FastMap::default();
         let mut drops: FastMap<&Ref, usize> = FastMap::default();
-        for i in 0..ops.len() {
+        for (i, new) in new_refs.iter().enumerate() {
             if self.results[i].is_some() {
                 continue;
             }
             let old = self.olds[i].map(|x| &x.refs);
-            if let Some(r) = &new_refs[i] {
+            if let Some(r) = new {
                 for id in &r.ids {
                     // Provided by the batch in flight too, or dropped by it: which key
                     // provides it is known only once that one is committed.
@@ -791,7 +791,7 @@ impl<'e, 'o> Preparing<'e, 'o> {
                 }
             }
             for id in old.map_or(&[][..], |r| &r.ids[..]) {
-                let kept = new_refs[i].as_ref().is_some_and(|n| n.ids.contains(id));
+                let kept = new.as_ref().is_some_and(|n| n.ids.contains(id));
                 if !kept {
                     drops.insert(id, i);
                 }
@@ -923,7 +923,7 @@ impl<'e, 'o> Preparing<'e, 'o> {
         }
     }
 
-    /// 3. The writes of what is left.
+    /// Step 3: the writes of what is left.
     fn plan_writes(&mut self) {
         let empty = KeyObjects::new();
         for (i, op) in self.ops.iter().enumerate() {
