@@ -566,10 +566,16 @@ impl Core {
         self.s.phase == Phase::Running
     }
 
-    /// When the core wants an [`Input::Tick`].
+    /// When the core wants an [`Input::Tick`]: a CONFIG_DB read that waits only for time. While
+    /// the switch takes a write, its answer wakes the core anyway (and a deadline already past
+    /// would wake the edge in a loop).
     pub fn next_wake(&self) -> Option<Instant> {
+        let waiting = matches!(
+            self.s.phase,
+            Phase::Syncing | Phase::Replaying | Phase::Running
+        ) && self.s.work.is_none();
         match self.s.config {
-            ConfigWant::Wanted { due, .. } => Some(due),
+            ConfigWant::Wanted { due, .. } if waiting => Some(due),
             _ => None,
         }
     }

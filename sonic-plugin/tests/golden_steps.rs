@@ -22,6 +22,7 @@
 //!   {"t":5,"term":7}                             APPL_DB's WEFT_LEADER_TERM (a writer's claim)
 //!   {"t":5,"timer":"status"}                     a periodic timer (status, watchdog, tuning)
 //!   {"t":5,"restart":"plugin"}                   the plugin restarts (its memory is gone)
+//!   {"t":5,"redis":"restart"}                    Redis restarts empty (the session ends)
 //!   {"t":60000,"until":true}                     run the simulation up to t, then stop
 //! The simulated switch answers each Write 1 ms later; reads and Redis are answered at once
 //! (the daemon awaits them).
@@ -92,6 +93,9 @@ struct Harness {
     /// The session's keyspace watcher is subscribed (from its read of P4RT_TABLE on): a
     /// CONFIG_DB change is notified only then.
     watching: bool,
+    ticked: Option<u64>,
+    /// Redis' run id: a restarted Redis has another.
+    run_id: u32,
     out: Vec<String>,
 }
 
@@ -137,6 +141,8 @@ impl Harness {
             base,
             now: 0,
             watching: false,
+            ticked: None,
+            run_id: 1,
             out: Vec::new(),
         }
     }
@@ -372,7 +378,7 @@ impl Harness {
         let pushed = !self.pipeline;
         self.pipeline = true;
         self.feed(Input::SessionUp {
-            redis_run_id: "redis-1".into(),
+            redis_run_id: format!("redis-{}", self.run_id),
             pushed,
             cookie: 7,
         });
@@ -413,6 +419,15 @@ impl Harness {
                 other => panic!("timer {other}"),
             };
             self.feed(Input::Timer(t));
+        } else if v.get("redis").is_some() {
+            // Redis restarted empty: the edge loses its connections and ends the session.
+            self.dbs = Dbs::default();
+            self.run_id += 1;
+            self.watching = false;
+            self.consumer.clear();
+            self.feed(Input::SessionEnded(Ended::Resync(
+                "Redis: connection lost".into(),
+            )));
         } else if v.get("restart").is_some() {
             self.watching = false;
             self.core = new_core(&self.info, self.base);
@@ -499,10 +514,12 @@ impl Harness {
     fn run_until(&mut self, until: u64) {
         loop {
             let next_q = self.queue.peek().map(|r| r.0.0);
+            // A wake-up already given at this time asks for nothing new.
             let next_w = self
                 .core
                 .next_wake()
-                .map(|w| w.saturating_duration_since(self.base).as_millis() as u64);
+                .map(|w| w.saturating_duration_since(self.base).as_millis() as u64)
+                .filter(|w| *w > self.now || self.ticked != Some(self.now));
             let next = match (next_q, next_w) {
                 (Some(q), Some(w)) => q.min(w),
                 (Some(q), None) => q,
@@ -524,6 +541,7 @@ impl Harness {
                     None => {}
                 }
             } else {
+                self.ticked = Some(self.now);
                 self.feed(Input::Tick);
             }
             self.consume();
@@ -609,6 +627,8 @@ const CASES: &[&str] = &[
     "09-restart-with-everything-installed",
     "10-fenced-term",
     "11-next-batch-prepared-while-one-is-in-flight",
+    "12-qos-change-writes-the-owned-tables",
+    "13-redis-restarted-empty",
 ];
 
 #[test]
@@ -654,6 +674,14 @@ fn fenced_term() {
 #[test]
 fn next_batch_prepared_while_one_is_in_flight() {
     check("11-next-batch-prepared-while-one-is-in-flight");
+}
+#[test]
+fn qos_change_writes_the_owned_tables() {
+    check("12-qos-change-writes-the-owned-tables");
+}
+#[test]
+fn redis_restarted_empty() {
+    check("13-redis-restarted-empty");
 }
 
 /// Updates and rows as short lines: names from the P4Info, values in hex.
