@@ -138,11 +138,24 @@ fn core(batch: usize) -> anyhow::Result<Core> {
     Ok(core)
 }
 
+/// CPU time (user + system) this process has used so far: on a shared machine the wall time
+/// of a run says as much about the others as about the core.
+fn cpu_now() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5), the 12th and 13th after the name.
+    let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((num(11) + num(12)) * 10)
+}
+
 /// Every batch through the core as the daemon feeds it: the next batch taken while the Write
 /// of the one before is out (the core prepares it meanwhile), every Write taken by the switch
-/// at once. Returns (time, keys refused).
-fn run(core: &mut Core, ops: &[KeyOpFieldValues], batch: usize) -> (Duration, usize) {
+/// at once. Returns (time, CPU time, keys refused).
+fn run(core: &mut Core, ops: &[KeyOpFieldValues], batch: usize) -> (Duration, Duration, usize) {
     let t0 = Instant::now();
+    let c0 = cpu_now();
     let mut refused = 0;
     let mut batches = ops.chunks(batch);
     let mut write = None;
@@ -177,7 +190,7 @@ fn run(core: &mut Core, ops: &[KeyOpFieldValues], batch: usize) -> (Duration, us
             }
         }
     }
-    (t0.elapsed(), refused)
+    (t0.elapsed(), cpu_now().saturating_sub(c0), refused)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -205,18 +218,21 @@ fn main() -> anyhow::Result<()> {
         .map(|o| KeyOpFieldValues::del(o.key.clone()))
         .collect();
     let mut core = core(batch)?;
-    let (set, refused_set) = run(&mut core, &ops, batch);
-    let (del, refused_del) = run(&mut core, &dels, batch);
+    let (set, set_cpu, refused_set) = run(&mut core, &ops, batch);
+    let (del, del_cpu, refused_del) = run(&mut core, &dels, batch);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: Vec<&str> = load.split_whitespace().take(3).collect();
     println!("core_batches: {routes} routes, batches of {batch}, no Redis, no switch");
+    let per_key = |cpu: Duration, n: usize| cpu.as_secs_f64() * 1e6 / n as f64;
     println!(
-        "  install: {set:.2?} = {:.0} keys/s ({refused_set} refused)",
-        ops.len() as f64 / set.as_secs_f64()
+        "  install: {set:.2?} = {:.0} keys/s, CPU {set_cpu:.2?} = {:.1} µs per key ({refused_set} refused)",
+        ops.len() as f64 / set.as_secs_f64(),
+        per_key(set_cpu, ops.len())
     );
     println!(
-        "  delete:  {del:.2?} = {:.0} keys/s ({refused_del} refused)",
-        dels.len() as f64 / del.as_secs_f64()
+        "  delete:  {del:.2?} = {:.0} keys/s, CPU {del_cpu:.2?} = {:.1} µs per key ({refused_del} refused)",
+        dels.len() as f64 / del.as_secs_f64(),
+        per_key(del_cpu, dels.len())
     );
     println!("  load average {}", load.join(" "));
     anyhow::ensure!(refused_set == 0, "{refused_set} entries refused");

@@ -84,6 +84,13 @@ fn redis_lost(e: SonicDbError) -> End {
     Ended::Resync(format!("Redis: {e}"))
 }
 
+fn poll_lost(e: crate::polls::PollError) -> End {
+    match e {
+        crate::polls::PollError::Db(e) => redis_lost(e),
+        other => Ended::Resync(other.to_string()),
+    }
+}
+
 /// Between sessions: from 100 ms, doubling to 2 s, jittered; back to 100 ms after a session
 /// that ran.
 const SESSION_RETRY: RetryPolicy =
@@ -692,7 +699,7 @@ impl Daemon {
             .flush(&self.sonic, max, &self.metrics)
             .await
             .map(|()| Woke::Done)
-            .map_err(|e| Ended::Resync(e.to_string()))
+            .map_err(poll_lost)
     }
 
     async fn poll_counters(&mut self) -> Result<Woke, End> {
@@ -708,7 +715,7 @@ impl Daemon {
             &nexthops,
         )
         .await
-        .map_err(|e| Ended::Resync(e.to_string()))?;
+        .map_err(poll_lost)?;
         self.counter_polls += 1;
         Ok(Woke::Done)
     }
