@@ -399,7 +399,7 @@ impl Engine {
         self.owned = next;
     }
 
-    /// The reads that give [`Engine::switch_objects`] what the switch holds (one Read each).
+    /// The reads that give [`switch_objects`] what the switch holds (one Read each).
     pub fn switch_reads(&self) -> Vec<Vec<Entity>> {
         switch_reads(self.translator.info())
     }

@@ -351,7 +351,7 @@ fn raise_priority(thread: &str) {
     }
 }
 
-/// Starts [`port_task`] on its own thread and runtime, with its own write-only connection to
+/// Starts the port task on its own thread and runtime, with its own write-only connection to
 /// the switch (same device and election id as the session).
 pub fn spawn_port_thread(
     p4rt: weft_p4rt::ClientConfig,

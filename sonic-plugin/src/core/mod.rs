@@ -102,7 +102,7 @@ pub const CONFIG_SETTLE: Duration = Duration::from_millis(20);
 
 /// How often the plugin reads the switch back and compares it with what it installed, at
 /// most (see [`audit_due`]).
-pub const AUDIT_INTERVAL: Duration = Duration::from_secs(2);
+const AUDIT_INTERVAL: Duration = Duration::from_secs(2);
 /// An audit is at most this share of the plugin's time: the next one waits this many times
 /// the last one's duration.
 const AUDIT_COST_FACTOR: u32 = 20;
@@ -455,7 +455,7 @@ pub struct Core {
 
 /// Keys the previous run popped but never answered: APPL_DB's live rows that differ from
 /// APPL_STATE_DB, and APPL_STATE_DB rows APPL_DB no longer has.
-pub fn replay_list(live: &Rows, state: &Rows) -> Vec<KeyOpFieldValues> {
+fn replay_list(live: &Rows, state: &Rows) -> Vec<KeyOpFieldValues> {
     let mut replay = Vec::new();
     for (k, f) in live {
         if state.get(k).is_none_or(|s| !same_fields(s, f)) {
@@ -480,7 +480,7 @@ pub fn replay_list(live: &Rows, state: &Rows) -> Vec<KeyOpFieldValues> {
 /// constant churn, and keeps to a 1/[`AUDIT_COST_FACTOR`] duty cycle. Small tables audit every
 /// [`AUDIT_INTERVAL`] as before.
 /// `last` is the last audit (`None`: none yet, then the deferral counts from `started`).
-pub fn audit_due(
+fn audit_due(
     now: Instant,
     last: Option<Instant>,
     started: Instant,
