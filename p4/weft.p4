@@ -5,7 +5,8 @@
 //
 //  INGRESS                                       (the fast path, one condition per line: ?)
 //  ───────
-//  parser      resubmit: ingress port back; VLAN: PCP = class, tag off; IPv4/IPv6: DSCP
+//  parser      resubmit, held: ingress port back; VLAN: PCP = class, tag off; IPv4/IPv6: DSCP
+//  ? held      PfcHold: a held packet come around goes straight back into its queue (done)
 //  PortIngress port_config_table: rx count, router MAC
 //              switch_config_table: settings, hash seed, DSCP -> class (qos.p4), watchdog ports
 //              port_status_table: down mask
@@ -27,7 +28,9 @@
 //  EGRESS
 //  ──────
 //  ? normal    PortEgress queue_config_table (port, queue): tx counters, depth register and
-//                histogram, ECN thresholds, PFC state ─ else: tx counter (packet-out, clones)
+//                histogram, ECN thresholds, PFC state and hold ─ else: tx counter (packet-out,
+//                clones)
+//  ? held      PFC due: PfcEgress; PfcHold: around again (recirculated, not sent; done)
 //  ? ECN due   Ecn: ECT above Kmin: RED-style CE marking
 //  ? PFC due   PfcEgress: clone PAUSE/RESUME toward the upstream port
 //  ? BTH       PsnTracker: host-facing ports: RoCE PSN out-of-order / regression counters
@@ -73,10 +76,14 @@ control ingress(inout headers_t hdr,
     Nexthop() nexthop;
     Trim() trim;
     PfcWatchdog() pfc_watchdog;
+    PfcHoldIngress() pfc_hold;
     TelemetryIngress() telemetry;
     DropStats() drops;
 
     apply {
+        if (sm.instance_type == INSTANCE_TYPE_RECIRC) {
+            pfc_hold.apply(hdr, meta, sm);
+        }
         port.apply(hdr, meta, sm);
         if (ROUTABLE) {
             routing.apply(hdr, meta, sm);
@@ -117,10 +124,16 @@ control egress(inout headers_t hdr,
     Ecn() ecn;
     PsnTracker() psn;
     TelemetryEgress() telemetry;
+    PfcHoldEgress() pfc_hold;
 
     apply {
         port.apply(hdr, meta, sm);
-        if (meta.from_cpu == 0 && sm.instance_type == INSTANCE_TYPE_NORMAL) {
+        if (meta.hold != 0) {
+            if (meta.pfc_event != 0) {
+                pfc.apply(hdr, meta, sm);
+            }
+            pfc_hold.apply(hdr, meta, sm);
+        } else if (QUEUED_TRAFFIC) {
             if (ECN_DUE) {
                 ecn.apply(hdr, meta, sm);
             }

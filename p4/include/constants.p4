@@ -67,6 +67,7 @@ const bit<8> POSTCARD_VERSION = 1;
 // BMv2 simple_switch instance_type values.
 #define INSTANCE_TYPE_NORMAL 0
 #define INSTANCE_TYPE_EGRESS_CLONE 2
+#define INSTANCE_TYPE_RECIRC 4
 #define INSTANCE_TYPE_RESUBMIT 6
 // v1model's drop port: mark_to_drop() sets egress_spec to it; no packet ever enters or leaves
 // by it, so the counter cells of port 511 double as "count nowhere" cells (see DropStats).
@@ -75,6 +76,8 @@ const bit<8> POSTCARD_VERSION = 1;
 #define FL_CLONE 1
 // resubmit_preserving_field_list index of the multipath retry count.
 #define FL_RESUBMIT 2
+// recirculate_preserving_field_list index of what a held packet carries around (pfc.p4, PfcHold).
+#define FL_HOLD 3
 // A multipath packet that found no live candidate is resubmitted with fresh random samples at
 // most this many times before it is dropped (only while the group has no memory of a live
 // member, or has none at all).
@@ -103,6 +106,17 @@ const bit<8> POSTCARD_VERSION = 1;
 #define ECN_CFG_KMAX meta.ecn_cfg[63:32]
 #define ECN_CFG_PMAX meta.ecn_cfg[31:0]
 #define ECN_CFG_OFF 128w0x00000000ffffffff0000000000000000
+// meta.hold (set_queue_config_pfc, PfcHold): 0 = not held; else 1w1 ++ 2w0 ++ egress port ++
+// queue ++ 9w0 ++ ingress port: where the held packet waits, and where it came from (the port
+// a PAUSE of its queue goes to).
+#define HOLD_PORT meta.hold[28:20]
+#define HOLD_QUEUE meta.hold[19:17]
+#define HOLD_INGRESS_PORT meta.hold[8:0]
+
+// A class's packet leaving its queue: forwarded traffic, or a held packet come around
+// (PfcHold); not packet-out, PFC frames or postcards.
+#define QUEUED_TRAFFIC (meta.from_cpu == 0 && (sm.instance_type == INSTANCE_TYPE_NORMAL       \
+                                               || sm.instance_type == INSTANCE_TYPE_RECIRC))
 
 // Port liveness from the plugin's down mask (port_status_table); ports above 255 are not in it.
 #define PORT_IS_UP(p) ((p) > 255 || ((meta.port_down_mask >> ((bit<8>)(p))) & 1) == 0)

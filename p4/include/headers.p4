@@ -162,14 +162,17 @@ struct headers_t {
 // action, not a field here: compile.sh's share_temps.py lets such variables (and p4c's own
 // temporaries) of different actions share one field (see p4/README.md, "Packet rate"). Fields tagged
 // @field_list(FL_CLONE) survive into the egress clone that becomes a PFC frame or a postcard
-// (BMv2 resets all other metadata of a clone); @field_list(FL_RESUBMIT) into a resubmitted pass.
+// (BMv2 resets all other metadata of a clone); @field_list(FL_RESUBMIT) into a resubmitted pass;
+// @field_list(FL_HOLD) around a held packet's recirculation.
 struct local_metadata_t {
     // ingress port and switch (PortIngress)
+    @field_list(FL_HOLD)
     mac_t           router_mac;       // of the ingress port; 0 = port not configured
     bit<128>        switch_cfg;       // SWITCH_CFG_*: hash seed, switch id, postcard sampling, session
     bit<PORT_MASK_BITS> port_down_mask;  // bit p set: port p is down (ports < 256)
     bit<PORT_MASK_BITS> watchdog_ports;  // bit p set: pfc_watchdog_table has entries for port p
     bit<6>          dscp;             // set by the parser from IPv4/IPv6
+    @field_list(FL_HOLD)
     bit<1>          lossless;         // of the packet's traffic class (= sm.priority)
     bit<8>          drop_reason;      // DROP_REASON_*; 0 = none recorded (see DropStats)
     bit<1>          from_cpu;
@@ -197,6 +200,10 @@ struct local_metadata_t {
     bit<16>         pfc_event;        // 0, or 1 + the port a PAUSE / RESUME goes to
     bit<32>         psn_slot;
     bit<2>          psn_event;        // PSN_EVENT_*
+
+    // egress: 0, or the packet's queue is held by PFC (pfc_hold_reg): HOLD_* (pfc.p4), carried
+    // around the recirculation that holds it
+    @field_list(FL_HOLD) bit<32> hold;
 
     // carried into a resubmitted pass (BMv2 does not keep the ingress port of a resubmit)
     @field_list(FL_RESUBMIT) bit<8> multipath_retries;

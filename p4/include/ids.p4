@@ -10,7 +10,7 @@
 //
 // Next free ids:
 //   table 0x02000012, action 0x01000021, action profile 0x11000002, counter 0x1200000f,
-//   direct counter 0x13000002, register 0x16000008
+//   direct counter 0x13000002, register 0x16000009
 #ifndef WEFT_IDS_P4
 #define WEFT_IDS_P4
 
@@ -89,7 +89,8 @@
 // ---- Direct counters (0x13) -------------------------------------------------------------------
 #define ID_PFC_WATCHDOG_COUNTER      0x13000001
 
-// ---- Registers (0x16): data-plane state only, BMv2 P4Runtime cannot read or write them -------
+// ---- Registers (0x16): data-plane state only, BMv2 P4Runtime cannot read or write them (the
+// plugin writes pfc_hold_reg over BMv2's Thrift API) -------------------------------------------
 // 0x16000001 retired 2026-12-01: queue_depth_reg as bit<32> (now bit<19>, the width of
 // deq_qdepth: ID_QUEUE_DEPTH_REG).
 #define ID_GROUP_LAST_CHOICE_REG     0x16000002
@@ -98,6 +99,7 @@
 #define ID_PFC_STATE_REG             0x16000005
 #define ID_PSN_EXPECTED_REG          0x16000006
 #define ID_QUEUE_DEPTH_REG           0x16000007
+#define ID_PFC_HOLD_REG              0x16000008
 
 // Controller packet metadata (packet_in, packet_out) has no @id: p4c 1.2.4 rejects the 0x81
 // prefix there and derives the id from the name, which is stable as long as the name is.

@@ -1,8 +1,8 @@
 // Weft pipeline: parser, checksums, deparser.
 //
-//   start ─┬─ resubmitted pass ─> restore ingress_port ─┐
-//          ├─ ingress_port == CPU_PORT ─> packet_out     │ (the rest is payload: sent as is)
-//          └─────────────────────────────────────────────┴─> ethernet
+//   start ─┬─ resubmitted pass, held packet ─> restore ingress_port ─┐
+//          ├─ ingress_port == CPU_PORT ─> packet_out                │ (the rest is payload)
+//          └────────────────────────────────────────────────────────┴─> ethernet
 //   ethernet ─┬─ 0x8100 vlan ─┬─ 0x0800 ipv4 ─┬─ (ihl 5) udp ─── dport 4791 ─> bth
 //             │  (PCP = class,└─ 0x86dd ipv6 ─┤            tcp
 //             │   tag removed)                │
@@ -23,6 +23,7 @@ parser WeftParser(packet_in pkt,
     state start {
         transition select(sm.instance_type, sm.ingress_port) {
             (INSTANCE_TYPE_RESUBMIT, _): parse_resubmitted;
+            (INSTANCE_TYPE_RECIRC, _): parse_held;
             (_, CPU_PORT): parse_packet_out;
             default: parse_ethernet;
         }
@@ -31,6 +32,12 @@ parser WeftParser(packet_in pkt,
     // BMv2 brings a resubmitted packet back with ingress_port 0; the pass before saved it.
     state parse_resubmitted {
         sm.ingress_port = meta.resubmit_ingress_port;
+        transition parse_ethernet;
+    }
+
+    // A held packet (PfcHold, pfc.p4) comes around with ingress_port 0; it carries the port.
+    state parse_held {
+        sm.ingress_port = HOLD_INGRESS_PORT;
         transition parse_ethernet;
     }
 

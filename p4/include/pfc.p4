@@ -13,9 +13,19 @@
 //                         the depth at dequeue, the freshest BMv2 offers: the enqueue-time depth
 //                         of packets queued long ago would re-pause after a resume.
 //   egress   PfcEgress    normal: clone toward that port; clone: build the PFC frame
+//   both     PfcHold      a held queue (pfc_hold_reg, port_egress.p4): its packets leave the
+//                         queue and go around (recirculated, straight back into the same queue)
+//                         instead of out, until the plugin clears the hold
 //
-// BMv2 does not pause a queue when it receives PFC: frames are generated and counted, and the
-// thresholds act on the BMv2 egress queue depth (in packets), which is all BMv2 measures.
+// Pausing: a PFC frame received goes to the plugin (PfcRx); the plugin sets the paused queue's
+// bit of pfc_hold_reg over BMv2's Thrift API for the frame's quanta (at the port's speed) and
+// clears it on a zero-quanta frame or when the quanta run out. BMv2's queue rate limiter cannot
+// pause: it fixes each packet's departure time when the packet is enqueued, so a rate lowered
+// for a pause delays every packet queued meanwhile by its spacing, long after the pause ends.
+// A held queue goes around at its queue rate (one pipeline pass per packet), which the plugin
+// keeps finite while it holds; on release its packets leave in the order they went around,
+// which may differ from their arrival order. The thresholds act on the BMv2 egress queue depth
+// (in packets), which is all BMv2 measures.
 #ifndef WEFT_PFC_P4
 #define WEFT_PFC_P4
 
@@ -205,6 +215,38 @@ control PfcEgress(inout headers_t hdr,
         } else {
             pfc_send();
         }
+    }
+}
+
+// A held packet, in egress: the PAUSE its queue's state asks for is cloned first (a held queue
+// still pauses its own upstream at xoff), then the packet goes around with what egress needs
+// of it (FL_HOLD). In ingress: straight back into the queue it waits in, nothing else applied
+// (not counted as received, not routed again, its TTL untouched).
+control PfcHoldEgress(inout headers_t hdr,
+                      inout local_metadata_t meta,
+                      inout standard_metadata_t sm) {
+    @hidden action go_around() {
+        recirculate_preserving_field_list(FL_HOLD);
+    }
+
+    apply {
+        go_around();
+    }
+}
+
+control PfcHoldIngress(inout headers_t hdr,
+                       inout local_metadata_t meta,
+                       inout standard_metadata_t sm) {
+    @hidden action requeue() {
+        sm.egress_spec = HOLD_PORT;
+        sm.priority = HOLD_QUEUE;
+        // Egress reads the hold again: cleared, unless the queue is still held.
+        meta.hold = 0;
+        exit;
+    }
+
+    apply {
+        requeue();
     }
 }
 

@@ -14,18 +14,28 @@
 @id(ID_PFC_STATE_REG)
 register<bit<16>>(NUM_PORT_QUEUES) pfc_state_reg;
 
+// Per (egress port, priority): 1 = held: the port's peer paused this priority with a PFC frame.
+// The plugin writes it over BMv2's Thrift API when the frame's packet-in arrives and clears it
+// when the pause ends (a zero-quanta frame, or the quanta run out at the port's speed).
+// set_queue_config_pfc reads it; a held packet is not sent but goes around (PfcHold, pfc.p4).
+@id(ID_PFC_HOLD_REG)
+register<bit<1>>(NUM_PORT_QUEUES) pfc_hold_reg;
+
 // The histogram bucket of this packet's enqueue depth: min(enq_qdepth >> shift, 15).
 #define HISTOGRAM_CELL(base, shift)                                                            \
     (base + ((sm.enq_qdepth >> shift) > QDEPTH_HIST_BUCKETS - 1                               \
              ? (bit<32>)(QDEPTH_HIST_BUCKETS - 1) : (bit<32>)(sm.enq_qdepth >> shift)))
 
-// Counters, depth sample and ECN thresholds of one queue.
-#define QUEUE_STATS(port_index, queue_index, histogram_base, histogram_shift,                  \
+// Counters, depth sample and ECN thresholds of one queue. A held packet is not sent: it counts
+// in DROP_PORT's cells (which no packet leaves by) and not in the depth histogram, but its
+// depth sample stands (adaptive routing and trimming see the queue backed up).
+#define QUEUE_STATS(held, port_index, queue_index, histogram_base, histogram_shift,            \
                     ecn_enabled, kmin, kmax, pmax_percent)                                     \
-    port_tx_counter.count(port_index);                                                        \
-    queue_tx_counter.count(queue_index);                                                      \
+    port_tx_counter.count(held == 1 ? (bit<32>)DROP_PORT : port_index);                       \
+    queue_tx_counter.count(held == 1 ? (bit<32>)DROP_PORT * NUM_QUEUES : queue_index);         \
     queue_depth_reg.write(port_index, sm.deq_qdepth);                                         \
-    queue_depth_histogram.count(HISTOGRAM_CELL(histogram_base, histogram_shift));            \
+    queue_depth_histogram.count(held == 1 ? (bit<32>)DROP_PORT * QDEPTH_HIST_BUCKETS           \
+                                          : HISTOGRAM_CELL(histogram_base, histogram_shift)); \
     meta.ecn_cfg = ecn_enabled == 1 ? queue_index ++ kmin ++ kmax ++ pmax_percent : ECN_CFG_OFF;
 
 control PortEgress(inout headers_t hdr,
@@ -62,16 +72,23 @@ control PortEgress(inout headers_t hdr,
     action set_queue_config(bit<32> port_index, bit<32> queue_index, bit<32> histogram_base,
                             bit<8> histogram_shift, bit<1> ecn_enabled, bit<32> kmin,
                             bit<32> kmax, bit<32> pmax_percent) {
-        QUEUE_STATS(port_index, queue_index, histogram_base, histogram_shift, ecn_enabled,
+        QUEUE_STATS(1w0, port_index, queue_index, histogram_base, histogram_shift, ecn_enabled,
                     kmin, kmax, pmax_percent)
     }
 
+    // Also reads the queue's hold (pfc_hold_reg): a held packet sets meta.hold and still runs
+    // the PFC state, so a queue held by its peer pauses its own upstream at xoff.
     @id(ID_SET_QUEUE_CONFIG_PFC)
     action set_queue_config_pfc(bit<32> port_index, bit<32> queue_index, bit<32> histogram_base,
                                 bit<8> histogram_shift, bit<1> ecn_enabled, bit<32> kmin,
                                 bit<32> kmax, bit<32> pmax_percent,
                                 bit<32> xoff, bit<32> xon, bit<16> quanta) {
-        QUEUE_STATS(port_index, queue_index, histogram_base, histogram_shift, ecn_enabled,
+        bit<1> held;
+        pfc_hold_reg.read(held, queue_index);
+        meta.hold = held == 1 ? 1w1 ++ 2w0 ++ sm.egress_port ++ (bit<3>)sm.priority ++ 9w0
+                                ++ sm.ingress_port
+                              : 32w0;
+        QUEUE_STATS(held, port_index, queue_index, histogram_base, histogram_shift, ecn_enabled,
                     kmin, kmax, pmax_percent)
         PFC_STATE(queue_index, xoff, xon, quanta)
     }
@@ -80,7 +97,7 @@ control PortEgress(inout headers_t hdr,
     // no ECN, no PFC. The plugin sets histogram_shift here too.
     @id(ID_QUEUE_CONFIG_DEFAULT)
     action queue_config_default(bit<8> histogram_shift) {
-        QUEUE_STATS((bit<32>)sm.egress_port,
+        QUEUE_STATS(1w0, (bit<32>)sm.egress_port,
                     (bit<32>)sm.egress_port * NUM_QUEUES + (bit<32>)sm.priority,
                     (bit<32>)sm.egress_port * QDEPTH_HIST_BUCKETS,
                     histogram_shift, 1w0, 32w0, 32w0, 32w0)
@@ -108,7 +125,7 @@ control PortEgress(inout headers_t hdr,
     }
 
     apply {
-        if (meta.from_cpu == 0 && sm.instance_type == INSTANCE_TYPE_NORMAL) {
+        if (QUEUED_TRAFFIC) {
             queue_config_table.apply();
         } else {
             count_tx();

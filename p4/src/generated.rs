@@ -2336,6 +2336,14 @@ pub mod registers {
         pub const SIZE: u64 = 512;
         pub const BITWIDTH: u32 = 19;
     }
+    /// `pfc_hold_reg`
+    pub mod pfc_hold_reg {
+        pub const NAME: &str = "pfc_hold_reg";
+        pub const ALIAS: &str = "pfc_hold_reg";
+        pub const ID: u32 = 0x16000008;
+        pub const SIZE: u64 = 4096;
+        pub const BITWIDTH: u32 = 1;
+    }
     /// `pfc_state_reg`
     pub mod pfc_state_reg {
         pub const NAME: &str = "pfc_state_reg";

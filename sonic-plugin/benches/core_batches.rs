@@ -97,6 +97,7 @@ fn core(batch: usize) -> anyhow::Result<Core> {
         tuning_line_rate: Default::default(),
         device_id: 1,
         batch_size: batch,
+        pfc: None,
     };
     let mut core = Core::new(cfg, tr, Now::read());
     let port = |id: u32| -> FieldValues { vec![("id".into(), id.to_string())] };

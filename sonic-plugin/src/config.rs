@@ -272,10 +272,23 @@ options! {
         #[arg(long)]
         pub watch_ports: bool,
         /// A port's service rate in packets/s for the tuner's utilization (repeatable; `*` for
-        /// every port): on BMv2, the rate Thrift `set_queue_rate` gave it [default: PORT speed].
+        /// every port): on BMv2, the rate Thrift `set_queue_rate` gave it [default: --line-rate,
+        /// else PORT speed].
         #[arg(long = "tuning-line-rate", value_name = "PORT=PPS")]
         #[serde(deserialize_with = "map_entries")]
         pub tuning_line_rate: Vec<String>,
+        /// BMv2's Thrift server (simple_switch --thrift-port), HOST:PORT: the plugin then
+        /// pauses the switch's egress queues on the PFC frames they receive, and gives ports
+        /// their --line-rate [default: off: the switch pauses by itself, or not at all].
+        #[arg(long, value_name = "ADDR")]
+        pub bmv2_thrift: Option<String>,
+        /// A port's emulated line rate in packets/s (repeatable; `*` for every port): with
+        /// --bmv2-thrift, its BMv2 queue rate, and the speed PFC pause quanta are timed at
+        /// (one packet = the cell of --cell-bytes / --bmv2-queue-scale) [default: none: PORT
+        /// speed, queues unlimited].
+        #[arg(long = "line-rate", value_name = "PORT=PPS")]
+        #[serde(deserialize_with = "map_entries")]
+        pub line_rate: Vec<String>,
         /// Serve Prometheus/OpenMetrics metrics at http://ADDR/metrics (HOST:PORT; `off`: none)
         /// [default: off].
         #[arg(long, value_name = "ADDR")]
@@ -422,6 +435,10 @@ pub struct PluginConfig {
     pub tuning_interval: Option<Duration>,
     /// Port (or `*`) → service rate in packets/s, overriding PORT speed.
     pub tuning_line_rate: BTreeMap<String, f64>,
+    /// `--bmv2-thrift`: BMv2's Thrift server, for PFC pausing and queue rates (`None`: off).
+    pub bmv2_thrift: Option<String>,
+    /// Port (or `*`) → emulated line rate in packets/s.
+    pub line_rate: BTreeMap<String, f64>,
     /// `--metrics`: where /metrics is served (`None`: off).
     pub metrics: Option<String>,
     /// `--switch-name`: the `switch` label of the metrics.
@@ -453,6 +470,8 @@ impl PluginConfig {
             watch_ports: false,
             tuning_interval: Some(Duration::from_millis(50)),
             tuning_line_rate: BTreeMap::new(),
+            bmv2_thrift: None,
+            line_rate: BTreeMap::new(),
             metrics: None,
             switch_name: "device-1".into(),
             log_format: LogFormat::Text,
@@ -626,25 +645,19 @@ impl Options {
     }
 
     fn tuning_into(&self, c: &mut PluginConfig) -> Result<(), ConfigError> {
-        for r in &self.tuning_line_rate {
-            let parsed = r
-                .split_once('=')
-                .and_then(|(p, v)| Some((p.trim(), v.trim().parse::<f64>().ok()?)));
-            let Some((port, pps)) = parsed else {
+        c.tuning_line_rate = rates("tuning_line_rate", &self.tuning_line_rate)?;
+        c.line_rate = rates("line_rate", &self.line_rate)?;
+        if let Some(a) = &self.bmv2_thrift {
+            let ok = a
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            if !ok {
                 return Err(invalid(
-                    "tuning_line_rate",
-                    format!("{r:?} is not PORT=PPS (e.g. Ethernet0=500 or *=500)"),
-                ));
-            };
-            c.tuning_line_rate.insert(port.to_string(), pps);
-        }
-        for (port, pps) in &c.tuning_line_rate {
-            if port.is_empty() || !(pps.is_finite() && *pps > 0.0) {
-                return Err(invalid(
-                    "tuning_line_rate",
-                    format!("{port}={pps}: needs a port (or *) and a positive rate"),
+                    "bmv2_thrift",
+                    format!("{a:?} is not HOST:PORT (e.g. 127.0.0.1:9090)"),
                 ));
             }
+            c.bmv2_thrift = Some(a.clone());
         }
         Ok(())
     }
@@ -685,6 +698,30 @@ impl Options {
         };
         Ok(())
     }
+}
+
+/// `PORT=PPS` entries (a later one for the same port wins) as a map of positive rates.
+fn rates(setting: &'static str, entries: &[String]) -> Result<BTreeMap<String, f64>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for r in entries {
+        let parsed = r
+            .split_once('=')
+            .and_then(|(p, v)| Some((p.trim(), v.trim().parse::<f64>().ok()?)));
+        let Some((port, pps)) = parsed else {
+            return Err(invalid(
+                setting,
+                format!("{r:?} is not PORT=PPS (e.g. Ethernet0=500 or *=500)"),
+            ));
+        };
+        if port.is_empty() || !(pps.is_finite() && pps > 0.0) {
+            return Err(invalid(
+                setting,
+                format!("{port}={pps}: needs a port (or *) and a positive rate"),
+            ));
+        }
+        out.insert(port.to_string(), pps);
+    }
+    Ok(out)
 }
 
 /// Reads a YAML or JSON config file (JSON is YAML, so one parser reads both).

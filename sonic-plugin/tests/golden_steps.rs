@@ -23,6 +23,10 @@
 //!   {"t":5,"timer":"status"}                     a periodic timer (status, watchdog, tuning)
 //!   {"t":5,"restart":"plugin"}                   the plugin restarts (its memory is gone)
 //!   {"t":5,"redis":"restart"}                    Redis restarts empty (the session ends)
+//!   {"t":0,"pfc_emulation":{"*":1000}}           the plugin pauses queues itself (BMv2 over
+//!       Thrift) with these line rates (packets/s, port or *): a new core, before "start"
+//!   {"t":5,"pfc":"Ethernet0","enable":8,"quanta":[0,0,0,65535,0,0,0,0]}   a PFC frame
+//!       received on the port (its packet-in)
 //!   {"t":60000,"until":true}                     run the simulation up to t, then stop
 //! The simulated switch answers each Write 1 ms later; reads and Redis are answered at once
 //! (the daemon awaits them).
@@ -41,6 +45,7 @@ use weft_sonic_plugin::config::QueueModel;
 use weft_sonic_plugin::core::{Core, CoreConfig, Ended, Input, Output, Rows, Timer};
 use weft_sonic_plugin::features::Publish;
 use weft_sonic_plugin::objects::ObjKey;
+use weft_sonic_plugin::pause::{PauseConfig, PfcFrame, QueueCmd};
 use weft_sonic_plugin::pipeline::{owned_tables, weft_p4info};
 use weft_sonic_plugin::ports::{LinkEvent, PortCore, PortInput, PortOutput};
 use weft_sonic_plugin::sim::SimSwitch;
@@ -97,14 +102,17 @@ struct Harness {
     /// Redis' run id: a restarted Redis has another.
     run_id: u32,
     out: Vec<String>,
+    /// The PFC pausing the core is built with.
+    pfc: Option<PauseConfig>,
 }
 
-fn new_core(info: &P4Info, base: Instant) -> Core {
+fn new_core(info: &P4Info, base: Instant, pfc: Option<PauseConfig>) -> Core {
     let cfg = CoreConfig {
         queue: QueueModel::default(),
         tuning_line_rate: BTreeMap::new(),
         device_id: 1,
         batch_size: 4096,
+        pfc,
     };
     let tr = Translator::new(info.clone(), owned_tables(), false);
     Core::new(
@@ -128,7 +136,8 @@ impl Harness {
         let info = weft_p4info().expect("P4Info");
         let base = Instant::now();
         Harness {
-            core: new_core(&info, base),
+            core: new_core(&info, base, None),
+            pfc: None,
             info,
             ports: new_ports(),
             switch: SimSwitch::default(),
@@ -236,6 +245,7 @@ impl Harness {
                 let st = self.core.status();
                 self.record(json!({"status": st.state.as_str()}));
             }
+            Output::Queue(c) => self.record(json!({ "queue": render::queue(&c) })),
             Output::Observed(_) => {}
             Output::Resync(reason) => {
                 self.watching = false;
@@ -428,9 +438,38 @@ impl Harness {
             self.feed(Input::SessionEnded(Ended::Resync(
                 "Redis: connection lost".into(),
             )));
+        } else if let Some(rates) = v.get("pfc_emulation") {
+            let line_rate = rates
+                .as_object()
+                .expect("rates")
+                .iter()
+                .map(|(p, r)| (p.clone(), r.as_f64().expect("pps")))
+                .collect();
+            self.pfc = Some(PauseConfig {
+                line_rate,
+                scale: 1.0,
+            });
+            self.core = new_core(&self.info, self.base, self.pfc.clone());
+        } else if let Some(port) = v.get("pfc").and_then(Value::as_str) {
+            let id = self
+                .core
+                .features()
+                .intent
+                .ports
+                .id(port)
+                .expect("a port CONFIG_DB names");
+            let mut quanta = [0u16; 8];
+            for (q, x) in quanta.iter_mut().zip(v["quanta"].as_array().expect("quanta")) {
+                *q = x.as_u64().expect("quanta") as u16;
+            }
+            let frame = PfcFrame {
+                class_enable: v["enable"].as_u64().expect("enable") as u8,
+                quanta,
+            };
+            self.feed(Input::PfcFrame { port: id, frame });
         } else if v.get("restart").is_some() {
             self.watching = false;
-            self.core = new_core(&self.info, self.base);
+            self.core = new_core(&self.info, self.base, self.pfc.clone());
             self.ports = new_ports();
             self.consumer.clear();
         } else {
@@ -629,6 +668,9 @@ const CASES: &[&str] = &[
     "11-next-batch-prepared-while-one-is-in-flight",
     "12-qos-change-writes-the-owned-tables",
     "13-redis-restarted-empty",
+    "14-pfc-pause-holds-the-queue-and-zero-quanta-resumes",
+    "15-pfc-hold-runs-out-at-the-ports-speed",
+    "16-pfc-re-pause-extends-the-deadline",
 ];
 
 #[test]
@@ -682,6 +724,18 @@ fn qos_change_writes_the_owned_tables() {
 #[test]
 fn redis_restarted_empty() {
     check("13-redis-restarted-empty");
+}
+#[test]
+fn pfc_pause_holds_the_queue_and_zero_quanta_resumes() {
+    check("14-pfc-pause-holds-the-queue-and-zero-quanta-resumes");
+}
+#[test]
+fn pfc_hold_runs_out_at_the_ports_speed() {
+    check("15-pfc-hold-runs-out-at-the-ports-speed");
+}
+#[test]
+fn pfc_re_pause_extends_the_deadline() {
+    check("16-pfc-re-pause-extends-the-deadline");
 }
 
 /// Updates and rows as short lines: names from the P4Info, values in hex.
@@ -804,6 +858,23 @@ mod render {
                 format!("{ty} {e}")
             })
             .collect()
+    }
+
+    pub fn queue(c: &super::QueueCmd) -> String {
+        match c {
+            super::QueueCmd::Rates(r) => format!("rates {r:?}"),
+            super::QueueCmd::ReleaseAll => "release all".into(),
+            super::QueueCmd::Hold {
+                port,
+                prio,
+                held,
+                rate,
+            } => format!(
+                "{} {port}/{prio}{}",
+                if *held { "hold" } else { "release" },
+                rate.map(|r| format!(" rate {r}")).unwrap_or_default()
+            ),
+        }
     }
 
     pub fn fields(f: &FieldValues) -> Value {

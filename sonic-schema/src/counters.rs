@@ -35,6 +35,9 @@ pub struct PfcCounts {
     pub tx_pause: Option<u64>,
     pub rx_resume: Option<u64>,
     pub tx_resume: Option<u64>,
+    /// Microseconds the port's peer held this priority's egress queue paused (BMv2: the
+    /// plugin's hold, from the PFC frames' quanta at the port's emulated speed).
+    pub rx_pause_duration_us: Option<u64>,
 }
 
 /// `COUNTERS:EthernetN`: a port's packets and bytes, PFC per priority and the queue-depth
@@ -57,12 +60,13 @@ const TX_PKTS: &str = "SAI_PORT_STAT_IF_OUT_UCAST_PKTS";
 const TX_OCTETS: &str = "SAI_PORT_STAT_IF_OUT_OCTETS";
 const HIST_SHIFT: &str = "WEFT_QUEUE_DEPTH_HISTOGRAM_SHIFT";
 
-fn pfc_names(q: usize) -> [String; 4] {
+fn pfc_names(q: usize) -> [String; 5] {
     [
         format!("SAI_PORT_STAT_PFC_{q}_RX_PKTS"),
         format!("SAI_PORT_STAT_PFC_{q}_TX_PKTS"),
         format!("WEFT_PFC_{q}_RX_RESUME_PKTS"),
         format!("WEFT_PFC_{q}_TX_RESUME_PKTS"),
+        format!("SAI_PORT_STAT_PFC_{q}_RX_PAUSE_DURATION_US"),
     ]
 }
 
@@ -127,6 +131,12 @@ impl Row for PortCounters {
             doc: "PFC RESUME sent",
         },
         FieldDoc {
+            name: "SAI_PORT_STAT_PFC_<p>_RX_PAUSE_DURATION_US",
+            expected: "microseconds",
+            optional: true,
+            doc: "time the peer held the priority's egress queue paused",
+        },
+        FieldDoc {
             name: "WEFT_QUEUE_DEPTH_BUCKET_<b>_PKTS",
             expected: "packets",
             optional: true,
@@ -149,11 +159,12 @@ impl Row for PortCounters {
         put(&mut o, TX_PKTS, self.tx_packets);
         put(&mut o, TX_OCTETS, self.tx_bytes);
         for (q, c) in self.pfc.iter().enumerate() {
-            let [a, b, cc, d] = pfc_names(q);
+            let [a, b, cc, d, e] = pfc_names(q);
             put(&mut o, a, c.rx_pause);
             put(&mut o, b, c.tx_pause);
             put(&mut o, cc, c.rx_resume);
             put(&mut o, d, c.tx_resume);
+            put(&mut o, e, c.rx_pause_duration_us);
         }
         if let Some(h) = &self.depth_histogram {
             for (b, v) in h.iter().enumerate() {
@@ -174,12 +185,13 @@ impl Row for PortCounters {
             ..Default::default()
         };
         for q in 0..QUEUES {
-            let [a, b, cc, d] = pfc_names(q);
+            let [a, b, cc, d, e] = pfc_names(q);
             c.pfc[q] = PfcCounts {
                 rx_pause: get(f, &a),
                 tx_pause: get(f, &b),
                 rx_resume: get(f, &cc),
                 tx_resume: get(f, &d),
+                rx_pause_duration_us: get(f, &e),
             };
         }
         let buckets: Vec<Option<u64>> =

@@ -165,6 +165,18 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         "PFC storms the watchdog declared.",
     ),
     fam(
+        "weft_pfc_paused",
+        "gauge",
+        SPP,
+        "1 while the port's peer holds the priority's egress queue paused (BMv2: the plugin's hold from the PFC frames), else 0.",
+    ),
+    fam(
+        "weft_pfc_pause_apply_seconds",
+        "histogram",
+        S,
+        "From a PFC frame's packet-in to its hold or release being set on the switch (BMv2's Thrift API).",
+    ),
+    fam(
         "weft_ecn_tuner_moves_total",
         "counter",
         &["switch", "port", "queue", "reason"],
@@ -544,6 +556,8 @@ pub struct PluginMetrics {
     snap: Arc<Mutex<SwitchSnapshot>>,
     wd_stormed: Family<Labels, Gauge>,
     wd_storms: Family<Labels, Counter>,
+    pfc_paused: Family<Labels, Gauge>,
+    pfc_apply: Family<Labels, Histogram>,
     tuner_moves: Family<Labels, Counter>,
     primary: Family<Labels, Gauge>,
     state: Family<Labels, Gauge>,
@@ -558,6 +572,11 @@ pub struct PluginMetrics {
 fn seconds_histogram() -> Histogram {
     // 0.5 ms .. ~8 s.
     Histogram::new(exponential_buckets(0.0005, 2.0, 15))
+}
+
+fn fast_histogram() -> Histogram {
+    // 50 µs .. ~0.8 s.
+    Histogram::new(exponential_buckets(0.00005, 2.0, 15))
 }
 
 fn register<M: EncodeMetric + prometheus_client::registry::Metric + Clone>(
@@ -591,6 +610,8 @@ impl PluginMetrics {
             snap,
             wd_stormed: Family::default(),
             wd_storms: Family::default(),
+            pfc_paused: Family::default(),
+            pfc_apply: Family::new_with_constructor(fast_histogram),
             tuner_moves: Family::default(),
             primary: Family::default(),
             state: Family::default(),
@@ -603,6 +624,8 @@ impl PluginMetrics {
         };
         register(&mut r, "weft_pfc_watchdog_stormed", &m.wd_stormed);
         register(&mut r, "weft_pfc_watchdog_storms_total", &m.wd_storms);
+        register(&mut r, "weft_pfc_paused", &m.pfc_paused);
+        register(&mut r, "weft_pfc_pause_apply_seconds", &m.pfc_apply);
         register(&mut r, "weft_ecn_tuner_moves_total", &m.tuner_moves);
         register(&mut r, "weft_p4rt_primary", &m.primary);
         register(&mut r, "weft_plugin_state", &m.state);
@@ -686,6 +709,13 @@ impl PluginMetrics {
         if new_storm {
             c.inc();
         }
+    }
+
+    /// A queue held paused (or released) on the switch, `seconds` after the frame's packet-in.
+    pub fn pfc_paused(&self, port: &str, priority: u8, paused: bool, seconds: f64) {
+        let l = self.with(&[("port", port), ("priority", &priority.to_string())]);
+        self.pfc_paused.get_or_create(&l).set(i64::from(paused));
+        self.pfc_apply.get_or_create(&self.sw()).observe(seconds);
     }
 
     pub fn tuner_move(&self, port: &str, queue: u8, reason: &str) {

@@ -101,10 +101,13 @@ pub enum Undo {
         netns: String,
         dev: String,
     },
-    /// BMv2 `set_queue_rate 0 PORT` (unlimited) on a switch.
+    /// BMv2 `set_queue_rate RATE PORT` on a switch: the port's emulated line rate again (0,
+    /// in records of older testbeds: unlimited).
     QueueRate {
         switch: String,
         port_id: u32,
+        #[serde(default)]
+        rate: u64,
     },
     /// Re-insert a saved P4Runtime entity.
     Restore {
@@ -336,10 +339,12 @@ fn bmv2_cli(st: &State, tools: &Tools, sw: &str, line: &str) -> Result<()> {
 
 fn set_rate(st: &State, tools: &Tools, sw: &str, port: &str, pps: u64) -> Result<Undo> {
     let id = port_id(st, sw, port)?;
+    let rate = st.line_rate(sw, port).unwrap_or(0);
     bmv2_cli(st, tools, sw, &format!("set_queue_rate {pps} {id}"))?;
     Ok(Undo::QueueRate {
         switch: sw.to_string(),
         port_id: id,
+        rate,
     })
 }
 
@@ -751,9 +756,15 @@ fn apply_undo(st: &State, tools: &Tools, u: &Undo) -> Result<String> {
             run(&["tc", "-n", netns, "qdisc", "del", "dev", dev, "root"])?;
             Ok(format!("removed the qdisc of {dev}"))
         }
-        Undo::QueueRate { switch, port_id } => {
-            bmv2_cli(st, tools, switch, &format!("set_queue_rate 0 {port_id}"))?;
-            Ok(format!("{switch} port {port_id} drains at full rate again"))
+        Undo::QueueRate {
+            switch,
+            port_id,
+            rate,
+        } => {
+            bmv2_cli(st, tools, switch, &format!("set_queue_rate {rate} {port_id}"))?;
+            Ok(format!(
+                "{switch} port {port_id} drains at its line rate again ({rate} pkt/s, 0: unlimited)"
+            ))
         }
         Undo::Redirect { netns, from, to } => {
             run(&[

@@ -17,6 +17,7 @@ fn switch(name: &str, device: u64, ports: &[(&str, &str)], metrics: Option<&str>
             .map(|(p, i)| (p.to_string(), i.to_string()))
             .collect::<BTreeMap<_, _>>(),
         metrics: metrics.map(String::from),
+        line_rates: ports.iter().map(|(p, _)| (p.to_string(), 2000)).collect(),
     }
 }
 

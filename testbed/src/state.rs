@@ -40,6 +40,10 @@ pub struct SwitchState {
     /// older testbeds and in `--db-only` ones).
     #[serde(default)]
     pub metrics: Option<String>,
+    /// Each port's emulated line rate, packets/s: its BMv2 queue rate, which the plugin sets
+    /// (`--line-rate`) and times PFC pauses at (none in state files of older testbeds).
+    #[serde(default)]
+    pub line_rates: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,6 +89,10 @@ impl State {
     }
     pub fn host(&self, name: &str) -> Option<&HostState> {
         self.hosts.iter().find(|h| h.name == name)
+    }
+    /// The emulated line rate of `switch:port`, packets/s.
+    pub fn line_rate(&self, switch: &str, port: &str) -> Option<u64> {
+        self.switch(switch)?.line_rates.get(port).copied()
     }
 
     /// Started with `--db-only`: redis-servers and nothing else.

@@ -35,6 +35,26 @@ pub struct UpOptions {
 /// The nice value BMv2 runs at (the plugin's failover threads run at -10).
 const BMV2_NICE: i32 = -5;
 
+/// Emulated line rate per Gb/s of port speed, packets/s: a 100G port drains 2000 packets/s.
+/// Time on the testbed runs that much slower than on the real port for a packet of the MTU
+/// (9100 bytes take 0.73 µs at 100G, 0.5 ms here), PFC pause quanta included: the plugin times
+/// them at this rate (65535 quanta: 335 µs at 100G, 230 ms here).
+pub const PPS_PER_GBPS: u64 = 20;
+
+/// The emulated line rate of a port of `speed`, packets/s (at least 1).
+pub fn line_rate_pps(speed: weft_topology::units::Speed) -> u64 {
+    (speed.bits_per_sec() / (1_000_000_000 / PPS_PER_GBPS)).max(1)
+}
+
+/// Each connected port of `sw` and its emulated line rate.
+pub fn line_rates(sw: &Switch, interfaces: &BTreeMap<String, String>) -> BTreeMap<String, u64> {
+    sw.ports
+        .iter()
+        .filter(|p| interfaces.contains_key(&p.name))
+        .map(|p| (p.name.clone(), line_rate_pps(p.speed)))
+        .collect()
+}
+
 pub(crate) fn start_switches(
     t: &Topology,
     programs: &Programs,
@@ -79,6 +99,7 @@ pub(crate) fn start_switches(
                 thrift_port: 0,
                 interfaces: BTreeMap::new(),
                 metrics: None,
+                line_rates: BTreeMap::new(),
             });
             st.save()?;
             continue;
@@ -92,7 +113,7 @@ pub(crate) fn start_switches(
         };
         let thrift = 9090 + si as u16;
         let bm = p.bmv2_cmd(sw, thrift, &interfaces[si]);
-        let (pl, metrics) = p.plugin_cmd(sw, si, &interfaces[si]);
+        let (pl, metrics) = p.plugin_cmd(sw, si, &interfaces[si], thrift);
         st.processes.push(spawn(
             &format!("bmv2 {}", sw.name),
             &bm,
@@ -112,6 +133,7 @@ pub(crate) fn start_switches(
             thrift_port: thrift,
             interfaces: interfaces[si].clone(),
             metrics,
+            line_rates: line_rates(sw, &interfaces[si]),
         });
         st.save()?;
     }
@@ -261,12 +283,14 @@ impl SwitchProcesses<'_> {
 
     /// The plugin of switch `index` in the fabric namespace, and where it serves its metrics:
     /// [`plugin_metrics_addr`] unless the extra arguments say otherwise (`--metrics off` turns
-    /// them off).
+    /// them off). It pauses its BMv2's queues on the PFC frames they receive (BMv2's Thrift
+    /// API on port `thrift`) and gives every port its emulated line rate ([`line_rate_pps`]).
     pub fn plugin_cmd(
         &self,
         sw: &Switch,
         index: usize,
         interfaces: &BTreeMap<String, String>,
+        thrift: u16,
     ) -> (Vec<String>, Option<String>) {
         let port_map: Vec<String> = interfaces.iter().map(|(p, i)| format!("{p}={i}")).collect();
         let mut pl: Vec<String> = vec![
@@ -281,6 +305,10 @@ impl SwitchProcesses<'_> {
             None => sw.db.clone(),
         };
         pl.extend(plugin_args(sw.device_id, &db, &sw.p4rt_address, &port_map));
+        pl.extend(["--bmv2-thrift".into(), format!("127.0.0.1:{thrift}")]);
+        for (port, pps) in line_rates(sw, interfaces) {
+            pl.extend(["--line-rate".into(), format!("{port}={pps}")]);
+        }
         if let Some(t) = self.tls {
             pl.extend(tls::plugin_args(t));
         }
@@ -507,11 +535,21 @@ hosts:
                 acl: None,
                 plugin_args: extra,
             }
-            .plugin_cmd(&t.switches[0], 3, &ifaces)
+            .plugin_cmd(&t.switches[0], 3, &ifaces, 9093)
         };
         let (cmd, metrics) = with(&[]);
         assert_eq!(metrics.as_deref(), Some("127.0.0.1:19404"));
         assert!(cmd.windows(2).any(|w| w == ["--port", "Ethernet0=s1p1"]));
+        assert!(
+            cmd.windows(2)
+                .any(|w| w == ["--bmv2-thrift", "127.0.0.1:9093"])
+        );
+        let speed = t.switches[0].ports[0].speed;
+        assert!(
+            cmd.windows(2).any(|w| w[0] == "--line-rate"
+                && w[1] == format!("Ethernet0={}", line_rate_pps(speed))),
+            "{cmd:?}"
+        );
         assert!(cmd.windows(2).any(|w| w == ["--switch-name", "s1"]));
         assert_eq!(with(&["--metrics".into(), "off".into()]).1, None);
         let (cmd, metrics) = with(&["--metrics=127.0.0.1:1".into()]);

@@ -80,11 +80,13 @@ use crate::engine::{Engine, EngineStats, Pending, Prepared, Run, SyncPlan, same_
 use crate::features::{DepthHistograms, Features, Publish};
 use crate::intent::{QueueKey, SwitchIntent};
 use crate::objects::{ObjKey, Objects};
+use crate::pause::{PauseConfig, Pauses, PfcFrame, QueueCmd};
 use crate::ports::PortCmd;
 use crate::translate::Translator;
 use crate::watchdog::WdEvent;
 
 mod observe;
+mod pfc;
 mod writes;
 
 /// Which request an input answers.
@@ -118,6 +120,9 @@ pub struct CoreConfig {
     pub device_id: u64,
     /// Keys per replayed batch.
     pub batch_size: usize,
+    /// PFC pausing of the switch's queues by the plugin (BMv2), with the ports' emulated
+    /// speeds; `None`: the switch pauses by itself (or not at all).
+    pub pfc: Option<PauseConfig>,
 }
 
 /// Why a session ended.
@@ -184,6 +189,8 @@ pub enum Input {
     Timer(Timer),
     /// [`Core::next_wake`] passed.
     Tick,
+    /// A PFC frame the switch received on port `port` (its packet-in).
+    PfcFrame { port: u32, frame: PfcFrame },
     /// The session is over: the edge lost the switch or Redis, or was told to stop.
     SessionEnded(Ended),
 }
@@ -245,6 +252,8 @@ pub enum Output {
     Publish(Publish),
     /// Tell the port thread.
     Ports(PortCmd),
+    /// Hold, release or rate the switch's queues (BMv2's Thrift API), in order.
+    Queue(QueueCmd),
     /// Write the status row now ([`Core::status`]).
     Status,
     Observed(Observed),
@@ -414,6 +423,8 @@ struct Session {
     config_read_at: u64,
     /// CONFIG_DB reads applied: a batch prepared before the last one is prepared again.
     config_epoch: u64,
+    /// The queue rates this session gave the switch.
+    rates: Option<Vec<(u32, u64)>>,
 }
 
 /// The drift audit's state.
@@ -450,6 +461,8 @@ pub struct Core {
     started: Instant,
     audit: Audit,
     next_ticket: Ticket,
+    /// The switch's queues its peers hold paused (with [`CoreConfig::pfc`]).
+    pauses: Pauses,
     s: Session,
 }
 
@@ -534,8 +547,14 @@ impl Core {
             started: now.at,
             audit: Audit::default(),
             next_ticket: 0,
+            pauses: Pauses::default(),
             s: Session::default(),
         }
+    }
+
+    /// The queues held paused now and what was held before.
+    pub fn pauses(&self) -> &Pauses {
+        &self.pauses
     }
 
     pub fn info(&self) -> &P4Info {
@@ -569,14 +588,19 @@ impl Core {
     /// When the core wants an [`Input::Tick`]: a CONFIG_DB read that waits only for time. While
     /// the switch takes a write, its answer wakes the core anyway (and a deadline already past
     /// would wake the edge in a loop).
+    /// A paused queue's hold running out wakes the core whatever else it waits for.
     pub fn next_wake(&self) -> Option<Instant> {
         let waiting = matches!(
             self.s.phase,
             Phase::Syncing | Phase::Replaying | Phase::Running
         ) && self.s.work.is_none();
-        match self.s.config {
+        let config = match self.s.config {
             ConfigWant::Wanted { due, .. } if waiting => Some(due),
             _ => None,
+        };
+        match (config, self.pauses.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -605,6 +629,7 @@ impl Core {
         if self.s.phase == Phase::Ending && !matches!(input, Input::SessionEnded(_)) {
             return out;
         }
+        self.expire_pauses(now, &mut out);
         match input {
             Input::WaitingForSwitch => {
                 self.counters.sessions += 1;
@@ -617,7 +642,7 @@ impl Core {
                 redis_run_id,
                 pushed,
                 cookie,
-            } => self.session_up(redis_run_id, pushed, cookie, &mut out),
+            } => self.session_up(now, redis_run_id, pushed, cookie, &mut out),
             Input::SessionRead { live, state, term } => {
                 self.session_read(now, &live, state, term, &mut out)
             }
@@ -633,6 +658,7 @@ impl Core {
             Input::Read { ticket, result } => self.read(now, ticket, result, &mut out),
             Input::Timer(t) => self.timer(now, t, &mut out),
             Input::Tick => {}
+            Input::PfcFrame { port, frame } => self.pfc_frame(now, port, &frame, &mut out),
             Input::SessionEnded(ended) => self.session_ended(ended, &mut out),
         }
         self.advance(now, &mut out);
@@ -644,7 +670,14 @@ impl Core {
         out.push(Output::Resync(reason));
     }
 
-    fn session_up(&mut self, run_id: String, pushed: bool, cookie: u64, out: &mut Vec<Output>) {
+    fn session_up(
+        &mut self,
+        now: Now,
+        run_id: String,
+        pushed: bool,
+        cookie: u64,
+        out: &mut Vec<Output>,
+    ) {
         let restarted = self
             .redis_run_id
             .as_deref()
@@ -680,6 +713,7 @@ impl Core {
         self.state = PluginState::Syncing;
         self.s.phase = Phase::Reading;
         out.push(Output::Status);
+        self.pfc_session_up(now, out);
         out.push(Output::ReadSession);
     }
 
@@ -738,7 +772,7 @@ impl Core {
         };
         self.s.config_epoch += 1;
         let before = self.config_digest;
-        let ports_changed = self.load_config(&rows, tuning, out);
+        let ports_changed = self.load_config(now, &rows, tuning, out);
         if self.s.phase == Phase::Configuring {
             self.s.phase = Phase::Syncing;
             self.s.sync = Some(SyncWant {
@@ -774,6 +808,7 @@ impl Core {
     /// port map changed.
     fn load_config(
         &mut self,
+        now: Now,
         rows: &[ConfigRow],
         tuning: Option<Rows>,
         out: &mut Vec<Output>,
@@ -817,6 +852,7 @@ impl Core {
         if !publish.is_empty() {
             out.push(Output::Publish(publish));
         }
+        self.pfc_configured(now, out);
         changed
     }
 

@@ -68,6 +68,11 @@ impl Core {
             .iter()
             .filter(|(_, e)| matches!(e, WdEvent::Stormed(_)))
             .count() as u64;
+        for (key, e) in &events {
+            if let WdEvent::Stormed(action) = e {
+                self.pfc_stormed(now, key, *action, out);
+            }
+        }
         self.want_owned(OwnedWant {
             publish,
             storms: events,
@@ -158,6 +163,14 @@ impl Core {
                 out.push(Output::Status);
                 if self.s.phase != Phase::Running {
                     return;
+                }
+                // Pause durations of queues held now grow between their holds' ends.
+                let held: std::collections::BTreeSet<&str> =
+                    self.pauses.held().map(|k| k.0.as_str()).collect();
+                if !held.is_empty() {
+                    out.push(Output::Publish(
+                        self.pause_durations(now, |p| held.contains(p)),
+                    ));
                 }
                 let records = self.features.tuning_records();
                 if !records.is_empty() {

@@ -49,6 +49,7 @@ use crate::core::{
     Answered, Core, CoreConfig, Ended, Input, Observed, Output, Rows, Ticket, Timer,
 };
 use crate::features::Publish;
+use crate::pause::{PauseConfig, QueueCmd};
 use crate::pipeline::{self, owned_tables};
 use crate::polls::Postcards;
 use crate::ports::{self, PortCmd, PortStats};
@@ -116,6 +117,8 @@ pub struct Daemon {
     /// (`None` until the session read it): published in the status row, so `weft plan` reads
     /// the rows only when it differs from what it would write.
     appl_digest: Option<Digest>,
+    /// The queue task (BMv2's Thrift API), with `--bmv2-thrift`.
+    queues: Option<mpsc::UnboundedSender<QueueJob>>,
 }
 
 /// One session's connections, tasks and channels.
@@ -146,12 +149,19 @@ impl Daemon {
         let client = Client::connect(p4rt.clone())?;
         client.set_p4info(pipeline.p4info.clone());
         let translator = Translator::new(pipeline.p4info.clone(), owned_tables(), cfg.watch_ports);
+        // The tuner's service rates: --line-rate, each port's --tuning-line-rate over it.
+        let mut tuning_line_rate = cfg.line_rate.clone();
+        tuning_line_rate.extend(cfg.tuning_line_rate.clone());
         let core = Core::new(
             CoreConfig {
                 queue: cfg.queue,
-                tuning_line_rate: cfg.tuning_line_rate.clone(),
+                tuning_line_rate,
                 device_id: cfg.device_id,
                 batch_size: cfg.batch_size,
+                pfc: cfg.bmv2_thrift.as_ref().map(|_| PauseConfig {
+                    line_rate: cfg.line_rate.clone(),
+                    scale: cfg.queue.scale,
+                }),
             },
             translator,
             Now::read(),
@@ -187,6 +197,7 @@ impl Daemon {
             postcards: Postcards::default(),
             counter_polls: 0,
             appl_digest: None,
+            queues: None,
             cfg,
         })
     }
@@ -213,6 +224,11 @@ impl Daemon {
             ),
             None => None,
         };
+        let _queue_task = self.cfg.bmv2_thrift.clone().map(|addr| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.queues = Some(tx);
+            tasks::AbortOnDrop(tokio::spawn(queue_task(addr, rx, self.metrics.clone())))
+        });
         let mut backoff = SESSION_RETRY.backoff();
         loop {
             self.metrics.session();
@@ -334,6 +350,7 @@ impl Daemon {
                 Output::Status => {
                     let _ = self.write_status().await;
                 }
+                Output::Queue(c) => self.queue(c, Instant::now()),
                 Output::ReadSession => {}
                 other => {
                     tracing::debug!(output = ?other, "not expected before the session reads P4RT_TABLE")
@@ -447,6 +464,7 @@ impl Daemon {
                 let _ = self.port_tx.send(cmd).await;
             }
             Output::Status => self.write_status().await.map_err(redis_lost)?,
+            Output::Queue(c) => self.queue(c, t0),
             Output::Observed(obs) => self.observed(obs),
             Output::Resync(reason) => return Err(Ended::Resync(reason)),
         }
@@ -669,6 +687,9 @@ impl Daemon {
             )),
             None => Err(Ended::Shutdown),
             Some(Event::PacketIn(p)) => {
+                if let Some(input) = self.pfc_packet_in(&p) {
+                    return Ok(Woke::Input(input));
+                }
                 let ports = self.core.engine().translator.ports();
                 self.postcards.packet_in(
                     &self.pipeline.p4info,
@@ -825,6 +846,117 @@ impl Daemon {
             uptime_s = self.started.elapsed().as_secs(),
             "health"
         );
+    }
+}
+
+/// A queue command for the queue task, with when the input that asked for it arrived.
+type QueueJob = (QueueCmd, Instant, Option<String>);
+
+impl Daemon {
+    /// A packet-in that is a PFC frame (reason PFC): the core's input. Anything else is not.
+    fn pfc_packet_in(&self, p: &weft_p4rt::proto::p4::v1::PacketIn) -> Option<Input> {
+        use weft_p4::packet_metadata::packet_in::fields as f;
+        let d = self.info().decode_packet_in(p).ok()?;
+        if d.get_u64(f::reason::NAME) != Some(u64::from(weft_p4::constants::PACKET_IN_REASON_PFC))
+        {
+            return None;
+        }
+        let port = d.get_u64(f::ingress_port::NAME)?;
+        match crate::pause::decode(&d.payload) {
+            Ok(frame) => Some(Input::PfcFrame {
+                port: u32::try_from(port).ok()?,
+                frame,
+            }),
+            Err(e) => {
+                tracing::debug!(port, error = %e, "PFC packet-in not decoded");
+                None
+            }
+        }
+    }
+
+    /// Hands a queue command to the queue task (none without --bmv2-thrift).
+    fn queue(&self, c: QueueCmd, t0: Instant) {
+        let Some(tx) = &self.queues else { return };
+        let name = match &c {
+            QueueCmd::Hold { port, .. } => self
+                .core
+                .features()
+                .intent
+                .ports
+                .name(*port)
+                .map(str::to_string),
+            _ => None,
+        };
+        let _ = tx.send((c, t0, name));
+    }
+}
+
+/// Carries out queue commands over BMv2's Thrift API, in order, one connection across
+/// sessions (a call that fails is tried once more on a new connection: BMv2 restarted).
+async fn queue_task(
+    addr: String,
+    mut rx: mpsc::UnboundedReceiver<QueueJob>,
+    metrics: Arc<weft_telemetry::PluginMetrics>,
+) {
+    let mut t = crate::thrift::Bmv2Thrift::new(addr, Duration::from_millis(500));
+    let mut failing = false;
+    while let Some((cmd, t0, name)) = rx.recv().await {
+        let mut r = apply_queue_cmd(&mut t, &cmd).await;
+        if r.is_err() {
+            r = apply_queue_cmd(&mut t, &cmd).await;
+        }
+        match r {
+            Ok(()) => {
+                if failing {
+                    tracing::info!(thrift = %t.addr(), "BMv2 queue commands work again");
+                    failing = false;
+                }
+                if let (QueueCmd::Hold { prio, held, .. }, Some(port)) = (&cmd, &name) {
+                    metrics.pfc_paused(port, *prio, *held, t0.elapsed().as_secs_f64());
+                    tracing::debug!(port, prio, held, us = t0.elapsed().as_micros() as u64, "PFC hold");
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, command = ?cmd, "BMv2 queue command failed; PFC pausing is off until it works");
+                }
+                failing = true;
+            }
+        }
+    }
+}
+
+async fn apply_queue_cmd(
+    t: &mut crate::thrift::Bmv2Thrift,
+    cmd: &QueueCmd,
+) -> Result<(), crate::thrift::ThriftError> {
+    let reg = crate::pause::HOLD_REGISTER;
+    match cmd {
+        QueueCmd::Rates(rates) => {
+            for (port, pps) in rates {
+                t.set_queue_rate(*port, *pps).await?;
+            }
+            Ok(())
+        }
+        QueueCmd::ReleaseAll => t.register_reset(reg).await,
+        QueueCmd::Hold {
+            port,
+            prio,
+            held,
+            rate,
+        } => {
+            let index = port * crate::counters::QUEUES + u32::from(*prio);
+            // Held: a finite rate first, so the queue never goes around at BMv2's full speed;
+            // released: the hold first, the rate after.
+            if let (true, Some(r)) = (held, rate) {
+                t.set_priority_queue_rate(*port, *prio, *r).await?;
+            }
+            t.register_write(reg, index, i64::from(*held)).await?;
+            if let (false, Some(r)) = (held, rate) {
+                t.set_priority_queue_rate(*port, *prio, *r).await?;
+            }
+            Ok(())
+        }
     }
 }
 

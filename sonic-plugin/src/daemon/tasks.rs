@@ -125,6 +125,15 @@ impl Responder {
     }
 }
 
+/// Aborts a task when dropped.
+pub(super) struct AbortOnDrop(pub(super) JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Aborts the session's tasks when the session ends.
 pub(super) struct Tasks(pub(super) Vec<JoinHandle<()>>);
 
