@@ -2424,6 +2424,7 @@ pub mod constants {
     pub const MULTIPATH_MODE_SPRAY: u8 = 1;
     pub const MULTIPATH_MODE_ADAPTIVE: u8 = 2;
     pub const MULTIPATH_MODE_FLOWLET: u8 = 3;
+    pub const MULTIPATH_MODE_ENTROPY: u8 = 4;
     pub const DROP_REASON_NONE: u8 = 0;
     pub const DROP_REASON_PORT_NOT_CONFIGURED: u8 = 1;
     pub const DROP_REASON_ROUTER_MAC_MISMATCH: u8 = 2;
@@ -2436,6 +2437,7 @@ pub mod constants {
     pub const DROP_REASON_EGRESS_PORT_DOWN: u8 = 9;
     pub const DROP_REASON_PFC_WATCHDOG: u8 = 10;
     pub const PACKET_IN_REASON_POSTCARD: u8 = 1;
+    pub const PACKET_IN_REASON_PFC: u8 = 2;
     pub const POSTCARD_FLAG_WATCHED: u8 = 1;
     pub const POSTCARD_FLAG_SAMPLED: u8 = 2;
     pub const ETHERTYPE_IPV4: u16 = 2048;

@@ -39,9 +39,9 @@ mod reach;
 mod size;
 mod switches;
 mod telemetry;
-mod trim;
 #[cfg(test)]
 mod testing;
+mod trim;
 
 use std::collections::HashMap;
 

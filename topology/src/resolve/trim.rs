@@ -137,11 +137,9 @@ fn check_dscp(cx: &mut Ctx, intent: &Intent, at: &str, dscp: u8, classes: &[Traf
         return false;
     }
     let specs = intent.qos.classes.as_deref().unwrap_or_default();
-    if let Some((c, _)) = classes
-        .iter()
-        .zip(specs)
-        .find(|(c, s)| !c.is_default && matches!(&s.dscp, crate::model::DscpSet::Values(v) if v.contains(&dscp)))
-    {
+    if let Some((c, _)) = classes.iter().zip(specs).find(|(c, s)| {
+        !c.is_default && matches!(&s.dscp, crate::model::DscpSet::Values(v) if v.contains(&dscp))
+    }) {
         cx.err_help(
             &format!("{at}.dscp"),
             format!("{at}.dscp"),
@@ -189,14 +187,24 @@ fn trimmed_queue(
     };
     let tc_at = format!("{at}.traffic_class");
     if q > 7 {
-        cx.err(&tc_at, &tc_at, format!("traffic class {q} is outside 0..=7"));
+        cx.err(
+            &tc_at,
+            &tc_at,
+            format!("traffic class {q} is outside 0..=7"),
+        );
         return None;
     }
     if let Some(c) = used(q) {
         let why = if c.lossless {
-            format!("lossless class {}'s queue: PFC would pause trimmed packets", c.name)
+            format!(
+                "lossless class {}'s queue: PFC would pause trimmed packets",
+                c.name
+            )
         } else if c.trimmable {
-            format!("trimmable class {}'s queue: trimmed packets would be trimmed again", c.name)
+            format!(
+                "trimmable class {}'s queue: trimmed packets would be trimmed again",
+                c.name
+            )
         } else {
             format!(
                 "class {}'s queue: trimmed packets need a queue of their own, whose strict priority serves nothing else",
@@ -258,8 +266,16 @@ mod tests {
         assert_eq!((trim.size.0, trim.dscp, trim.traffic_class), (256, 11, 7));
         let roce = &t.qos.classes[0];
         assert!(roce.trimmable && !roce.lossless);
-        let rest = t.qos.classes.iter().find(|c| c.is_default).expect("default");
-        assert!(!rest.dscp.contains(&11), "the default class gives up the trimmed DSCP");
+        let rest = t
+            .qos
+            .classes
+            .iter()
+            .find(|c| c.is_default)
+            .expect("default");
+        assert!(
+            !rest.dscp.contains(&11),
+            "the default class gives up the trimmed DSCP"
+        );
         assert!(!t.qos.classes[1].trimmable);
     }
 
@@ -275,7 +291,9 @@ mod tests {
         let e = errors(&yaml);
         assert_eq!(
             e,
-            vec!["3: class roce is lossless (PFC) and trimmable: trimming is the lossy alternative to PFC, a class is one or the other"]
+            vec![
+                "3: class roce is lossless (PFC) and trimmable: trimming is the lossy alternative to PFC, a class is one or the other"
+            ]
         );
         assert!(first_help(&yaml).is_some_and(|h| h.starts_with("drop `lossless: true`")));
     }
@@ -285,12 +303,16 @@ mod tests {
         let e = errors(&classes(", trim: {size: 64B, dscp: 11}"));
         assert_eq!(
             e,
-            vec!["3: trim size 64B is smaller than the 70 bytes a receiver needs to ask for the packet again (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16)"]
+            vec![
+                "3: trim size 64B is smaller than the 70 bytes a receiver needs to ask for the packet again (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16)"
+            ]
         );
         let e = errors(&classes(", trim: {size: 10KB, dscp: 11}"));
         assert_eq!(
             e,
-            vec!["3: trim size 10KB is larger than the fabric MTU of 9100 bytes: no packet would ever be trimmed"]
+            vec![
+                "3: trim size 10KB is larger than the fabric MTU of 9100 bytes: no packet would ever be trimmed"
+            ]
         );
     }
 
@@ -299,9 +321,14 @@ mod tests {
         let yaml = classes(", trim: {size: 256B, dscp: 11, traffic_class: 6}");
         assert_eq!(
             errors(&yaml),
-            vec!["3: traffic class 6 of trimmed packets is class cnp's queue: trimmed packets need a queue of their own, whose strict priority serves nothing else"]
+            vec![
+                "3: traffic class 6 of trimmed packets is class cnp's queue: trimmed packets need a queue of their own, whose strict priority serves nothing else"
+            ]
         );
-        assert_eq!(first_help(&yaml).as_deref(), Some("free queues: 1, 2, 4, 5, 7"));
+        assert_eq!(
+            first_help(&yaml).as_deref(),
+            Some("free queues: 1, 2, 4, 5, 7")
+        );
         let e = errors(&classes(", trim: {size: 256B, dscp: 11, traffic_class: 3}"));
         assert!(e[0].contains("trimmable class roce's queue"), "{e:?}");
     }
@@ -311,16 +338,23 @@ mod tests {
         let e = errors(&classes(", trim: {size: 256B, dscp: 48}"));
         assert_eq!(
             e,
-            vec!["3: DSCP 48 of trimmed packets is class cnp's: every switch must map it to the trimmed queue"]
+            vec![
+                "3: DSCP 48 of trimmed packets is class cnp's: every switch must map it to the trimmed queue"
+            ]
         );
     }
 
     #[test]
     fn no_free_queue_is_refused_when_none_is_written() {
         let mut yaml = String::from("qos:\n  classes:\n");
-        yaml.push_str("    - {name: c0, dscp: [0], traffic_class: 0, trim: {size: 256B, dscp: 11}}\n");
+        yaml.push_str(
+            "    - {name: c0, dscp: [0], traffic_class: 0, trim: {size: 256B, dscp: 11}}\n",
+        );
         for q in 1..8 {
-            yaml.push_str(&format!("    - {{name: c{q}, dscp: [{}], traffic_class: {q}}}\n", q + 1));
+            yaml.push_str(&format!(
+                "    - {{name: c{q}, dscp: [{}], traffic_class: {q}}}\n",
+                q + 1
+            ));
         }
         yaml.push_str(SMALL);
         let e = errors(&yaml);
