@@ -472,7 +472,7 @@ impl Endpoint {
                 let q = &mut self.qps[qi];
                 match aeth.syndrome {
                     syndrome::ACK => q.tx.on_ack(now, bth.psn),
-                    syndrome::NAK_TRIMMED => q.tx.on_trim_nak(bth.psn),
+                    syndrome::NAK_TRIMMED => q.tx.on_trim_nak(now, bth.psn),
                     _ => q.tx.on_nak(now, bth.psn),
                 }
             }

@@ -240,10 +240,12 @@ impl PsnTracker {
         self.counters.packets += 1;
         self.counters.trimmed += 1;
         let d = psn_diff(psn, self.expected);
-        if d < 0 || (d > 0 && self.p.placement == Placement::OutOfOrder && {
-            let s = self.slot(psn);
-            (d as u32) < self.p.window && self.held[s]
-        }) {
+        if d < 0
+            || (d > 0 && self.p.placement == Placement::OutOfOrder && {
+                let s = self.slot(psn);
+                (d as u32) < self.p.window && self.held[s]
+            })
+        {
             self.counters.duplicates += 1;
             return Some(Reply::Ack {
                 psn: psn_add(self.expected, PSN_MASK),
@@ -445,7 +447,10 @@ mod tests {
         assert_eq!(t.on_trimmed(5, 2), Some(Reply::Trimmed { psn: 2 }));
         // What follows is placed: nothing is dropped and nothing else is asked for.
         let a = feed(&mut t, 6, &[3, 4]);
-        assert!(a.iter().all(|x| x.placed && !matches!(x.reply, Some(Reply::Nak { .. }))));
+        assert!(
+            a.iter()
+                .all(|x| x.placed && !matches!(x.reply, Some(Reply::Nak { .. })))
+        );
         assert_eq!(t.expected(), 2);
         assert!(t.on_data(7, 2, 100, true, false).placed);
         assert_eq!(t.expected(), 5);

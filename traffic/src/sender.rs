@@ -272,9 +272,12 @@ impl QpSender {
     }
 
     /// NACK of a trimmed packet: `psn` alone is sent again, next, whatever else is in flight
-    /// (the receiver places out of order: nothing after it needs repeating).
-    pub fn on_trim_nak(&mut self, psn: u32) {
+    /// (the receiver places out of order: nothing after it needs repeating). A trimmed packet
+    /// met a queue over the trim threshold: the rate is cut as for a CNP (once per round trip,
+    /// DCQCN's rule), or the repeat meets the same queue and is trimmed again.
+    pub fn on_trim_nak(&mut self, now: Nanos, psn: u32) {
         self.counters.trim_naks += 1;
+        self.rate.on_cnp(now);
         if psn_diff(psn, self.acked) >= 0
             && psn_diff(psn, self.stream_end) < 0
             && self.resend_set.insert(psn)
@@ -546,20 +549,26 @@ mod tests {
         // The window (8) is full: nothing new goes out.
         assert_eq!(sent, (100..108).collect::<Vec<_>>());
         assert_eq!(s.send_deadline(), None);
-        s.on_trim_nak(103);
-        s.on_trim_nak(103);
+        s.on_trim_nak(10_000_000, 103);
+        s.on_trim_nak(10_000_000, 103);
         assert!(s.send_deadline().is_some());
         let again = drain(&mut s, 10_000_000);
-        assert_eq!(again.len(), 1, "one NACK, one packet, however often it came");
+        assert_eq!(
+            again.len(),
+            1,
+            "one NACK, one packet, however often it came"
+        );
         assert_eq!((again[0].psn, again[0].reth.va), (103, 3000));
         assert!(again[0].reth.retransmission());
         assert_eq!(s.counters.retransmitted, 1);
         assert_eq!(s.counters.retransmitted_bytes, 1000);
         assert_eq!(s.counters.trim_naks, 2);
         assert_eq!(s.counters.timeouts, 0);
+        // A trimmed packet is congestion: the rate was cut, as for a CNP.
+        assert!(s.rate.rate() < 1e6, "{}", s.rate.rate());
         // The stream goes on where it was once the window opens: no go-back.
         s.on_ack(11_000_000, 107);
-        let next = drain(&mut s, 11_000_000);
+        let next = drain(&mut s, 20_000_000);
         assert_eq!(next.first().map(|p| p.psn), Some(108));
         assert!(!next[0].reth.retransmission());
     }
@@ -571,9 +580,13 @@ mod tests {
         drain(&mut s, 0);
         drain(&mut s, 1_000_000);
         s.on_ack(2_000_000, 100);
-        s.on_trim_nak(100);
-        s.on_trim_nak(150);
-        assert!(drain(&mut s, 2_000_000).iter().all(|p| !p.reth.retransmission()));
+        s.on_trim_nak(2_000_000, 100);
+        s.on_trim_nak(2_000_000, 150);
+        assert!(
+            drain(&mut s, 2_000_000)
+                .iter()
+                .all(|p| !p.reth.retransmission())
+        );
         assert_eq!(s.counters.retransmitted, 0);
     }
 

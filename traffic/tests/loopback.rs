@@ -248,7 +248,12 @@ fn a_trimmed_packet_is_nacked_and_sent_again_at_once_without_a_timeout_or_a_go_b
             }
         }))
     };
-    let mut p = plans(Kind::Incast, &addrs(37, 2), 200 * MTU as u64, Placement::OutOfOrder);
+    let mut p = plans(
+        Kind::Incast,
+        &addrs(37, 2),
+        200 * MTU as u64,
+        Placement::OutOfOrder,
+    );
     for x in &mut p {
         x.trim_dscp = Some(TRIM_DSCP);
     }
@@ -256,7 +261,11 @@ fn a_trimmed_packet_is_nacked_and_sent_again_at_once_without_a_timeout_or_a_go_b
     let tx = r.pop().expect("sender");
     let rx = r.pop().expect("receiver");
     assert!(rx.complete && tx.complete, "{rx:?}\n{tx:?}");
-    assert_eq!(rx.bytes_received, 200 * MTU as u64, "every byte delivered once");
+    assert_eq!(
+        rx.bytes_received,
+        200 * MTU as u64,
+        "every byte delivered once"
+    );
     assert_eq!(rx.rx.trimmed, 3, "{rx:?}");
     assert_eq!(tx.tx.trim_naks, 3, "{tx:?}");
     // Exactly the three trimmed packets again: no timeout, no go-back-N, no loss declared.
@@ -271,9 +280,17 @@ fn a_trimmed_packet_is_nacked_and_sent_again_at_once_without_a_timeout_or_a_go_b
 fn a_spraying_sender_rotates_its_source_port_per_packet_over_its_entropy_values() {
     let ports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = ports.clone();
-    let mut p = plans(Kind::Incast, &addrs(38, 2), 40 * MTU as u64, Placement::OutOfOrder);
+    let mut p = plans(
+        Kind::Incast,
+        &addrs(38, 2),
+        40 * MTU as u64,
+        Placement::OutOfOrder,
+    );
     for x in &mut p {
-        x.entropy = Some(weft_traffic::engine::Entropy { values: 4, every: 1 });
+        x.entropy = Some(weft_traffic::engine::Entropy {
+            values: 4,
+            every: 1,
+        });
     }
     let rank0 = std::thread::spawn({
         let p0 = p[0].clone();
