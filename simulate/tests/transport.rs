@@ -1,7 +1,7 @@
 //! The packet-level model of loss handling (`weft_simulate::transport`): lossless PFC, lossy
 //! drop-tail and lossy trimming on the same incast with a victim flow, and on an all-to-all.
 //! Outcomes, not timings: the model runs on explicit time, so its figures are the same on any
-//! machine; the full table is `cargo bench -p weft-simulate --bench transport`.
+//! machine; the full table is `cargo run --release -p weft-simulate --bin weft-loss-bench`.
 
 use weft_simulate::transport::{Arm, FabricSpec, Outcome, Workload, run};
 

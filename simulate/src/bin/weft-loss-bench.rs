@@ -2,7 +2,7 @@
 //! (`weft_simulate::transport`): incast N:1 with a victim flow sharing the first leaf's uplinks
 //! and the spines, and all-to-all. Prints the README's table (Markdown).
 //!
-//!   cargo bench -p weft-simulate --bench transport [-- --seeds 5]
+//!   cargo run --release -p weft-simulate --bin weft-loss-bench [-- --seeds 5]
 //!
 //! The model runs on explicit time: its figures do not depend on the machine or its load
 //! (printed anyway, with the wall time the runs took).
