@@ -30,6 +30,7 @@ pub mod ports;
 pub mod qos;
 pub mod switch;
 pub mod translate;
+pub mod trim;
 pub mod tuning;
 pub mod watchdog;
 
