@@ -442,7 +442,7 @@ impl Model {
         let p = &mut self.ports[port];
         let next = [Q_TRIMMED, Q_CONTROL, Q_DATA]
             .into_iter()
-            .find(|&q| !(q == Q_DATA && p.paused) && !p.queues[q].is_empty());
+            .find(|&q| !(p.queues[q].is_empty() || (q == Q_DATA && p.paused)));
         let Some(q) = next else { return };
         let Some((pkt, held_by)) = p.queues[q].pop_front() else {
             return;

@@ -101,7 +101,11 @@ pub fn trim_config(
         .param(p::trim_queue::NAME, i.queue)?
         .param(
             p::threshold::NAME,
-            if intent.is_some() { threshold(model) } else { 0 },
+            if intent.is_some() {
+                threshold(model)
+            } else {
+                0
+            },
         )?
         .param(
             p::queues::NAME,
@@ -122,10 +126,10 @@ pub fn trim_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_sonic_schema::ClassList;
     use weft_sonic_schema::config::{
         BufferProfile, BufferQueue, ConfigRow, DiscardAction, SwitchTrimming, TRIM_PROFILE,
     };
-    use weft_sonic_schema::ClassList;
 
     fn ports() -> PortMap {
         let mut m = PortMap::default();
@@ -167,7 +171,10 @@ mod tests {
     #[test]
     fn sonics_rows_become_the_masks_the_pipeline_reads() {
         let i = intent(
-            &db(&[("Ethernet0", 3), ("Ethernet4", 3), ("Ethernet8", 3)], true),
+            &db(
+                &[("Ethernet0", 3), ("Ethernet4", 3), ("Ethernet8", 3)],
+                true,
+            ),
             &ports(),
         )
         .expect("trimming");
@@ -184,8 +191,8 @@ mod tests {
     fn no_global_row_or_no_trim_queue_means_no_trimming_and_uneven_queues_are_flagged() {
         assert_eq!(intent(&db(&[("Ethernet0", 3)], false), &ports()), None);
         assert_eq!(intent(&db(&[], true), &ports()), None);
-        let i = intent(&db(&[("Ethernet0", 3), ("Ethernet4", 2)], true), &ports())
-            .expect("trimming");
+        let i =
+            intent(&db(&[("Ethernet0", 3), ("Ethernet4", 2)], true), &ports()).expect("trimming");
         assert_eq!(i.queues, BTreeSet::from([2, 3]));
         assert!(i.uneven);
     }

@@ -91,7 +91,9 @@ fn transfer_plan(rank: u32, addresses: Vec<Ipv4Addr>, t: &Transfer, p: Placement
     plan.dscp = t.dscp;
     plan.start_at_unix_ns = t.start_at;
     plan.trim_dscp = t.trim_dscp;
-    plan.entropy = t.spray.map(|values| weft_traffic::engine::Entropy { values, every: 1 });
+    plan.entropy = t
+        .spray
+        .map(|values| weft_traffic::engine::Entropy { values, every: 1 });
     plan.deadline_ms = t.deadline_ms;
     plan
 }
