@@ -690,7 +690,11 @@ impl<S: SwitchIo> Engine<S> {
                 )),
             }])
             .await?);
-        for table_id in [t::switch_config_table::ID, t::queue_config_table::ID] {
+        for table_id in [
+            t::switch_config_table::ID,
+            t::queue_config_table::ID,
+            t::trim_config_table::ID,
+        ] {
             add(self
                 .switch
                 .read(vec![table_entity(TableEntry {
