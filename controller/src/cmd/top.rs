@@ -49,6 +49,8 @@ pub struct QueueRow {
     pub queue: u8,
     pub tx_pps: f64,
     pub ecn_marked_per_s: f64,
+    /// Packets of the queue trimmed per second (packet trimming).
+    pub trimmed_per_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -231,14 +233,15 @@ pub fn view(
                 queue: q,
                 tx_pps: rate(o.and_then(|x| x.packets), c.packets, dt),
                 ecn_marked_per_s: rate(o.and_then(|x| x.ecn_marked), c.ecn_marked, dt),
+                trimmed_per_s: rate(o.and_then(|x| x.trimmed), c.trimmed, dt),
             }
         })
-        .filter(|r| r.tx_pps > 0.0 || r.ecn_marked_per_s > 0.0)
+        .filter(|r| r.tx_pps > 0.0 || r.ecn_marked_per_s > 0.0 || r.trimmed_per_s > 0.0)
         .filter(|r| keep(&format!("{}:{}", r.switch, r.port)))
         .collect();
     queues.sort_by(|a, b| {
-        b.ecn_marked_per_s
-            .total_cmp(&a.ecn_marked_per_s)
+        (b.ecn_marked_per_s + b.trimmed_per_s)
+            .total_cmp(&(a.ecn_marked_per_s + a.trimmed_per_s))
             .then(b.tx_pps.total_cmp(&a.tx_pps))
     });
 
@@ -449,19 +452,21 @@ fn render(v: &TopView, rows: usize) {
     }
     outln!();
     outln!(
-        "{:<24} {:>5} {:>10} {:>12}",
-        "queues (by ECN marks)",
+        "{:<24} {:>5} {:>10} {:>12} {:>10}",
+        "queues (by ECN marks, trims)",
         "queue",
         "tx pps",
-        "ECN marks/s"
+        "ECN marks/s",
+        "trimmed/s"
     );
     for q in v.queues.iter().take(rows) {
         outln!(
-            "{:<24} {:>5} {:>10.0} {:>12.1}",
+            "{:<24} {:>5} {:>10.0} {:>12.1} {:>10.1}",
             format!("{}:{}", q.switch, q.port),
             q.queue,
             q.tx_pps,
-            q.ecn_marked_per_s
+            q.ecn_marked_per_s,
+            q.trimmed_per_s
         );
     }
     if !v.depth.is_empty() {
@@ -643,6 +648,7 @@ mod tests {
             queue: 3,
             packets: Some(10),
             ecn_marked: Some(5),
+            trimmed: Some(3),
             ..Default::default()
         });
         if s0 == s1 {
@@ -676,6 +682,7 @@ mod tests {
         assert_eq!(v.links[0].a_to_b_bps, 40_000_000.0);
         assert_eq!(v.links[1].link, weft_reconcile::core::link_name(&t, 0));
         assert_eq!(v.queues[0].ecn_marked_per_s, 5.0);
+        assert_eq!(v.queues[0].trimmed_per_s, 3.0);
         let filtered = view(
             &t,
             &prev,
