@@ -20,6 +20,7 @@
 //! after, so the layers above map and diff only those.
 
 pub mod check;
+pub mod down;
 mod merge;
 pub mod p4delta;
 pub mod p4map;

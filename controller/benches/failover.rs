@@ -209,6 +209,41 @@ fn summary(load: &str, trials: &[Trial]) {
     );
 }
 
+/// `weft run` on the intent, its events log and status file in `dir`, its output in
+/// `dir/run.log`.
+fn start_run(weft: &Path, file: &Path, dir: &Path) -> Child {
+    let log = std::fs::File::create(dir.join("run.log")).expect("log");
+    Command::new(weft)
+        .arg("run")
+        .arg(file)
+        .args(["--resync", "5s", "--timeout", "5s", "--events-log"])
+        .arg(dir.join("events.jsonl"))
+        .arg("--status-file")
+        .arg(dir.join("status.json"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("weft run")
+}
+
+fn print_trial(load: &str, i: usize, r: &Trial) {
+    println!(
+        "  {load:<14} #{i:<2} {:<18} lost {:>3} (+{} elsewhere) of {:>4}  loss window {:>6.1} ms{}  arrival gap {:>6.1} ms  controller {}  (load {})",
+        r.link,
+        r.lost,
+        r.lost_elsewhere,
+        r.sent,
+        r.outage_ms,
+        r.outage_after_pull_ms
+            .map_or(String::new(), |d| format!(" (from {d:+.1} ms)")),
+        r.gap_ms,
+        r.controller_ms
+            .map_or("not logged".to_string(), |c| format!("{c:.1} ms")),
+        load_average()
+    );
+}
+
 fn main() {
     // `cargo bench` passes --bench; a filter argument that is not ours means another bench
     // was asked for.
@@ -266,21 +301,7 @@ fn main() {
         },
     )
     .expect("testbed up");
-    let log = std::fs::File::create(dir.join("run.log")).expect("log");
-    g.run = Some(
-        Command::new(&weft)
-            .arg("run")
-            .arg(&file)
-            .args(["--resync", "5s", "--timeout", "5s", "--events-log"])
-            .arg(dir.join("events.jsonl"))
-            .arg("--status-file")
-            .arg(dir.join("status.json"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("weft run"),
-    );
+    g.run = Some(start_run(&weft, &file, &dir));
     wait(
         "every host pair reachable",
         Duration::from_secs(120),
@@ -310,20 +331,7 @@ fn main() {
         let mut trials = Vec::new();
         for i in 0..n {
             let r = trial(&g, &st, i);
-            println!(
-                "  {load:<14} #{i:<2} {:<18} lost {:>3} (+{} elsewhere) of {:>4}  loss window {:>6.1} ms{}  arrival gap {:>6.1} ms  controller {}  (load {})",
-                r.link,
-                r.lost,
-                r.lost_elsewhere,
-                r.sent,
-                r.outage_ms,
-                r.outage_after_pull_ms
-                    .map_or(String::new(), |d| format!(" (from {d:+.1} ms)")),
-                r.gap_ms,
-                r.controller_ms
-                    .map_or("not logged".to_string(), |c| format!("{c:.1} ms")),
-                load_average()
-            );
+            print_trial(load, i, &r);
             trials.push(r);
         }
         g.stop_hog();

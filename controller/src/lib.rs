@@ -1,10 +1,12 @@
-//! The `weft` command's library: the command line ([`cli`]), one module per subcommand
-//! ([`cmd`]), logging and a standard output that survives a closed pipe. The compiler and the
-//! reconciler live in their own crates (`weft-compiler`, `weft-reconcile`), which know nothing
-//! of the testbed.
+//! The `weft` command's library, the shell around Weft's libraries: the command line
+//! ([`cli`]), one module per subcommand with its options and output ([`cmd`]), the options
+//! several share ([`args`]), logging and a standard output that survives a closed pipe. What
+//! the commands do lives in the libraries: compiling (`weft-compiler`), planning and applying
+//! (`weft-reconcile`), reading and judging a running fabric (`weft-observe`), the model
+//! (`weft-simulate`) and the testbed (`weft-testbed`).
 
+pub mod args;
 pub mod cli;
 pub mod cmd;
 pub mod logging;
 pub mod out;
-pub mod targets;

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::bed::{self, Bed, Needs};
-use weft_controller::cmd::workload::Report;
+use weft_testbed::workload_report::Report;
 use weft_traffic::collective::{Collective, Kind};
 
 const TEST: &str = "scenario_workload";
@@ -59,7 +59,7 @@ fn ring_allreduce_and_alltoall_deliver_every_byte_and_spraying_beats_colliding_e
         let report = workload(weft, &file, &state);
         println!(
             "attempt {attempt}:\n{}",
-            weft_controller::cmd::workload::render(&report)
+            weft_testbed::workload_report::render(&report)
         );
         check_outcomes(&report);
         let faster = spray_beats_ecmp(&report);
@@ -129,13 +129,13 @@ fn workload(weft: &Path, file: &Path, state: &Path) -> Report {
         out.status.success(),
         "exit {:?}: {}",
         out.status.code(),
-        weft_controller::cmd::workload::render(&report)
+        weft_testbed::workload_report::render(&report)
     );
     assert!(report.measured_bytes_per_s > 0.0);
     report
 }
 
-fn case<'a>(r: &'a Report, k: Kind, mode: &str) -> &'a weft_controller::cmd::workload::Case {
+fn case<'a>(r: &'a Report, k: Kind, mode: &str) -> &'a weft_testbed::workload_report::Case {
     r.cases
         .iter()
         .find(|c| c.collective == k && c.mode.as_deref() == Some(mode))

@@ -4,10 +4,15 @@
 //! `weft run` the loop; [`lock`] keeps two of them from writing one fabric at once.
 
 pub mod apply;
+pub mod canary;
 pub mod core;
 pub mod damping;
 pub mod ha;
 pub mod io;
 pub mod lock;
+pub mod passes;
 pub mod plan;
+pub mod planfile;
+pub mod planning;
 pub mod run;
+pub mod targets;

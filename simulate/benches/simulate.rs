@@ -10,7 +10,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use weft_compiler::LinkState;
-use weft_controller::cmd::simulate::{class_of, model};
+use weft_simulate::compiled::{class_of, model};
 use weft_simulate::model::{Params, Workload};
 use weft_topology::{RoutingMode, Topology};
 use weft_traffic::collective::{Collective, Kind};
@@ -77,7 +77,7 @@ fn main() {
         let class = class_of(&t, None).expect("class");
         let groups = weft_simulate::host_groups(&t);
         let ranks = groups[0].len() as u32;
-        let uplink = weft_controller::cmd::plan::links_down(&t, &[leaf_uplink(name).to_string()])
+        let uplink = weft_compiler::down::links_down(&t, &[leaf_uplink(name).to_string()])
             .expect("the README's leaf uplink is a link of the fabric");
         for (label, down) in [
             ("none", Vec::new()),

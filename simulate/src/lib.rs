@@ -11,6 +11,7 @@
 //!                     equal flows, see maxmin) ; ideal::Cuts lower bound ─▶ model::Outcome
 //! ```
 
+pub mod compiled;
 pub mod fabric;
 pub mod fib;
 pub mod hash;

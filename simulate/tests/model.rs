@@ -3,7 +3,7 @@
 //! failures.
 
 use weft_compiler::{LinkState, compile};
-use weft_controller::cmd::simulate::{fib, with_mode};
+use weft_simulate::compiled::{fib, with_mode};
 use weft_simulate::fabric::{Hop, LinkKind};
 use weft_simulate::hash::FlowKey;
 use weft_simulate::model::{Params, Workload, for_each_flow};
@@ -177,7 +177,7 @@ fn on_a_full_bisection_fat_tree_spraying_reaches_the_nic_bound_and_ecmp_does_not
             _ => 2.0 * (n - 1.0) * (size as f64 / n) / nic,
         };
         for mode in [RoutingMode::Spray, RoutingMode::Adaptive] {
-            let o = weft_controller::cmd::simulate::model(&t, &links, &c, mode, &w, &bw());
+            let o = weft_simulate::compiled::model(&t, &links, &c, mode, &w, &bw());
             assert!(
                 (o.ideal_s - bound).abs() < 1e-9 * bound,
                 "{kind}: ideal {} vs {bound}",
@@ -187,7 +187,7 @@ fn on_a_full_bisection_fat_tree_spraying_reaches_the_nic_bound_and_ecmp_does_not
         }
     }
     let w = all_hosts(&t, Kind::AllToAll, size);
-    let e = weft_controller::cmd::simulate::model(&t, &links, &c, RoutingMode::Ecmp, &w, &bw());
+    let e = weft_simulate::compiled::model(&t, &links, &c, RoutingMode::Ecmp, &w, &bw());
     assert!(
         e.ratio > 1.2,
         "hashing 16×15 flows over 4 cores cannot be perfect: {}",
@@ -216,7 +216,7 @@ fn with_a_leaf_uplink_down_the_ideal_is_what_leaves_the_leaf_over_its_last_uplin
     let bound = 2.0 * 6.0 * (size as f64 / 8.0) / (100e9 / 8.0);
     let c = class(&t);
     for mode in MODES {
-        let o = weft_controller::cmd::simulate::model(&t, &links, &c, mode, &w, &bw());
+        let o = weft_simulate::compiled::model(&t, &links, &c, mode, &w, &bw());
         assert!(
             (o.ideal_s - bound).abs() < 1e-9 * bound,
             "{mode}: {} vs {bound}",
@@ -273,16 +273,8 @@ fn ring_flows_that_hash_onto_one_link_share_it_under_ecmp_and_spray_spreads_them
             }
             let want = f64::from(count.values().copied().max().unwrap_or(1).max(1));
             let w = ranks(&t, &perm, Kind::AllReduce, 1 << 20);
-            let e =
-                weft_controller::cmd::simulate::model(&t, &links, &c, RoutingMode::Ecmp, &w, &bw());
-            let s = weft_controller::cmd::simulate::model(
-                &t,
-                &links,
-                &c,
-                RoutingMode::Spray,
-                &w,
-                &bw(),
-            );
+            let e = weft_simulate::compiled::model(&t, &links, &c, RoutingMode::Ecmp, &w, &bw());
+            let s = weft_simulate::compiled::model(&t, &links, &c, RoutingMode::Spray, &w, &bw());
             assert!(
                 (e.ratio - want).abs() < 1e-9,
                 "{perm:?}: ECMP {} want {want}",
@@ -379,16 +371,9 @@ fn every_step_of_a_ring_adds_its_last_packets_trip_store_and_forward_and_cable()
     let links = LinkState::all_up(&t);
     let c = class(&t);
     let w = all_hosts(&t, Kind::AllReduce, 1 << 20);
-    let with = weft_controller::cmd::simulate::model(
-        &t,
-        &links,
-        &c,
-        RoutingMode::Spray,
-        &w,
-        &Params::default(),
-    );
-    let without =
-        weft_controller::cmd::simulate::model(&t, &links, &c, RoutingMode::Spray, &w, &bw());
+    let with =
+        weft_simulate::compiled::model(&t, &links, &c, RoutingMode::Spray, &w, &Params::default());
+    let without = weft_simulate::compiled::model(&t, &links, &c, RoutingMode::Spray, &w, &bw());
     // 14 steps; the ring crosses leaves: NIC link, leaf → spine, spine → leaf, leaf → NIC.
     let wire = (4096 + weft_traffic::bth::DATA_OVERHEAD + weft_traffic::bth::UDP_IP_ETH) as f64;
     let per_link = wire / (100e9 / 8.0) + 3.0 * 5e-9;
@@ -444,7 +429,7 @@ fn a_plane_fabric_runs_the_collective_on_every_plane_at_once() {
     };
     let links = LinkState::all_up(&t);
     let c = class(&t);
-    let o = weft_controller::cmd::simulate::model(&t, &links, &c, RoutingMode::Spray, &w, &bw());
+    let o = weft_simulate::compiled::model(&t, &links, &c, RoutingMode::Spray, &w, &bw());
     assert_eq!(o.bytes_unroutable, 0.0);
     assert!((o.bytes_delivered - o.bytes_offered).abs() < 1.0);
     assert!((o.ratio - 1.0).abs() < 1e-9, "{}", o.ratio);

@@ -31,6 +31,7 @@
 //! | [`acl`], [`tls`] | Redis ACL users and P4Runtime mutual TLS |
 
 pub mod acl;
+pub mod campaign;
 pub mod chaos;
 mod error;
 pub mod exec;
@@ -48,6 +49,7 @@ pub mod traffic;
 pub mod up;
 pub mod wires;
 pub mod workload;
+pub mod workload_report;
 
 pub use error::TestbedError;
 pub(crate) use error::{Result, io};

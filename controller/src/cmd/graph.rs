@@ -7,11 +7,37 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
+use clap::Args;
+use weft_observe::switch::{self, Want};
 use weft_topology::Topology;
 
-use super::fabric::{self, Want};
-use super::{Outcome, OutputFormat, load_valid_as};
-use crate::cli::GraphFormat;
+use super::Outcome;
+use super::intent::load_valid;
+
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    /// The intent file.
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// dot (Graphviz source) or svg (rendered by Graphviz's `dot`).
+    #[arg(long, value_enum, default_value = "dot")]
+    pub format: GraphFormat,
+    /// Write here instead of standard output.
+    #[arg(long = "out", short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Do not read link state from the switches.
+    #[arg(long)]
+    pub offline: bool,
+    /// Draw the hosts too.
+    #[arg(long)]
+    pub hosts: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormat {
+    Dot,
+    Svg,
+}
 
 /// A DOT string. Names follow the name rule (no quotes, no backslashes); `\n` in a label is
 /// DOT's line break and stays as it is.
@@ -140,46 +166,23 @@ pub fn svg(dot_text: &str) -> anyhow::Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
-pub async fn run(
-    file: &str,
-    format: GraphFormat,
-    out: Option<PathBuf>,
-    offline: bool,
-    hosts: bool,
-) -> anyhow::Result<Outcome> {
-    let Some(t) = load_valid_as(file, OutputFormat::Text)? else {
+pub async fn run(a: &GraphArgs) -> anyhow::Result<Outcome> {
+    let Some(t) = load_valid(&a.file)? else {
         return Ok(Outcome::Invalid);
     };
-    let state: Vec<Option<bool>> = if offline {
+    let state: Vec<Option<bool>> = if a.offline {
         vec![None; t.links.len()]
     } else {
-        let views = fabric::read_all(&t, &None, Want::default()).await;
-        t.links
-            .iter()
-            .map(|l| {
-                let a = fabric::end_up(
-                    views.get(&l.a.switch),
-                    &t.switches[l.a.switch].ports[l.a.port].name,
-                );
-                let b = fabric::end_up(
-                    views.get(&l.b.switch),
-                    &t.switches[l.b.switch].ports[l.b.port].name,
-                );
-                match (a, b) {
-                    (Some(false), _) | (_, Some(false)) => Some(false),
-                    (Some(true), Some(true)) => Some(true),
-                    _ => None,
-                }
-            })
-            .collect()
+        let views = switch::read_all(&t, &None, Want::default()).await;
+        switch::link_states(&t, &views)
     };
-    let text = dot(&t, &state, hosts);
-    let bytes = match format {
+    let text = dot(&t, &state, a.hosts);
+    let bytes = match a.format {
         GraphFormat::Dot => text.into_bytes(),
         GraphFormat::Svg => svg(&text)?,
     };
-    match out {
-        Some(p) => std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?,
+    match &a.out {
+        Some(p) => std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display()))?,
         None => crate::out::stdout().write_all(&bytes)?,
     }
     Ok(Outcome::Ok)

@@ -1,31 +1,23 @@
-//! One module per `weft` subcommand. Each returns an [`Outcome`] so the binary maps it to the
-//! documented exit codes (`crate::cli::EXIT_CODES`): 0 ok, 1 failure, 2 invalid intent,
-//! 3 "not yet" (changes found, problems found, not running).
+//! One module per `weft` subcommand: its options (a clap `Args` struct, parsed once and taken
+//! as is) and its run, which calls the libraries and prints. Each returns an [`Outcome`] so
+//! the binary maps it to the documented exit codes (`crate::cli::EXIT_CODES`): 0 ok, 1
+//! failure, 2 invalid intent, 3 "not yet" (changes found, problems found, not running).
 
 pub mod counters;
 pub mod diagnose;
 pub mod doctor;
-pub mod fabric;
 pub mod graph;
+pub mod intent;
 pub mod plan;
 pub mod run;
 pub mod show;
 pub mod simulate;
+pub mod status;
 pub mod testbed;
 pub mod top;
 pub mod trace;
 pub mod validate;
 pub mod workload;
-
-use std::io::Write;
-
-use weft_topology::{Diagnostic, LoadError};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    Text,
-    Json,
-}
 
 /// What a command achieved, for the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,48 +42,15 @@ impl Outcome {
     }
 }
 
-/// Prints diagnostics the way compilers do, one block per problem, on stderr.
-pub fn print_diagnostics(diags: &[Diagnostic]) {
-    let mut err = std::io::stderr().lock();
-    for d in diags {
-        let _ = writeln!(err, "{d}");
-    }
-}
-
-/// Loads an intent; prints its diagnostics and gives `None` when it is invalid (exit 2).
-pub fn load_valid(path: &str) -> anyhow::Result<Option<weft_topology::Topology>> {
-    load_valid_as(path, OutputFormat::Text)
-}
-
-/// As [`load_valid`]; with `--output json` an invalid intent also prints its report on standard
-/// output (`weft validate --output json`'s shape for one file), so a JSON reader always gets
-/// JSON.
-pub fn load_valid_as(
-    path: &str,
-    output: OutputFormat,
-) -> anyhow::Result<Option<weft_topology::Topology>> {
-    Ok(match load(path)? {
-        Ok(t) => Some(t),
-        Err(d) => {
-            print_diagnostics(&d);
-            if output == OutputFormat::Json {
-                crate::outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&validate::invalid_report(path, &d))?
-                );
-            }
-            None
-        }
-    })
-}
-
-/// Splits load errors into diagnostics (exit 2) and real failures (exit 1).
-pub fn load(path: &str) -> anyhow::Result<Result<weft_topology::Topology, Vec<Diagnostic>>> {
-    match weft_topology::load_file(path) {
-        Ok(t) => Ok(Ok(t)),
-        Err(LoadError::Invalid(d)) => Ok(Err(d)),
-        Err(e @ LoadError::Io { .. }) => Err(e.into()),
-    }
+/// Runs an async command on a runtime of two workers.
+pub fn block_on<F: std::future::Future<Output = anyhow::Result<Outcome>>>(
+    f: F,
+) -> anyhow::Result<Outcome> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(f)
 }
 
 /// Writes one man page per command (`weft.1`, `weft-plan.1`, `weft-testbed-up.1`, ...).
@@ -128,27 +87,4 @@ pub fn manpages(cmd: &clap::Command, dir: &std::path::Path) -> anyhow::Result<us
     cmd.build();
     walk(&cmd, "", dir, &mut n)?;
     Ok(n)
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// `30s`, `50ms`, `1.5s`, `3m`: durations the way the flags take them.
-pub fn human_duration(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 && d.as_micros() > 0 {
-        format!("{}us", d.as_micros())
-    } else if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms.is_multiple_of(1000) && ms < 120_000 {
-        format!("{}s", ms / 1000)
-    } else if ms < 120_000 {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    } else {
-        format!("{}m", ms / 60_000)
-    }
 }

@@ -1,469 +1,45 @@
-//! `weft trace FILE SRC DST`: the paths the compiled tables allow between two hosts (walked as
-//! the checker walks them) beside the paths postcards say packets took, hop by hop with queue
-//! depth and latency, and every mismatch: a hop the tables do not allow, or a switch that sent
-//! no postcard where the path says one was due.
-//!
-//! The postcards are each switch's STATE_DB `WEFT_POSTCARDS` stream (written by its plugin).
-//! Hops of one packet are joined by the flow (addresses, protocol, ports, QP) and the IPv4
-//! identification or RoCE PSN, then ordered along the topology from the source's leaf.
+//! `weft trace FILE SRC DST`: postcards read and analysed by `weft_observe::trace` beside
+//! the paths the compiled tables allow, printed.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde::Serialize;
-use weft_compiler::check::{ForwardingError, PathHop, allowed_paths};
-use weft_sonic_db::{SonicDb, SonicDbId};
-use weft_sonic_schema::Row;
-use weft_sonic_schema::state::{POSTCARD_STREAM, PostcardHop};
-use weft_topology::{HostIdx, Peer, SwitchIdx, Topology};
+use clap::Args;
+use weft_compiler::check::allowed_paths;
+use weft_observe::trace::{FlowFilter, TraceReport, analyse, parse_flow, read_postcards};
 
-use super::{Outcome, OutputFormat, load_valid_as};
+use super::Outcome;
+use super::intent::load_valid_as;
+use crate::args::{OutputFormat, parse_duration};
 use crate::outln;
 
-/// `--flow PROTO:SPORT:DPORT` (a `*` or empty part matches anything).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FlowFilter {
-    pub protocol: Option<u8>,
-    pub src_port: Option<u16>,
-    pub dst_port: Option<u16>,
-    pub qp: Option<u32>,
-}
-
-pub fn parse_flow(s: &str) -> Result<FlowFilter, String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 3 {
-        return Err(format!(
-            "{s:?}: expected PROTO:SPORT:DPORT, e.g. udp:49152:4791 (* for any)"
-        ));
-    }
-    let any = |p: &str| p.is_empty() || p == "*";
-    let protocol = match parts[0] {
-        p if any(p) => None,
-        "udp" | "UDP" => Some(17),
-        "tcp" | "TCP" => Some(6),
-        p => Some(
-            p.parse::<u8>()
-                .map_err(|_| format!("{p:?}: protocol is udp, tcp or a number"))?,
-        ),
-    };
-    let port = |p: &str| -> Result<Option<u16>, String> {
-        if any(p) {
-            Ok(None)
-        } else {
-            p.parse::<u16>()
-                .map(Some)
-                .map_err(|_| format!("{p:?} is not a port number"))
-        }
-    };
-    Ok(FlowFilter {
-        protocol,
-        src_port: port(parts[1])?,
-        dst_port: port(parts[2])?,
-        qp: None,
-    })
-}
-
-impl FlowFilter {
-    fn matches(&self, h: &PostcardHop) -> bool {
-        self.protocol.is_none_or(|p| p == h.protocol)
-            && self.src_port.is_none_or(|p| Some(p) == h.src_port)
-            && self.dst_port.is_none_or(|p| Some(p) == h.dst_port)
-            && self.qp.is_none_or(|q| Some(q) == h.dst_qp)
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ObservedHop {
-    pub switch: String,
-    pub ingress_port: String,
-    pub egress_port: String,
-    pub queue: u8,
-    pub queue_depth: u32,
-    pub queue_us: u32,
-    pub hop_latency_us: u64,
-    pub time_us: u64,
-    /// The compiled tables send traffic toward the destination out of this port here.
-    pub allowed: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TracedPacket {
-    pub flow: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ip_id: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub psn: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub qp: Option<u32>,
-    pub hops: Vec<ObservedHop>,
-    /// Time inside the switches: the sum of the hops' egress − ingress timestamps.
-    pub switch_latency_us: u64,
-    /// The last hop leaves toward the destination host.
-    pub complete: bool,
-    pub problems: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PathCount {
-    pub path: String,
-    pub packets: usize,
-    pub allowed: bool,
-    /// Per hop: median queue depth (packets) and median hop latency (µs).
-    pub hops: Vec<(String, u32, u64)>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Percentiles {
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TraceReport {
+#[derive(Args, Debug)]
+pub struct TraceArgs {
+    /// The intent file.
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// The sending host.
     pub src: String,
+    /// The receiving host.
     pub dst: String,
-    pub since_s: f64,
-    pub allowed_paths: Vec<String>,
-    /// Why the compiled tables give no path, if they do not.
-    pub allowed_error: Option<String>,
-    pub observed_paths: Vec<PathCount>,
-    pub packets: usize,
-    pub complete: usize,
-    pub mismatches: usize,
-    /// In-switch latency per packet (complete packets).
-    pub switch_latency_us: Option<Percentiles>,
-    /// Up to 50 packets with problems.
-    pub problems: Vec<TracedPacket>,
-    /// Switches whose postcards could not be read.
-    pub unread: Vec<(String, String)>,
+    /// Only this flow: PROTO:SPORT:DPORT (udp, tcp or a number; * for any part).
+    #[arg(long, value_name = "PROTO:SPORT:DPORT", value_parser = parse_flow, conflicts_with = "qp")]
+    pub flow: Option<FlowFilter>,
+    /// Only RoCE packets to this destination QP.
+    #[arg(long, value_name = "N")]
+    pub qp: Option<u32>,
+    /// How far back to read postcards.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub since: Duration,
+    /// text or json.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: OutputFormat,
 }
 
-fn path_text(t: &Topology, path: &[PathHop]) -> String {
-    path.iter()
-        .map(|h| {
-            let sw = &t.switches[h.switch];
-            let name = |id: u32| {
-                sw.ports
-                    .iter()
-                    .find(|p| p.id == id)
-                    .map_or(format!("{id}"), |p| p.name.clone())
-            };
-            format!("{} {}→{}", sw.name, name(h.ingress), name(h.egress))
-        })
-        .collect::<Vec<_>>()
-        .join(" | ")
-}
-
-fn percentiles(mut v: Vec<u64>) -> Option<Percentiles> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    Some(Percentiles {
-        p50: at(0.5),
-        p99: at(0.99),
-        max: v[v.len() - 1],
-    })
-}
-
-fn median<T: Copy + Ord>(mut v: Vec<T>) -> Option<T> {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied()
-}
-
-/// The analysis, without I/O: `hops` are every record read (any flow), `allowed` the compiled
-/// paths (or why there are none).
-pub fn analyse(
-    t: &Topology,
-    src: HostIdx,
-    dst: HostIdx,
-    allowed: &Result<Vec<Vec<PathHop>>, ForwardingError>,
-    hops: Vec<PostcardHop>,
-    filter: &FlowFilter,
-    since_s: f64,
-) -> TraceReport {
-    let (hs, hd) = (&t.hosts[src], &t.hosts[dst]);
-    let (sip, dip) = (IpAddr::V4(hs.ipv4), IpAddr::V4(hd.ipv4));
-    let mut ok_egress: BTreeSet<(SwitchIdx, u32)> = BTreeSet::new();
-    if let Ok(paths) = allowed {
-        for p in paths {
-            ok_egress.extend(p.iter().map(|h| (h.switch, h.egress)));
-        }
-    }
-    let port_id = |s: SwitchIdx, name: &str| {
-        t.switches[s]
-            .ports
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.id)
-    };
-    // Packets: records of the flow grouped by what identifies one packet.
-    type Key = (
-        u8,
-        Option<u16>,
-        Option<u16>,
-        Option<u32>,
-        Option<u16>,
-        Option<u32>,
-    );
-    let mut groups: BTreeMap<Key, Vec<PostcardHop>> = BTreeMap::new();
-    for h in hops {
-        let same = |a: &str, b: IpAddr| a.parse::<IpAddr>().is_ok_and(|a| a == b);
-        if !(same(&h.src, sip) && same(&h.dst, dip) && filter.matches(&h)) {
-            continue;
-        }
-        let key = (h.protocol, h.src_port, h.dst_port, h.dst_qp, h.ip_id, h.psn);
-        groups.entry(key).or_default().push(h);
-    }
-    // One key seen twice at a switch (an IP id reused): the k-th record of each switch is the
-    // k-th packet.
-    let mut packets: Vec<Vec<PostcardHop>> = Vec::new();
-    for (_, mut g) in groups {
-        g.sort_by_key(|h| h.time_us);
-        let mut by_switch: BTreeMap<String, Vec<PostcardHop>> = BTreeMap::new();
-        for h in g {
-            by_switch.entry(h.switch.clone()).or_default().push(h);
-        }
-        let n = by_switch.values().map(Vec::len).max().unwrap_or(0);
-        for k in 0..n {
-            packets.push(
-                by_switch
-                    .values()
-                    .filter_map(|v| v.get(k).cloned())
-                    .collect(),
-            );
-        }
-    }
-    let host_port_id = t.switches[hs.switch].ports[hs.port].id;
-    let mut traced = Vec::new();
-    for recs in packets {
-        let Some(first) = recs.first() else { continue };
-        let flow = format!(
-            "{} {}:{} > {}:{}",
-            match first.protocol {
-                17 => "udp".to_string(),
-                6 => "tcp".to_string(),
-                p => format!("proto {p}"),
-            },
-            first.src,
-            first.src_port.map_or("-".into(), |p| p.to_string()),
-            first.dst,
-            first.dst_port.map_or("-".into(), |p| p.to_string()),
-        );
-        let (ip_id, psn, qp) = (first.ip_id, first.psn, first.dst_qp);
-        let mut left: Vec<PostcardHop> = recs;
-        let mut chain: Vec<(SwitchIdx, PostcardHop)> = Vec::new();
-        let mut problems = Vec::new();
-        let mut at = Some((hs.switch, host_port_id));
-        let mut complete = false;
-        while let Some((s, ingress)) = at.take() {
-            let name = &t.switches[s].name;
-            let pos = left
-                .iter()
-                .position(|h| &h.switch == name && port_id(s, &h.ingress_port) == Some(ingress));
-            let Some(pos) = pos else {
-                if chain.is_empty() {
-                    problems.push(format!(
-                        "no postcard from {name} (the source's leaf) for this packet"
-                    ));
-                } else {
-                    problems.push(format!(
-                        "no postcard from {name} where one was expected (after {})",
-                        chain
-                            .last()
-                            .map(|(ps, h)| format!("{} {}", t.switches[*ps].name, h.egress_port))
-                            .unwrap_or_default()
-                    ));
-                }
-                break;
-            };
-            let h = left.remove(pos);
-            let Some(eg) = port_id(s, &h.egress_port) else {
-                problems.push(format!("{name}: egress port {} unknown", h.egress_port));
-                chain.push((s, h));
-                break;
-            };
-            if !ok_egress.contains(&(s, eg)) {
-                problems.push(format!(
-                    "{name} sent it out of {}, which the compiled tables do not allow toward {}",
-                    h.egress_port, hd.name
-                ));
-            }
-            let peer = t.switches[s]
-                .ports
-                .iter()
-                .find(|p| p.id == eg)
-                .map(|p| p.peer);
-            chain.push((s, h));
-            match peer {
-                Some(Peer::Host { host }) if host == dst => complete = true,
-                Some(Peer::Host { host }) => {
-                    problems.push(format!(
-                        "{name} delivered it to host {} instead of {}",
-                        t.hosts[host].name, hd.name
-                    ));
-                }
-                Some(Peer::Switch { link }) => {
-                    let o = t.links[link].other(s);
-                    at = Some((o.switch, t.switches[o.switch].ports[o.port].id));
-                }
-                _ => problems.push(format!("{name}: sent out of an unconnected port")),
-            }
-        }
-        for h in &left {
-            problems.push(format!(
-                "postcard from {} ({}→{}) off the packet's path",
-                h.switch, h.ingress_port, h.egress_port
-            ));
-        }
-        let hops: Vec<ObservedHop> = chain
-            .iter()
-            .map(|(s, h)| ObservedHop {
-                switch: h.switch.clone(),
-                ingress_port: h.ingress_port.clone(),
-                egress_port: h.egress_port.clone(),
-                queue: h.queue,
-                queue_depth: h.queue_depth,
-                queue_us: h.queue_us,
-                hop_latency_us: h.hop_latency_us,
-                time_us: h.time_us,
-                allowed: port_id(*s, &h.egress_port).is_some_and(|e| ok_egress.contains(&(*s, e))),
-            })
-            .collect();
-        traced.push(TracedPacket {
-            flow,
-            ip_id,
-            psn,
-            qp,
-            switch_latency_us: hops.iter().map(|h| h.hop_latency_us).sum(),
-            hops,
-            complete,
-            problems,
-        });
-    }
-    // Observed paths, most used first.
-    let mut by_path: BTreeMap<String, Vec<&TracedPacket>> = BTreeMap::new();
-    for p in &traced {
-        let key = p
-            .hops
-            .iter()
-            .map(|h| format!("{} {}→{}", h.switch, h.ingress_port, h.egress_port))
-            .collect::<Vec<_>>()
-            .join(" | ");
-        by_path.entry(key).or_default().push(p);
-    }
-    let mut observed: Vec<PathCount> = by_path
-        .into_iter()
-        .map(|(path, ps)| {
-            let n = ps[0].hops.len();
-            let hops = (0..n)
-                .map(|i| {
-                    let hop = &ps[0].hops[i];
-                    (
-                        hop.switch.clone(),
-                        median(ps.iter().map(|p| p.hops[i].queue_depth).collect()).unwrap_or(0),
-                        median(ps.iter().map(|p| p.hops[i].hop_latency_us).collect()).unwrap_or(0),
-                    )
-                })
-                .collect();
-            PathCount {
-                allowed: ps.iter().all(|p| p.hops.iter().all(|h| h.allowed)),
-                packets: ps.len(),
-                path,
-                hops,
-            }
-        })
-        .collect();
-    observed.sort_by(|a, b| b.packets.cmp(&a.packets).then(a.path.cmp(&b.path)));
-    let mismatches = traced.iter().filter(|p| !p.problems.is_empty()).count();
-    TraceReport {
-        src: hs.name.clone(),
-        dst: hd.name.clone(),
-        since_s,
-        allowed_paths: allowed
-            .as_ref()
-            .map(|ps| ps.iter().map(|p| path_text(t, p)).collect())
-            .unwrap_or_default(),
-        allowed_error: allowed.as_ref().err().map(ToString::to_string),
-        observed_paths: observed,
-        packets: traced.len(),
-        complete: traced.iter().filter(|p| p.complete).count(),
-        mismatches,
-        switch_latency_us: percentiles(
-            traced
-                .iter()
-                .filter(|p| p.complete)
-                .map(|p| p.switch_latency_us)
-                .collect(),
-        ),
-        problems: traced
-            .iter()
-            .filter(|p| !p.problems.is_empty())
-            .take(50)
-            .cloned()
-            .collect(),
-        unread: Vec::new(),
-    }
-}
-
-/// Every switch's postcards since `since_ms` (unix ms): records, and the switches not read.
-async fn read_postcards(t: &Topology, since_ms: u64) -> (Vec<PostcardHop>, Vec<(String, String)>) {
-    let mut out = Vec::new();
-    let mut unread = Vec::new();
-    for sw in &t.switches {
-        let read = async {
-            let db = SonicDb::from_endpoint(&sw.db).map_err(|e| e.to_string())?;
-            let mut conn = db
-                .connect(SonicDbId::StateDb)
-                .await
-                .map_err(|e| weft_reconcile::io::describe_db_error(&sw.db, &e))?;
-            let rows: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-                .arg(POSTCARD_STREAM)
-                .arg(format!("{since_ms}-0"))
-                .arg("+")
-                .query_async(conn.raw())
-                .await
-                .map_err(|e| format!("XRANGE {POSTCARD_STREAM}: {e}"))?;
-            Ok::<_, String>(rows)
-        };
-        match tokio::time::timeout(Duration::from_secs(5), read).await {
-            Ok(Ok(rows)) => {
-                for (id, flat) in rows {
-                    let fields: Vec<(String, String)> = flat
-                        .chunks(2)
-                        .filter_map(|c| Some((c.first()?.clone(), c.get(1)?.clone())))
-                        .collect();
-                    match PostcardHop::from_fields(&id, &fields) {
-                        Ok(h) => out.push(h),
-                        Err(e) => {
-                            tracing::debug!(switch = %sw.name, %id, error = %e, "postcard record skipped")
-                        }
-                    }
-                }
-            }
-            Ok(Err(e)) => unread.push((sw.name.clone(), e)),
-            Err(_) => unread.push((
-                sw.name.clone(),
-                format!("{} did not answer within 5s", sw.db),
-            )),
-        }
-    }
-    (out, unread)
-}
-
-pub async fn run(
-    file: &str,
-    src: &str,
-    dst: &str,
-    filter: FlowFilter,
-    since: Duration,
-    output: OutputFormat,
-) -> anyhow::Result<Outcome> {
-    let Some(t) = load_valid_as(file, output)? else {
+pub async fn run(a: &TraceArgs) -> anyhow::Result<Outcome> {
+    let file = &a.file;
+    let Some(t) = load_valid_as(file, a.output)? else {
         return Ok(Outcome::Invalid);
     };
     let host = |n: &str| {
@@ -475,18 +51,23 @@ pub async fn run(
             )
         })
     };
-    let (s, d) = (host(src)?, host(dst)?);
+    let (s, d) = (host(&a.src)?, host(&a.dst)?);
     if s == d {
         bail!("source and destination are the same host");
     }
+    let mut filter = a.flow.clone().unwrap_or_default();
+    filter.qp = a.qp;
     let links = weft_compiler::LinkState::all_up(&t);
     let desired = weft_compiler::compile(&t, &links);
     let allowed = allowed_paths(&t, &desired, s, d, 256);
-    let since_ms = super::now_ms().saturating_sub(since.as_millis() as u64);
+    let since_ms = weft_observe::now_ms().saturating_sub(a.since.as_millis() as u64);
     let (hops, unread) = read_postcards(&t, since_ms).await;
-    let mut r = analyse(&t, s, d, &allowed, hops, &filter, since.as_secs_f64());
-    r.unread = unread;
-    if output == OutputFormat::Json {
+    let mut r = analyse(&t, s, d, &allowed, hops, &filter, a.since.as_secs_f64());
+    r.unread = unread
+        .into_iter()
+        .map(|(sw, e)| (sw, e.to_string()))
+        .collect();
+    if a.output == OutputFormat::Json {
         outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print(&r);
@@ -559,154 +140,5 @@ fn print(r: &TraceReport) {
     }
     for (sw, e) in &r.unread {
         outln!("{sw}: postcards not read: {e}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn topo() -> Topology {
-        weft_topology::load_file(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../topology/examples/leaf-spine-small.yaml"
-        ))
-        .expect("example")
-    }
-
-    fn hop(t: &Topology, sw: &str, i: &str, e: &str, ip_id: u16, time: u64) -> PostcardHop {
-        let (s, d) = (&t.hosts[0], &t.hosts[2]);
-        PostcardHop {
-            id: String::new(),
-            version: 1,
-            switch: sw.into(),
-            switch_id: 1,
-            reason: "watched".into(),
-            ingress_port: i.into(),
-            egress_port: e.into(),
-            queue: 3,
-            queue_depth: 2,
-            queue_us: 5,
-            ingress_ts_us: 0,
-            egress_ts_us: 40,
-            hop_latency_us: 40,
-            time_us: time,
-            src: s.ipv4.to_string(),
-            dst: d.ipv4.to_string(),
-            protocol: 17,
-            src_port: Some(49152),
-            dst_port: Some(5000),
-            dst_qp: None,
-            psn: None,
-            ip_id: Some(ip_id),
-            ttl: 64,
-            flow_hash: 0,
-        }
-    }
-
-    /// (src, dst) hosts on different leaves, and one allowed path between them as records.
-    fn setup() -> (
-        Topology,
-        HostIdx,
-        HostIdx,
-        Result<Vec<Vec<PathHop>>, ForwardingError>,
-    ) {
-        let t = topo();
-        let (s, d) = (0, 2);
-        assert_ne!(t.hosts[s].switch, t.hosts[d].switch, "hosts on two leaves");
-        let desired = weft_compiler::compile(&t, &weft_compiler::LinkState::all_up(&t));
-        let allowed = allowed_paths(&t, &desired, s, d, 64);
-        (t, s, d, allowed)
-    }
-
-    fn records_of(t: &Topology, path: &[PathHop], ip_id: u16) -> Vec<PostcardHop> {
-        path.iter()
-            .enumerate()
-            .map(|(k, h)| {
-                let sw = &t.switches[h.switch];
-                let name = |id: u32| {
-                    sw.ports
-                        .iter()
-                        .find(|p| p.id == id)
-                        .map(|p| p.name.clone())
-                        .expect("port")
-                };
-                hop(
-                    t,
-                    &sw.name,
-                    &name(h.ingress),
-                    &name(h.egress),
-                    ip_id,
-                    k as u64,
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn packets_on_allowed_paths_are_complete_and_without_mismatch() {
-        let (t, s, d, allowed) = setup();
-        let paths = allowed.as_ref().expect("paths");
-        assert!(paths.len() >= 2, "ECMP over the spines: {paths:?}");
-        let mut recs = records_of(&t, &paths[0], 1);
-        recs.extend(records_of(&t, &paths[1], 2));
-        recs.reverse();
-        let r = analyse(&t, s, d, &allowed, recs, &FlowFilter::default(), 30.0);
-        assert_eq!((r.packets, r.complete, r.mismatches), (2, 2, 0), "{r:#?}");
-        assert_eq!(r.observed_paths.len(), 2);
-        assert!(r.observed_paths.iter().all(|p| p.allowed));
-        assert_eq!(
-            r.switch_latency_us.as_ref().map(|l| l.p50),
-            Some(40 * paths[0].len() as u64)
-        );
-    }
-
-    #[test]
-    fn a_hop_the_tables_do_not_allow_and_a_missing_hop_are_mismatches() {
-        let (t, s, d, allowed) = setup();
-        let paths = allowed.as_ref().expect("paths");
-        // The source's leaf sends the packet to the other local host instead.
-        let first = &paths[0][0];
-        let leaf = &t.switches[first.switch];
-        let wrong = leaf
-            .ports
-            .iter()
-            .find(|p| matches!(p.peer, Peer::Host { host } if host != s))
-            .expect("another host on the leaf");
-        let mut recs = records_of(&t, &paths[0], 1);
-        recs.truncate(1);
-        recs[0].egress_port = wrong.name.clone();
-        // A second packet whose middle hop is missing.
-        let mut lost = records_of(&t, &paths[0], 2);
-        lost.remove(1);
-        recs.extend(lost);
-        let r = analyse(&t, s, d, &allowed, recs, &FlowFilter::default(), 30.0);
-        assert_eq!((r.packets, r.mismatches), (2, 2), "{r:#?}");
-        let all: Vec<&String> = r.problems.iter().flat_map(|p| &p.problems).collect();
-        assert!(all.iter().any(|p| p.contains("do not allow")), "{all:?}");
-        assert!(
-            all.iter().any(|p| p.contains("where one was expected")),
-            "{all:?}"
-        );
-    }
-
-    #[test]
-    fn flow_filters_parse_and_select() {
-        assert_eq!(
-            parse_flow("udp:*:4791"),
-            Ok(FlowFilter {
-                protocol: Some(17),
-                src_port: None,
-                dst_port: Some(4791),
-                qp: None
-            })
-        );
-        assert!(parse_flow("udp:4791").is_err());
-        assert!(parse_flow("sctp:1:2").is_err());
-        let (t, s, d, allowed) = setup();
-        let recs = records_of(&t, &allowed.as_ref().expect("paths")[0], 1);
-        let f = parse_flow("udp:*:6000").expect("filter");
-        let r = analyse(&t, s, d, &allowed, recs, &f, 30.0);
-        assert_eq!(r.packets, 0, "another destination port");
     }
 }

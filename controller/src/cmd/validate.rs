@@ -7,35 +7,21 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-use weft_topology::diag::total_count;
+use clap::Args;
 use weft_topology::{Diagnostic, LoadError, ReadError};
 
-use super::{Outcome, OutputFormat, print_diagnostics};
+use super::Outcome;
+use super::intent::{ErrorJson, Report, invalid, print_diagnostics};
+use crate::args::OutputFormat;
 
-/// One problem as `--output json` prints it: every key always present.
-#[derive(Serialize)]
-struct ErrorJson<'a> {
-    file: &'a str,
-    /// `null` when the problem is the file as a whole (it cannot be read).
-    line: Option<usize>,
-    column: Option<usize>,
-    item: &'a str,
-    message: &'a str,
-    help: Option<&'a str>,
-}
-
-/// One file's result. Counts are `null` unless the intent is valid.
-#[derive(Serialize)]
-struct Report<'a> {
-    file: &'a str,
-    valid: bool,
-    switches: Option<usize>,
-    hosts: Option<usize>,
-    links: Option<usize>,
-    /// All errors found, also those not listed (only the first 200 are).
-    error_count: usize,
-    errors: Vec<ErrorJson<'a>>,
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// Intent files; `-` reads standard input.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// text, or json: an array with one report per file.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: OutputFormat,
 }
 
 enum Checked {
@@ -76,98 +62,84 @@ fn check(f: &str) -> Checked {
     }
 }
 
-pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
-    let mut invalid = false;
-    let mut unreadable = false;
-    let checked: Vec<(&str, Checked)> = files.iter().map(|f| (f.as_str(), check(f))).collect();
+fn report<'a>(file: &'a str, c: &'a Checked) -> Report<'a> {
+    match c {
+        Checked::Valid {
+            switches,
+            hosts,
+            links,
+        } => Report {
+            file,
+            valid: true,
+            switches: Some(*switches),
+            hosts: Some(*hosts),
+            links: Some(*links),
+            error_count: 0,
+            errors: Vec::new(),
+        },
+        Checked::Invalid(d) => invalid(file, d),
+        Checked::Unreadable(msg) => Report {
+            file,
+            valid: false,
+            switches: None,
+            hosts: None,
+            links: None,
+            error_count: 1,
+            errors: vec![ErrorJson {
+                file,
+                line: None,
+                column: None,
+                item: "file",
+                message: msg,
+                help: None,
+            }],
+        },
+    }
+}
+
+fn print_text(file: &str, c: &Checked, r: &Report) {
+    match c {
+        Checked::Valid {
+            switches,
+            hosts,
+            links,
+        } => crate::outln!("{file}: valid ({switches} switches, {hosts} hosts, {links} links)"),
+        Checked::Invalid(d) => {
+            print_diagnostics(d);
+            if r.error_count > d.len() {
+                crate::errln!(
+                    "{file}: {} error(s), the first {} shown",
+                    r.error_count,
+                    d.len() - 1
+                );
+            } else {
+                crate::errln!("{file}: {} error(s)", r.error_count);
+            }
+        }
+        Checked::Unreadable(msg) => crate::errln!("{file}: error: {msg}"),
+    }
+}
+
+pub fn run(a: &ValidateArgs) -> anyhow::Result<Outcome> {
+    let checked: Vec<(&str, Checked)> = a.files.iter().map(|f| (f.as_str(), check(f))).collect();
     let mut reports = Vec::new();
     for (f, c) in &checked {
         let file = if *f == "-" { "<stdin>" } else { f };
-        let r = match c {
-            Checked::Valid {
-                switches,
-                hosts,
-                links,
-            } => Report {
-                file,
-                valid: true,
-                switches: Some(*switches),
-                hosts: Some(*hosts),
-                links: Some(*links),
-                error_count: 0,
-                errors: Vec::new(),
-            },
-            Checked::Invalid(d) => {
-                invalid = true;
-                Report {
-                    file,
-                    valid: false,
-                    switches: None,
-                    hosts: None,
-                    links: None,
-                    error_count: total_count(d),
-                    errors: d
-                        .iter()
-                        .map(|d| ErrorJson {
-                            file: &d.file,
-                            line: Some(d.line),
-                            column: Some(d.column),
-                            item: &d.item,
-                            message: &d.message,
-                            help: d.help.as_deref(),
-                        })
-                        .collect(),
-                }
-            }
-            Checked::Unreadable(msg) => {
-                unreadable = true;
-                Report {
-                    file,
-                    valid: false,
-                    switches: None,
-                    hosts: None,
-                    links: None,
-                    error_count: 1,
-                    errors: vec![ErrorJson {
-                        file,
-                        line: None,
-                        column: None,
-                        item: "file",
-                        message: msg,
-                        help: None,
-                    }],
-                }
-            }
-        };
-        if output == OutputFormat::Text {
-            match c {
-                Checked::Valid {
-                    switches,
-                    hosts,
-                    links,
-                } => crate::outln!(
-                    "{file}: valid ({switches} switches, {hosts} hosts, {links} links)"
-                ),
-                Checked::Invalid(d) => {
-                    print_diagnostics(d);
-                    if r.error_count > d.len() {
-                        crate::errln!(
-                            "{file}: {} error(s), the first {} shown",
-                            r.error_count,
-                            d.len() - 1
-                        );
-                    } else {
-                        crate::errln!("{file}: {} error(s)", r.error_count);
-                    }
-                }
-                Checked::Unreadable(msg) => crate::errln!("{file}: error: {msg}"),
-            }
+        let r = report(file, c);
+        if a.output == OutputFormat::Text {
+            print_text(file, c, &r);
         }
         reports.push(r);
     }
-    if output == OutputFormat::Json {
+    if a.output == OutputFormat::Json {
         crate::outln!("{}", serde_json::to_string_pretty(&reports)?);
     }
+    let unreadable = checked
+        .iter()
+        .any(|(_, c)| matches!(c, Checked::Unreadable(_)));
+    let invalid = checked
+        .iter()
+        .any(|(_, c)| matches!(c, Checked::Invalid(_)));
     Ok(if unreadable {
         Outcome::Failed
     } else if invalid {
@@ -175,29 +147,4 @@ pub fn run(files: &[String], output: OutputFormat) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
-}
-
-/// One invalid file's report, as `weft validate --output json` prints it (for commands whose
-/// `--output json` meets an invalid intent).
-pub fn invalid_report(file: &str, d: &[Diagnostic]) -> serde_json::Value {
-    let r = Report {
-        file,
-        valid: false,
-        switches: None,
-        hosts: None,
-        links: None,
-        error_count: total_count(d),
-        errors: d
-            .iter()
-            .map(|d| ErrorJson {
-                file: &d.file,
-                line: Some(d.line),
-                column: Some(d.column),
-                item: &d.item,
-                message: &d.message,
-                help: d.help.as_deref(),
-            })
-            .collect(),
-    };
-    serde_json::to_value(&r).unwrap_or_default()
 }

@@ -15,7 +15,7 @@
 //! routing collides.
 
 use weft_compiler::LinkState;
-use weft_controller::cmd::workload::{Report, model_outcome, parse_duration, spec_of};
+use weft_testbed::workload_report::{Report, model_outcome, parse_duration, spec_of};
 use weft_topology::{RoutingMode, Topology};
 
 fn small() -> Topology {
@@ -100,9 +100,9 @@ fn the_model_agrees_with_the_testbed_within_15_percent_without_oversubscription_
             .iter()
             .filter_map(|l| l.split(" ↔ ").next().map(str::to_string))
             .collect();
-        let links: LinkState = weft_controller::cmd::plan::link_state(
+        let links: LinkState = weft_compiler::down::link_state(
             &t,
-            &weft_controller::cmd::plan::links_down(&t, &down).expect("links"),
+            &weft_compiler::down::links_down(&t, &down).expect("links"),
         );
         let kind = coll.parse().expect("collective");
         let spec = spec_of(&t, r, kind);

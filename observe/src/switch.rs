@@ -11,8 +11,7 @@ use weft_sonic_schema::Row;
 use weft_sonic_schema::state::{LockRow, PLUGIN_STATUS_KEY, PluginStatus, PortState};
 use weft_topology::{SwitchIdx, Topology};
 
-/// How long one switch may take to answer everything asked of it.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(3);
+use crate::read::{READ_TIMEOUT, ReadError, bounded};
 
 /// What to read besides port state and the plugin's status row.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,6 +41,9 @@ pub struct SwitchView {
     /// Switch clock minus ours, milliseconds.
     pub clock_skew_ms: Option<i64>,
 }
+
+/// One switch's view, or why it could not be read.
+pub type ViewRead = Result<SwitchView, ReadError>;
 
 fn same(a: &FieldValues, b: &FieldValues) -> bool {
     weft_reconcile::plan::same_fields(a, b)
@@ -85,9 +87,9 @@ async fn read_inner(db: &str, fabric: &str, want: Want) -> Result<SwitchView, So
             .collect();
     }
     if want.clock {
-        let t0 = super::now_ms();
+        let t0 = crate::now_ms();
         let time: Result<(String, String), _> = redis::cmd("TIME").query_async(appl.raw()).await;
-        let t1 = super::now_ms();
+        let t1 = crate::now_ms();
         if let Ok((s, us)) = time
             && let (Ok(s), Ok(us)) = (s.parse::<i64>(), us.parse::<i64>())
         {
@@ -99,15 +101,13 @@ async fn read_inner(db: &str, fabric: &str, want: Want) -> Result<SwitchView, So
 }
 
 /// Reads one switch.
-pub async fn read(db: &str, fabric: &str, want: Want) -> Result<SwitchView, String> {
-    match tokio::time::timeout(READ_TIMEOUT, read_inner(db, fabric, want)).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(weft_reconcile::io::describe_db_error(db, &e)),
-        Err(_) => Err(format!(
-            "{db} did not answer within {}",
-            super::human_duration(READ_TIMEOUT)
-        )),
-    }
+pub async fn read(db: &str, fabric: &str, want: Want) -> ViewRead {
+    bounded(db, READ_TIMEOUT, async {
+        read_inner(db, fabric, want)
+            .await
+            .map_err(|e| ReadError::db(db, &e))
+    })
+    .await
 }
 
 /// Reads the selected switches, 64 at a time.
@@ -115,11 +115,11 @@ pub async fn read_all(
     t: &Topology,
     sel: &Option<BTreeSet<SwitchIdx>>,
     want: Want,
-) -> BTreeMap<SwitchIdx, Result<SwitchView, String>> {
+) -> BTreeMap<SwitchIdx, ViewRead> {
     let sem = Arc::new(tokio::sync::Semaphore::new(64));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, s) in t.switches.iter().enumerate() {
-        if !crate::targets::selected(sel, i) {
+        if !weft_reconcile::targets::selected(sel, i) {
             continue;
         }
         let (sem, db, fabric) = (sem.clone(), s.db.clone(), t.name.clone());
@@ -138,7 +138,7 @@ pub async fn read_all(
 }
 
 /// One end of a link as STATE_DB says: `up/up`, `down/up` (oper/admin), `?` unknown.
-pub fn end_state(view: Option<&Result<SwitchView, String>>, port: &str) -> String {
+pub fn end_state(view: Option<&ViewRead>, port: &str) -> String {
     match view {
         Some(Ok(v)) => match v.ports.get(port) {
             Some(p) => format!(
@@ -153,11 +153,34 @@ pub fn end_state(view: Option<&Result<SwitchView, String>>, port: &str) -> Strin
 }
 
 /// Whether an end is known to be up (`Some(true)`), down, or unknown.
-pub fn end_up(view: Option<&Result<SwitchView, String>>, port: &str) -> Option<bool> {
+pub fn end_up(view: Option<&ViewRead>, port: &str) -> Option<bool> {
     match view {
         Some(Ok(v)) => v.ports.get(port).map(PortState::is_up),
         _ => None,
     }
+}
+
+/// Every link's state from both ends: `Some(true)` both up, `Some(false)` an end down, `None`
+/// unknown (a switch not read, or no row for the port).
+pub fn link_states(t: &Topology, views: &BTreeMap<SwitchIdx, ViewRead>) -> Vec<Option<bool>> {
+    t.links
+        .iter()
+        .map(|l| {
+            let a = end_up(
+                views.get(&l.a.switch),
+                &t.switches[l.a.switch].ports[l.a.port].name,
+            );
+            let b = end_up(
+                views.get(&l.b.switch),
+                &t.switches[l.b.switch].ports[l.b.port].name,
+            );
+            match (a, b) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// `running (pid 12, up 3m)`, `NO LIVE PLUGIN`.
@@ -168,7 +191,7 @@ pub fn plugin_summary(p: Option<&PluginStatus>) -> String {
             "{} (pid {}, up {})",
             p.state.as_str(),
             p.pid,
-            super::human_duration(Duration::from_secs(p.uptime_s))
+            crate::human_duration(Duration::from_secs(p.uptime_s))
         ),
     }
 }

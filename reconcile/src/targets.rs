@@ -1,12 +1,24 @@
-//! `--switch NAME|GLOB` and `--role ROLE`: which switches a command reads and writes, and the
-//! canaries of `weft apply --canary N`.
+//! Which switches a command reads and writes: `--switch NAME|GLOB` and `--role ROLE`.
 
 use std::collections::BTreeSet;
 
-use anyhow::bail;
 use weft_topology::{SwitchIdx, Topology};
 
-use crate::cli::Targets;
+/// Why `--switch`/`--role` select nothing: a typo never means "all".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    #[error("--role {role}: no switch of fabric {fabric} has that role (roles: {known})")]
+    NoRole {
+        role: String,
+        fabric: String,
+        /// The roles the fabric has, comma separated.
+        known: String,
+    },
+    #[error("--switch {pattern}: matches no switch of fabric {fabric}")]
+    NoMatch { pattern: String, fabric: String },
+    #[error("--switch and --role together select no switch")]
+    Empty,
+}
 
 /// Shell-style match: `*` any run of characters, `?` one character, `[abc]`/`[a-z]` one of a
 /// set; everything else literally.
@@ -50,20 +62,22 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     go(&p, &n)
 }
 
-/// The switches `--switch` and `--role` select (`None`: every switch, neither was given).
-/// A pattern or role that selects nothing is an error, so a typo never means "all".
-pub fn select(t: &Topology, targets: &Targets) -> anyhow::Result<Option<BTreeSet<SwitchIdx>>> {
-    if targets.switches.is_empty() && targets.roles.is_empty() {
+/// The switches `switches` (names or globs) and `roles` select (`None`: every switch, neither
+/// was given). A pattern or role that selects nothing is an error, so a typo never means "all".
+pub fn select(
+    t: &Topology,
+    switches: &[String],
+    roles: &[String],
+) -> Result<Option<BTreeSet<SwitchIdx>>, SelectError> {
+    if switches.is_empty() && roles.is_empty() {
         return Ok(None);
     }
-    let patterns: Vec<&str> = targets
-        .switches
+    let patterns: Vec<&str> = switches
         .iter()
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
         .collect();
-    let roles: Vec<String> = targets
-        .roles
+    let roles: Vec<String> = roles
         .iter()
         .map(|r| r.trim().to_ascii_lowercase())
         .filter(|r| !r.is_empty())
@@ -71,16 +85,19 @@ pub fn select(t: &Topology, targets: &Targets) -> anyhow::Result<Option<BTreeSet
     for r in &roles {
         if !t.switches.iter().any(|s| s.role.as_str() == r) {
             let known: BTreeSet<&str> = t.switches.iter().map(|s| s.role.as_str()).collect();
-            bail!(
-                "--role {r}: no switch of fabric {} has that role (roles: {})",
-                t.name,
-                known.into_iter().collect::<Vec<_>>().join(", ")
-            );
+            return Err(SelectError::NoRole {
+                role: r.clone(),
+                fabric: t.name.clone(),
+                known: known.into_iter().collect::<Vec<_>>().join(", "),
+            });
         }
     }
     for p in &patterns {
         if !t.switches.iter().any(|s| glob_match(p, &s.name)) {
-            bail!("--switch {p}: matches no switch of fabric {}", t.name);
+            return Err(SelectError::NoMatch {
+                pattern: p.to_string(),
+                fabric: t.name.clone(),
+            });
         }
     }
     let set: BTreeSet<SwitchIdx> = t
@@ -92,7 +109,7 @@ pub fn select(t: &Topology, targets: &Targets) -> anyhow::Result<Option<BTreeSet
         .map(|(i, _)| i)
         .collect();
     if set.is_empty() {
-        bail!("--switch and --role together select no switch");
+        return Err(SelectError::Empty);
     }
     Ok(Some(set))
 }
@@ -102,34 +119,14 @@ pub fn selected(sel: &Option<BTreeSet<SwitchIdx>>, si: SwitchIdx) -> bool {
     sel.as_ref().is_none_or(|s| s.contains(&si))
 }
 
-/// `n` canaries among `among`, deterministically: the first switch of each role (lowest tier
-/// first, in intent order), then the second of each role, and so on.
-pub fn canaries(t: &Topology, among: &BTreeSet<SwitchIdx>, n: usize) -> BTreeSet<SwitchIdx> {
-    let mut by_role: std::collections::BTreeMap<u8, Vec<SwitchIdx>> = Default::default();
-    for &si in among {
-        by_role
-            .entry(t.switches[si].role.tier())
-            .or_default()
-            .push(si);
-    }
-    let mut out = BTreeSet::new();
-    let mut round = 0;
-    while out.len() < n.min(among.len()) {
-        for list in by_role.values() {
-            if out.len() >= n {
-                break;
-            }
-            if let Some(&si) = list.get(round) {
-                out.insert(si);
-            }
-        }
-        round += 1;
-    }
-    out
+/// The selection as a set: every switch when nothing was selected.
+pub fn chosen(t: &Topology, sel: &Option<BTreeSet<SwitchIdx>>) -> BTreeSet<SwitchIdx> {
+    sel.clone()
+        .unwrap_or_else(|| (0..t.switches.len()).collect())
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -148,7 +145,7 @@ mod tests {
         assert!(glob_match("a[b", "a[b"));
     }
 
-    fn small() -> Topology {
+    pub(crate) fn small() -> Topology {
         weft_topology::load_file(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../topology/examples/leaf-spine-small.yaml"
@@ -165,10 +162,8 @@ mod tests {
         let sel = |sw: &[&str], roles: &[&str]| {
             select(
                 &t,
-                &Targets {
-                    switches: sw.iter().map(|s| s.to_string()).collect(),
-                    roles: roles.iter().map(|s| s.to_string()).collect(),
-                },
+                &sw.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                &roles.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             )
         };
         assert!(sel(&[], &[]).expect("ok").is_none());
@@ -179,17 +174,5 @@ mod tests {
         assert!(sel(&["leaf9"], &[]).is_err());
         assert!(sel(&[], &["superspine"]).is_err());
         assert!(sel(&["leaf1"], &["spine"]).is_err());
-    }
-
-    #[test]
-    fn canaries_take_one_switch_per_role_before_a_second() {
-        let t = small();
-        let all: BTreeSet<SwitchIdx> = (0..t.switches.len()).collect();
-        let c = canaries(&t, &all, 2);
-        let roles: BTreeSet<&str> = c.iter().map(|&i| t.switches[i].role.as_str()).collect();
-        assert_eq!(roles.len(), 2, "one leaf and one spine");
-        assert_eq!(canaries(&t, &all, 3).len(), 3);
-        assert_eq!(canaries(&t, &all, 100).len(), all.len());
-        assert_eq!(canaries(&t, &all, 2), c, "deterministic");
     }
 }

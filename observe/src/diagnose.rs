@@ -1,0 +1,256 @@
+//! What `weft diagnose` samples: every switch's COUNTERS_DB and STATE_DB (PFC watchdog,
+//! drift) as the pure rules of `weft-diagnose` take them ([`switch_sample`], [`fabric_of`]),
+//! read each interval over a window ([`watch`]).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use weft_diagnose::{
+    Drift, End, Fabric, Link, PortSample, QueueSample, Sample, SwitchSample, Window,
+};
+use weft_sonic_db::{FieldValues, SonicDbId};
+use weft_sonic_schema::Row;
+use weft_sonic_schema::counters::CountersRow;
+use weft_sonic_schema::state::{PfcWdState, WdStatus};
+use weft_topology::Topology;
+
+use crate::read::{ReadError, SwitchRead, dump};
+
+/// STATE_DB table of entries whose switch read-back differs from APPL_STATE_DB (the plugin's
+/// audit), `WEFT_DRIFT|<APPL_STATE_DB key>` with field `state`.
+pub const DRIFT_TABLE: &str = weft_sonic_schema::state::DriftState::TABLE;
+
+/// Switches that could not be read in a window, with the last reason.
+pub type Unreadable = BTreeMap<String, ReadError>;
+
+/// The rules' view of the intent: cables, hosts, lossless priorities, routing per class.
+pub fn fabric_of(t: &Topology) -> Fabric {
+    let sw = |i: usize| &t.switches[i];
+    let mut links: Vec<Link> = t
+        .links
+        .iter()
+        .map(|l| Link {
+            a: End::new(&sw(l.a.switch).name, &sw(l.a.switch).ports[l.a.port].name),
+            b: End::new(&sw(l.b.switch).name, &sw(l.b.switch).ports[l.b.port].name),
+        })
+        .collect();
+    for h in &t.hosts {
+        let s = sw(h.switch);
+        links.push(Link {
+            a: End::new(&s.name, &s.ports[h.port].name),
+            b: End::new(&h.name, "eth0"),
+        });
+    }
+    Fabric {
+        tiers: t
+            .switches
+            .iter()
+            .map(|s| (s.name.clone(), s.role.tier()))
+            .collect(),
+        switches: t.switches.iter().map(|s| s.name.clone()).collect(),
+        hosts: t.hosts.iter().map(|h| h.name.clone()).collect(),
+        links,
+        lossless: t
+            .qos
+            .classes
+            .iter()
+            .filter(|c| c.lossless)
+            .map(|c| c.traffic_class)
+            .collect(),
+        routing: t
+            .qos
+            .classes
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    format!("{:?}", c.routing).to_ascii_lowercase(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// One switch's counters and state, as the rules take them.
+pub fn switch_sample(
+    counters: &[(String, FieldValues)],
+    wd: &[(String, FieldValues)],
+    drift: &[(String, FieldValues)],
+) -> SwitchSample {
+    let mut s = SwitchSample::default();
+    for (k, f) in counters {
+        match CountersRow::from_fields(k, f) {
+            Ok(CountersRow::Port(p)) => {
+                let mut ps = PortSample {
+                    rx_packets: p.rx_packets.unwrap_or(0),
+                    tx_packets: p.tx_packets.unwrap_or(0),
+                    depth_histogram: p.depth_histogram.map(|h| h.to_vec()).unwrap_or_default(),
+                    histogram_shift: p.histogram_shift.unwrap_or(0).min(32) as u8,
+                    ..Default::default()
+                };
+                for (i, c) in p.pfc.iter().enumerate() {
+                    ps.pfc_rx_pause[i] = c.rx_pause.unwrap_or(0);
+                    ps.pfc_tx_pause[i] = c.tx_pause.unwrap_or(0);
+                }
+                s.ports.insert(p.port.clone(), ps);
+            }
+            Ok(CountersRow::Queue(q)) => {
+                // A queue that never carried anything says nothing (and would only bloat
+                // recorded windows); the rules read a missing queue as zeros.
+                if q.packets.unwrap_or(0) == 0
+                    && q.ecn_marked.unwrap_or(0) == 0
+                    && q.trimmed.unwrap_or(0) == 0
+                    && q.wd_detected.unwrap_or(0) == 0
+                {
+                    continue;
+                }
+                s.queues.insert(
+                    format!("{}:{}", q.port, q.queue),
+                    QueueSample {
+                        packets: q.packets.unwrap_or(0),
+                        ecn_marked: q.ecn_marked.unwrap_or(0),
+                        trimmed: q.trimmed.unwrap_or(0),
+                        wd_stormed: q.wd_status == Some(WdStatus::Stormed),
+                        wd_detected: q.wd_detected.unwrap_or(0),
+                    },
+                );
+            }
+            Ok(CountersRow::Switch(sw)) => {
+                s.drops = sw.drops.iter().map(|(r, (p, _))| (r.clone(), *p)).collect();
+                s.psn_out_of_order = sw.psn_out_of_order.unwrap_or(0);
+                s.psn_regressions = sw.psn_regressions.unwrap_or(0);
+            }
+            _ => {}
+        }
+    }
+    // STATE_DB PFC_WD_STATE is the watchdog's own record; it wins over the COUNTERS copy.
+    for (k, f) in wd {
+        if let Ok(w) = PfcWdState::from_fields(k, f) {
+            let q = s
+                .queues
+                .entry(format!("{}:{}", w.port, w.priority))
+                .or_default();
+            q.wd_stormed = w.status == WdStatus::Stormed;
+            q.wd_detected = q.wd_detected.max(w.detected);
+        }
+    }
+    for (k, f) in drift {
+        let state = f
+            .iter()
+            .find(|(n, _)| n == "state")
+            .map_or_else(|| "differs".to_string(), |(_, v)| v.clone());
+        s.drift.push(Drift {
+            key: k.clone(),
+            state,
+        });
+    }
+    s
+}
+
+/// Every switch once. Switches that do not answer are left out of the sample (and named).
+pub async fn sample(t: &Topology, t0: Instant, errors: &mut Unreadable) -> Sample {
+    let reads = t.switches.iter().map(|s| async move {
+        let c = SwitchRead::rows(dump(&s.db, SonicDbId::CountersDb, "COUNTERS").await);
+        let wd = dump(&s.db, SonicDbId::StateDb, PfcWdState::TABLE).await;
+        let drift = dump(&s.db, SonicDbId::StateDb, DRIFT_TABLE).await;
+        (s.name.clone(), c, wd, drift)
+    });
+    let t_ms = t0.elapsed().as_millis() as u64;
+    let mut out = Sample {
+        t_ms,
+        switches: BTreeMap::new(),
+    };
+    // The switches are few and each read is bounded by READ_TIMEOUT: one after the other stays
+    // well inside a 1 s sampling interval.
+    for r in reads {
+        let (name, c, wd, drift) = r.await;
+        match c {
+            SwitchRead::Unreachable(e) => {
+                errors.insert(name, e);
+            }
+            c => {
+                out.switches.insert(
+                    name,
+                    switch_sample(
+                        c.rows_read(),
+                        &wd.unwrap_or_default(),
+                        &drift.unwrap_or_default(),
+                    ),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Samples every switch each `interval` (at least 100 ms) for `window`: the window the rules
+/// take, and the switches that could not be read.
+pub async fn watch(t: &Topology, window: Duration, interval: Duration) -> (Window, Unreadable) {
+    let mut errors = BTreeMap::new();
+    let t0 = Instant::now();
+    let mut samples = vec![sample(t, t0, &mut errors).await];
+    let interval = interval.max(Duration::from_millis(100));
+    while t0.elapsed() < window {
+        let next = interval.min(window.saturating_sub(t0.elapsed()));
+        tokio::time::sleep(next).await;
+        samples.push(sample(t, t0, &mut errors).await);
+    }
+    (
+        Window {
+            fabric: fabric_of(t),
+            samples,
+        },
+        errors,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fv(pairs: &[(&str, &str)]) -> FieldValues {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn counters_db_rows_become_the_rules_sample() {
+        let c = vec![
+            (
+                "Ethernet0".to_string(),
+                fv(&[
+                    ("SAI_PORT_STAT_IF_IN_UCAST_PKTS", "10"),
+                    ("SAI_PORT_STAT_IF_OUT_UCAST_PKTS", "20"),
+                    ("SAI_PORT_STAT_PFC_3_RX_PKTS", "7"),
+                ]),
+            ),
+            (
+                "Ethernet0:3".to_string(),
+                fv(&[
+                    ("SAI_QUEUE_STAT_PACKETS", "5"),
+                    ("SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS", "2"),
+                ]),
+            ),
+            (
+                "WEFT_SWITCH".to_string(),
+                fv(&[
+                    ("WEFT_DROP_NO_ROUTE_PKTS", "4"),
+                    ("WEFT_PSN_OUT_OF_ORDER_PKTS", "9"),
+                ]),
+            ),
+        ];
+        let drift = vec![(
+            "P4RT_TABLE:FIXED_IPV4_TABLE:{}".to_string(),
+            fv(&[("state", "missing")]),
+        )];
+        let s = switch_sample(&c, &[], &drift);
+        let p = &s.ports["Ethernet0"];
+        assert_eq!((p.rx_packets, p.tx_packets, p.pfc_rx_pause[3]), (10, 20, 7));
+        assert_eq!(s.queues["Ethernet0:3"].ecn_marked, 2);
+        assert_eq!(s.drops["no_route"], 4);
+        assert_eq!(s.psn_out_of_order, 9);
+        assert_eq!(s.drift[0].state, "missing");
+    }
+}

@@ -1,0 +1,249 @@
+//! `weft doctor`'s checks: every check an operator would make by hand on each switch, with
+//! what to do about each problem. [`checks`] judges what was read; [`examine`] reads and
+//! judges every selected switch.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use weft_compiler::down::link_state;
+use weft_compiler::{Compiler, p4map};
+use weft_reconcile::plan::{self, Installed};
+use weft_reconcile::planning::read_selected;
+use weft_reconcile::targets::chosen;
+use weft_topology::{SwitchIdx, Topology};
+
+use crate::switch::{self, SwitchView, ViewRead, Want};
+
+/// Clocks further apart than this are a finding.
+pub const MAX_CLOCK_SKEW_MS: i64 = 1_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub check: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SwitchReport {
+    pub switch: String,
+    pub db: String,
+    pub checks: Vec<Check>,
+}
+
+impl SwitchReport {
+    /// Checks that failed.
+    pub fn problems(&self) -> usize {
+        self.checks.iter().filter(|c| !c.ok).count()
+    }
+}
+
+/// Why the checks could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error("the pipeline's P4Info")]
+    P4Info(#[source] weft_p4rt::Error),
+}
+
+/// The cookie of Weft's pipeline as the plugin pushes it.
+pub fn expected_cookie() -> u64 {
+    weft_p4rt::cookie(weft_p4::P4INFO_BINARY, weft_p4::BMV2_JSON.as_bytes())
+}
+
+fn check(name: &'static str, ok: bool, detail: impl Into<String>) -> Check {
+    Check {
+        check: name,
+        ok,
+        detail: detail.into(),
+    }
+}
+
+/// The plugin's status row: there, running, Weft's pipeline, and agreeing with APPL_STATE_DB.
+fn plugin_checks(v: &SwitchView, cookie: u64, checks: &mut Vec<Check>) {
+    match &v.plugin {
+        None => checks.push(check(
+            "plugin",
+            false,
+            "no WEFT_PLUGIN|status row: no live plugin (the row expires 5s after it dies); start weft-plugin for this switch",
+        )),
+        Some(p) if !p.in_sync() => checks.push(check(
+            "plugin",
+            false,
+            format!(
+                "plugin pid {} is {} (not primary and synced): APPL_STATE_DB is not what the switch holds",
+                p.pid,
+                p.state.as_str()
+            ),
+        )),
+        Some(p) => checks.push(check(
+            "plugin",
+            true,
+            format!("pid {} running, primary and synced", p.pid),
+        )),
+    }
+    let Some(p) = &v.plugin else { return };
+    checks.push(if p.pipeline_cookie == cookie {
+        check("pipeline", true, format!("Weft's pipeline (cookie {cookie:#x})"))
+    } else if p.pipeline_cookie == 0 {
+        check("pipeline", false, "no pipeline pushed yet (cookie 0)")
+    } else {
+        check(
+            "pipeline",
+            false,
+            format!(
+                "cookie {:#x}, not this weft's pipeline ({cookie:#x}): plugin and controller from different builds?",
+                p.pipeline_cookie
+            ),
+        )
+    });
+    let acked = v.acknowledged as u64;
+    checks.push(if p.installed_keys == acked {
+        check(
+            "drift",
+            true,
+            format!("APPL_STATE_DB and the plugin agree on {acked} entries"),
+        )
+    } else {
+        check(
+            "drift",
+            false,
+            format!(
+                "APPL_STATE_DB holds {acked} entries, the plugin says the switch holds {}",
+                p.installed_keys
+            ),
+        )
+    });
+}
+
+/// Keys not answered, the switch's clock, and who holds the lock.
+fn db_checks(v: &SwitchView, checks: &mut Vec<Check>) {
+    let stuck = v.unanswered.len() as u64 + v.queued;
+    checks.push(if stuck == 0 {
+        check("unanswered", true, "every key written was answered")
+    } else {
+        check(
+            "unanswered",
+            false,
+            format!(
+                "{} keys not popped by the plugin, {} written and not acknowledged (refused or unanswered){}",
+                v.queued,
+                v.unanswered.len(),
+                v.unanswered
+                    .first()
+                    .map_or(String::new(), |k| format!(", e.g. {k}"))
+            ),
+        )
+    });
+    match v.clock_skew_ms {
+        Some(d) if d.abs() <= MAX_CLOCK_SKEW_MS => {
+            checks.push(check("clock", true, format!("{d:+} ms from this machine")))
+        }
+        Some(d) => checks.push(check(
+            "clock",
+            false,
+            format!("{d:+} ms from this machine (more than {MAX_CLOCK_SKEW_MS} ms: expiries and timestamps lie)"),
+        )),
+        None => checks.push(check("clock", false, "Redis TIME did not answer")),
+    }
+    if let Some(l) = &v.lock {
+        checks.push(check("lock", true, format!("held by {}", l.holder())));
+    }
+}
+
+/// Whether what switch `si` holds is the intent's (nothing to plan).
+pub fn converged(
+    t: &Topology,
+    info: &weft_p4rt::P4Info,
+    compiler: &Compiler,
+    si: SwitchIdx,
+    installed: &Installed,
+) -> Check {
+    let sw = &compiler.switches()[si];
+    match plan::desired_switch(t, info, sw, si) {
+        Ok(d) => {
+            let p = plan::diff(
+                t,
+                si,
+                sw,
+                d,
+                installed,
+                &Default::default(),
+                plan::Views::Without,
+            );
+            if p.is_empty() {
+                check("converged", true, "installed state is the intent's")
+            } else {
+                check(
+                    "converged",
+                    false,
+                    format!(
+                        "{} changes to make (weft plan shows them; weft apply makes them)",
+                        p.changes()
+                    ),
+                )
+            }
+        }
+        Err(e) => check("converged", false, e.to_string()),
+    }
+}
+
+/// One switch's checks from its view (`None`: not read) and, once its DB answered, whether
+/// it converged (computed only then).
+pub fn checks(
+    db: &str,
+    view: Option<&ViewRead>,
+    cookie: u64,
+    converged: impl FnOnce() -> Check,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let v = match view {
+        Some(Ok(v)) => v,
+        None | Some(Err(_)) => {
+            let e = match view {
+                Some(Err(e)) => e.to_string(),
+                _ => "not read".into(),
+            };
+            checks.push(check(
+                "db",
+                false,
+                format!("{e} (is its redis-server running?)"),
+            ));
+            return checks;
+        }
+    };
+    checks.push(check("db", true, format!("{db} answers as Redis")));
+    plugin_checks(v, cookie, &mut checks);
+    db_checks(v, &mut checks);
+    checks.push(converged());
+    checks
+}
+
+/// Reads every selected switch (`None`: all) and checks it.
+pub async fn examine(
+    t: &Topology,
+    sel: &Option<BTreeSet<SwitchIdx>>,
+) -> Result<Vec<SwitchReport>, DoctorError> {
+    let want = Want {
+        unanswered: true,
+        lock: true,
+        clock: true,
+    };
+    let views = switch::read_all(t, sel, want).await;
+    let installed = read_selected(t, sel, 64).await;
+    let compiler = Compiler::new(t, link_state(t, &Default::default()));
+    let info = p4map::pipeline_p4info().map_err(DoctorError::P4Info)?;
+    let cookie = expected_cookie();
+    Ok(chosen(t, sel)
+        .into_iter()
+        .map(|si| {
+            let s = &t.switches[si];
+            SwitchReport {
+                switch: s.name.clone(),
+                db: s.db.clone(),
+                checks: checks(&s.db, views.get(&si), cookie, || {
+                    converged(t, &info, &compiler, si, &installed[si])
+                }),
+            }
+        })
+        .collect())
+}

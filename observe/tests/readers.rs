@@ -1,0 +1,258 @@
+//! The readers against real redis-servers (one per switch, as a switch's SONiC DB): a switch
+//! that answers with rows, one that answers with nothing, one whose DB is not there, and one
+//! that accepts the connection and never answers are told apart, and every verdict built on
+//! them keeps them apart.
+
+use std::collections::BTreeMap;
+use weft_observe::read::{ReadError, SwitchRead};
+use weft_observe::switch::{self, Want};
+use weft_observe::{diagnose, doctor, top};
+use weft_sonic_db::{SonicDb, SonicDbId, Table};
+use weft_sonic_schema::Row;
+use weft_sonic_schema::counters::{PortCounters, QueueCounters};
+use weft_sonic_schema::state::{OperStatus, PluginState, PluginStatus, PortState};
+use weft_tests::redis::RedisServer;
+use weft_topology::Topology;
+
+/// The small leaf-spine example with leaf1's and leaf2's DBs at `leaf1` and `leaf2`, spine2's
+/// at `spine2`, and the others' in a directory nobody serves.
+fn fabric(leaf1: &str, leaf2: &str, spine2: &str) -> (Topology, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("weft-observe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../topology/examples/leaf-spine-small.yaml"
+    ))
+    .expect("example")
+    .replace(
+        "db_socket_dir: /run/weft/small",
+        &format!("db_socket_dir: {}/nowhere", dir.display()),
+    );
+    let text = format!(
+        "{text}\nswitches:\n  - name: leaf1\n    db: {leaf1}\n  - name: leaf2\n    db: {leaf2}\n  - name: spine2\n    db: {spine2}\n"
+    );
+    let t = weft_topology::load_str(&text, "observe-fabric.yaml").expect("valid intent");
+    (t, dir)
+}
+
+/// A TCP port that accepts connections and never answers (a DB that hangs).
+fn silent_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    port
+}
+
+/// leaf1 as its plugin leaves it: ports up, counters, a status row of Weft's pipeline.
+async fn write_leaf1(url: &str) {
+    let sonic = SonicDb::from_endpoint(url).expect("endpoint");
+    let counters = Table::new(
+        sonic
+            .connect(SonicDbId::CountersDb)
+            .await
+            .expect("counters db"),
+        "COUNTERS",
+    )
+    .expect("table");
+    let port = PortCounters {
+        port: "Ethernet0".into(),
+        rx_packets: Some(10),
+        tx_packets: Some(20),
+        ..Default::default()
+    };
+    counters
+        .set(&port.key(), &port.to_fields())
+        .await
+        .expect("port row");
+    let q = QueueCounters {
+        port: "Ethernet0".into(),
+        queue: 3,
+        packets: Some(5),
+        ecn_marked: Some(2),
+        ..Default::default()
+    };
+    counters
+        .set(&q.key(), &q.to_fields())
+        .await
+        .expect("queue row");
+    let state = sonic.connect(SonicDbId::StateDb).await.expect("state db");
+    let ports = Table::new(state.clone(), PortState::TABLE).expect("table");
+    let up = PortState {
+        port: "Ethernet0".into(),
+        oper_status: OperStatus::Up,
+        admin_status: None,
+    };
+    ports
+        .set(&up.key(), &up.to_fields())
+        .await
+        .expect("port state");
+    let status = PluginStatus {
+        pipeline_cookie: doctor::expected_cookie(),
+        ..PluginStatus::fresh(PluginState::Running, "test")
+    };
+    Table::new(state, PluginStatus::TABLE)
+        .expect("table")
+        .set(&status.key(), &status.to_fields())
+        .await
+        .expect("status row");
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn rows_no_rows_and_no_answer_are_read_apart_and_only_no_answer_is_an_error() {
+    let (a, b) = (
+        RedisServer::start().expect("redis-server"),
+        RedisServer::start().expect("redis-server"),
+    );
+    let silent = format!("redis://127.0.0.1:{}", silent_port());
+    let (t, dir) = fabric(&a.url(), &b.url(), &silent);
+    let rt = rt();
+    rt.block_on(write_leaf1(&a.url()));
+    let snap = rt.block_on(top::snapshot(&t));
+    assert!(matches!(&snap.switches["leaf1"], SwitchRead::Ok(rows) if rows.len() == 2));
+    assert_eq!(
+        snap.switches["leaf2"],
+        SwitchRead::NoData,
+        "an empty COUNTERS_DB"
+    );
+    assert!(
+        matches!(
+            &snap.switches["spine1"],
+            SwitchRead::Unreachable(ReadError::Unreachable { .. })
+        ),
+        "{:?}",
+        snap.switches["spine1"]
+    );
+    // A DB that accepts and never answers: the driver's connection timeout (2 s, under the
+    // read's 3 s) says so first.
+    assert!(
+        matches!(
+            &snap.switches["spine2"],
+            SwitchRead::Unreachable(ReadError::Unreachable { reason, .. }) if reason.contains("timed out")
+        ),
+        "{:?}",
+        snap.switches["spine2"]
+    );
+    // `weft top` lists what could not be read, and only that: no data is not an error there.
+    let v = top::view(
+        &t,
+        &snap,
+        &snap,
+        1.0,
+        &BTreeMap::new(),
+        top::Sort::Utilisation,
+        "",
+    );
+    let unread: Vec<&str> = v.errors.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(unread, ["leaf3", "leaf4", "spine1", "spine2"]);
+    assert!(v.errors[3].1.contains("timed out"), "{:?}", v.errors[3]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn doctor_fails_the_db_check_of_a_switch_not_read_and_the_plugin_check_of_one_without_a_plugin() {
+    let (a, b) = (
+        RedisServer::start().expect("redis-server"),
+        RedisServer::start().expect("redis-server"),
+    );
+    let (t, dir) = fabric(&a.url(), &b.url(), "unix:///nonexistent/weft-observe.sock");
+    let rt = rt();
+    rt.block_on(write_leaf1(&a.url()));
+    let want = Want {
+        unanswered: true,
+        lock: true,
+        clock: true,
+    };
+    let views = rt.block_on(switch::read_all(&t, &None, want));
+    let cookie = doctor::expected_cookie();
+    let by = |name: &str| {
+        let si = t.switch_index(name).expect("switch");
+        let converged = || doctor::Check {
+            check: "converged",
+            ok: true,
+            detail: String::new(),
+        };
+        doctor::checks(&t.switches[si].db, views.get(&si), cookie, converged)
+    };
+    let leaf1 = by("leaf1");
+    let names: Vec<&str> = leaf1.iter().map(|c| c.check).collect();
+    assert_eq!(
+        names,
+        [
+            "db",
+            "plugin",
+            "pipeline",
+            "drift",
+            "unanswered",
+            "clock",
+            "converged"
+        ]
+    );
+    assert!(leaf1.iter().all(|c| c.ok), "{leaf1:#?}");
+    let leaf2 = by("leaf2");
+    assert!(leaf2[0].ok, "the DB answers");
+    assert!(!leaf2[1].ok && leaf2[1].detail.starts_with("no WEFT_PLUGIN|status row"));
+    let spine2 = by("spine2");
+    assert_eq!(
+        spine2.len(),
+        1,
+        "nothing else is judged without the DB: {spine2:#?}"
+    );
+    assert!(!spine2[0].ok && spine2[0].detail.ends_with("(is its redis-server running?)"));
+    // Link ends: up where STATE_DB says so, unknown where the switch was not read.
+    assert_eq!(
+        switch::end_state(
+            views.get(&t.switch_index("leaf1").expect("leaf1")),
+            "Ethernet0"
+        ),
+        "up/up"
+    );
+    assert_eq!(
+        switch::end_state(
+            views.get(&t.switch_index("spine2").expect("spine2")),
+            "Ethernet0"
+        ),
+        "?"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_diagnose_sample_holds_the_switches_read_and_names_those_not() {
+    let (a, b) = (
+        RedisServer::start().expect("redis-server"),
+        RedisServer::start().expect("redis-server"),
+    );
+    let (t, dir) = fabric(&a.url(), &b.url(), "unix:///nonexistent/weft-observe.sock");
+    let rt = rt();
+    rt.block_on(write_leaf1(&a.url()));
+    let mut errors = BTreeMap::new();
+    let s = rt.block_on(diagnose::sample(&t, std::time::Instant::now(), &mut errors));
+    let read: Vec<&str> = s.switches.keys().map(String::as_str).collect();
+    assert_eq!(read, ["leaf1", "leaf2"]);
+    assert_eq!(s.switches["leaf1"].queues["Ethernet0:3"].ecn_marked, 2);
+    assert!(
+        s.switches["leaf2"].ports.is_empty(),
+        "no data: an empty sample"
+    );
+    let unread: Vec<&str> = errors.keys().map(String::as_str).collect();
+    assert_eq!(unread, ["leaf3", "leaf4", "spine1", "spine2"]);
+    assert!(
+        errors
+            .values()
+            .all(|e| matches!(e, ReadError::Unreachable { .. }))
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
