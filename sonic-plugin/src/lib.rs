@@ -38,6 +38,7 @@ pub mod qos;
 pub mod sim;
 pub mod thrift;
 pub mod translate;
+pub mod trim;
 pub mod tuning;
 pub mod watchdog;
 
