@@ -36,7 +36,6 @@ pub mod ports;
 pub mod qos;
 pub mod sim;
 pub mod translate;
-pub mod trim;
 pub mod tuning;
 pub mod watchdog;
 
