@@ -10,11 +10,14 @@
 //              switch_config_table: settings, hash seed, DSCP -> class (qos.p4), watchdog ports
 //              port_status_table: down mask
 //  ? ROUTABLE  configured port, router MAC, IP, TTL > 1 ─┐ no: packet-out (out the named port,
-//  Routing       ipv4_table / ipv6_table (LPM)            │ done), PFC frame (count, consume,
-//                                                         │ done), or L3Admit (drop with reason)
+//  Routing       ipv4_table / ipv6_table (LPM)            │ done), PFC frame (count, to the
+//                                                         │ CPU as packet-in, done), or
+//                                                         │ L3Admit (drop with reason)
 //  ? group     Multipath: mode + flow hash + selector key; flowlets; sample (HASH/SPRAY live:
 //                done); memory + least queue (adaptive, fallback); retry or drop
 //  Nexthop     nexthop_table: port (down: drop), MACs, TTL-1
+//  ? lossy     Trim: trim_config_table (keyless): trimmable queue, port estimate over the
+//                threshold -> count, re-mark, trimmed queue, truncate
 //  ? watchdog  PfcWatchdog (lossless, egress port with watchdog entries): storm -> drop
 //  ? postcards TelemetryIngress (postcard session set): flow key, watch table, 1-in-N
 //  ? dropped   DropStats: drop_reason_counter
@@ -52,6 +55,7 @@
 #include "include/multipath.p4"
 #include "include/nexthop.p4"
 #include "include/pfc.p4"
+#include "include/trim.p4"
 #include "include/telemetry.p4"
 #include "include/ecn.p4"
 #include "include/psn.p4"
@@ -67,6 +71,7 @@ control ingress(inout headers_t hdr,
     Routing() routing;
     Multipath() multipath;
     Nexthop() nexthop;
+    Trim() trim;
     PfcWatchdog() pfc_watchdog;
     TelemetryIngress() telemetry;
     DropStats() drops;
@@ -86,6 +91,9 @@ control ingress(inout headers_t hdr,
             multipath.apply(hdr, meta, sm);
         }
         nexthop.apply(hdr, meta, sm);
+        if (meta.lossless == 0 && sm.egress_spec != DROP_PORT) {
+            trim.apply(hdr, meta, sm);
+        }
         // Ports above 255 are not in the mask: they always look the table up.
         if (meta.lossless == 1 && sm.egress_spec != DROP_PORT
                 && (sm.egress_spec > 255

@@ -96,6 +96,7 @@ fn mode_code(m: RoutingMode) -> u8 {
         RoutingMode::Spray => k::MULTIPATH_MODE_SPRAY,
         RoutingMode::Adaptive => k::MULTIPATH_MODE_ADAPTIVE,
         RoutingMode::Flowlet => k::MULTIPATH_MODE_FLOWLET,
+        RoutingMode::Entropy => k::MULTIPATH_MODE_ENTROPY,
     }
 }
 

@@ -64,8 +64,8 @@ fn small_leaf_spine_plan_matches_its_golden_file() {
 
 #[test]
 fn trimmed_leaf_spine_plan_matches_its_golden_file() {
-    // RoCE lossy with packet trimming: SWITCH_TRIMMING|GLOBAL, the trim buffer profile on every
-    // RoCE queue, DSCP 11 toward queue 7, no PFC.
+    // RoCE lossy with packet trimming and entropy routing: SWITCH_TRIMMING|GLOBAL, the trim
+    // buffer profile on every RoCE queue, DSCP 11 toward queue 7, no PFC, entropy mode entries.
     check(
         "leaf-spine-trim.plan.json",
         &[

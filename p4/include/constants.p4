@@ -21,6 +21,10 @@ const bit<8> MULTIPATH_MODE_HASH = 0;
 const bit<8> MULTIPATH_MODE_SPRAY = 1;
 const bit<8> MULTIPATH_MODE_ADAPTIVE = 2;
 const bit<8> MULTIPATH_MODE_FLOWLET = 3;
+// The sender chooses the path: the selector hashes only the UDP source port (the entropy value
+// of RoCEv2 and Ultra Ethernet), so every source port keeps one path and a sender that rotates
+// its source port sprays its packets.
+const bit<8> MULTIPATH_MODE_ENTROPY = 4;
 
 // ---- Drop reasons: index into ingress.drops.drop_reason_counter -------------------------------
 const bit<8> DROP_REASON_NONE = 0;
@@ -37,6 +41,9 @@ const bit<8> DROP_REASON_PFC_WATCHDOG = 10;
 
 // ---- Packet-in reasons (packet_in metadata `reason`) -----------------------------------------
 const bit<8> PACKET_IN_REASON_POSTCARD = 1;
+// A PFC frame received on `ingress_port`, as it arrived (the frame is the payload: class-enable
+// vector and quanta), so the plugin can pause that (port, priority) without waiting for a poll.
+const bit<8> PACKET_IN_REASON_PFC = 2;
 
 // ---- Postcard flags (postcard header `flags`) ------------------------------------------------
 const bit<8> POSTCARD_FLAG_WATCHED = 1;

@@ -182,6 +182,7 @@ struct local_metadata_t {
     bit<32>         selector_key;
     bit<32>         member;           // 7w0 ++ port ++ nexthop_id: the sample, then the choice
     bit<64>         flowlet_choice;   // group ++ epoch ++ (7w0 ++ port) ++ nexthop_id
+    bit<32>         trim;             // TRIM_*: 0, or the trimmed size, queue and DSCP (trim.p4)
 
     // telemetry (only while a postcard session is set): the flow key, IPv4 zero-extended
     bit<128>        flow_src;

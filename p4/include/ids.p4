@@ -9,7 +9,7 @@
 //   * The 8-bit prefix is the P4Runtime resource type (p4c checks it).
 //
 // Next free ids:
-//   table 0x02000011, action 0x01000020, action profile 0x11000002, counter 0x1200000e,
+//   table 0x02000012, action 0x01000021, action profile 0x11000002, counter 0x1200000f,
 //   direct counter 0x13000002, register 0x16000008
 #ifndef WEFT_IDS_P4
 #define WEFT_IDS_P4
@@ -33,6 +33,7 @@
 // merged into queue_config_table, keyed the same way). Never reuse.
 #define ID_PSN_TRACKING_TABLE        0x0200000f
 #define ID_QUEUE_CONFIG_TABLE        0x02000010
+#define ID_TRIM_CONFIG_TABLE         0x02000011
 
 // ---- Actions (0x01) ---------------------------------------------------------------------------
 #define ID_SET_PORT_CONFIG           0x01000001
@@ -64,6 +65,7 @@
 #define ID_SET_QUEUE_CONFIG          0x0100001d
 #define ID_SET_QUEUE_CONFIG_PFC      0x0100001e
 #define ID_QUEUE_CONFIG_DEFAULT      0x0100001f
+#define ID_SET_TRIM_CONFIG           0x01000020
 
 // ---- Action profiles (0x11) -------------------------------------------------------------------
 #define ID_WCMP_GROUP_SELECTOR       0x11000001
@@ -82,6 +84,7 @@
 #define ID_PSN_REGRESSION_COUNTER    0x1200000b
 #define ID_QUEUE_DEPTH_HISTOGRAM     0x1200000c
 #define ID_QUEUE_TX_COUNTER          0x1200000d
+#define ID_TRIM_COUNTER              0x1200000e
 
 // ---- Direct counters (0x13) -------------------------------------------------------------------
 #define ID_PFC_WATCHDOG_COUNTER      0x13000001

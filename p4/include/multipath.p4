@@ -6,17 +6,21 @@
 //      ├─ multipath_mode_table (group, traffic class) -> mode, flowlet gap, epoch; the flow
 //      │     hash; the selector key:
 //      │     HASH:     flow_hash * (hash_seed | 1)   (the switch's seed: see below)
+//      │     ENTROPY:  UDP source port * (hash_seed | 1): the sender picks the path by its
+//      │               source port (RoCEv2's and Ultra Ethernet's entropy value), nothing else
+//      │               of the packet counts
 //      │     SPRAY, ADAPTIVE, FLOWLET, and every retry: a random number
 //      │
 //      ├─ FLOWLET: flowlet registers (slot = flow hash) hold the member chosen for this flow;
 //      │           kept while packets arrive within the gap and the member is live and current
 //      │
 //      ├─ sample: wcmp_group_table's action selector (weights = member replication by PI);
-//      │     HASH/SPRAY with a live sample: chosen in the member action, done
+//      │     HASH/SPRAY/ENTROPY with a live sample: chosen in the member action, done
 //      │
 //      ├─ otherwise (ADAPTIVE, FLOWLET re-pick, a dead or missing sample, a retry):
 //      │     memory: group_last_choice_reg (DRILL's "last best"), valid only for the same epoch;
-//      │     consulted always in ADAPTIVE/FLOWLET, and in HASH/SPRAY when the sample is dead
+//      │     consulted always in ADAPTIVE/FLOWLET, and in HASH/SPRAY/ENTROPY when the sample
+//      │     is dead
 //      │     choose: the live candidate with the smallest queue_depth_reg (ties: the sample),
 //      │     which becomes the memory
 //      │
@@ -51,8 +55,12 @@
     meta.multipath_cfg = mode ++ epoch ++ gap_us;                                             \
     FLOW_HASH                                                                                 \
     random(meta.selector_key, 32w0, 32w0xffffff);                                             \
-    meta.selector_key = (mode == MULTIPATH_MODE_HASH && meta.multipath_retries == 0)          \
-        ? meta.flow_hash * (SWITCH_CFG_HASH_SEED | 32w1) : meta.selector_key;
+    meta.selector_key = ((mode == MULTIPATH_MODE_HASH || mode == MULTIPATH_MODE_ENTROPY)      \
+                         && meta.multipath_retries == 0)                                      \
+        ? ((mode == MULTIPATH_MODE_ENTROPY ? (bit<32>)hdr.udp.src_port : 32w0)                \
+           | (mode == MULTIPATH_MODE_HASH ? meta.flow_hash : 32w0))                           \
+          * (SWITCH_CFG_HASH_SEED | 32w1)                                                     \
+        : meta.selector_key;
 
 control Multipath(inout headers_t hdr,
                   inout local_metadata_t meta,
@@ -73,7 +81,7 @@ control Multipath(inout headers_t hdr,
     register<bit<64>>(FLOWLET_SLOTS) flowlet_choice_reg;
 
     // Mode of a group for a traffic class (ternary: one wildcard entry covers all classes).
-    //   mode            MULTIPATH_MODE_{HASH,SPRAY,ADAPTIVE,FLOWLET}
+    //   mode            MULTIPATH_MODE_{HASH,SPRAY,ADAPTIVE,FLOWLET,ENTROPY}
     //   flowlet_gap_us  FLOWLET: idle time after which a flow may move
     //   epoch           changes whenever the group's member set changes, so memories of a
     //                   removed member (last choice, flowlets) are ignored at once
@@ -123,13 +131,15 @@ control Multipath(inout headers_t hdr,
 
     // A group member: the nexthop and its egress port (the port whose liveness and queue depth
     // decide; it must be the nexthop's port, and is also the member's P4Runtime watch_port).
-    // HASH and SPRAY take a live sample here (the fast path); the rest goes on to the choice.
+    // HASH, SPRAY and ENTROPY take a live sample here (the fast path); the rest goes on to the
+    // choice.
     @id(ID_SET_WCMP_MEMBER)
     action set_wcmp_member(@refers_to(nexthop_table, nexthop_id) nexthop_id_t nexthop_id,
                            @refers_to(port_config_table, port) @format(PORT_NAME)
                            port_t egress_port) {
         meta.member = 7w0 ++ egress_port ++ nexthop_id;
-        meta.nexthop_id = (MULTIPATH_CFG_MODE <= MULTIPATH_MODE_SPRAY
+        meta.nexthop_id = ((MULTIPATH_CFG_MODE <= MULTIPATH_MODE_SPRAY
+                            || MULTIPATH_CFG_MODE == MULTIPATH_MODE_ENTROPY)
                            && meta.multipath_retries == 0 && PORT_IS_UP(egress_port))
             ? nexthop_id : 16w0;
         multipath_member_counter.count((bit<32>)meta.nexthop_id);
@@ -175,7 +185,8 @@ control Multipath(inout headers_t hdr,
                           && last_choice[47:32] == MULTIPATH_CFG_EPOCH
                           && PORT_IS_UP(last_choice[24:16])
                           && (sample_live == 0
-                              || (MULTIPATH_CFG_MODE >= MULTIPATH_MODE_ADAPTIVE
+                              || ((MULTIPATH_CFG_MODE == MULTIPATH_MODE_ADAPTIVE
+                                   || MULTIPATH_CFG_MODE == MULTIPATH_MODE_FLOWLET)
                                   && last_depth < sample_depth)))
             ? 1w1 : 0;
         meta.member = (take_last == 1 ? last_choice[31:0] : 32w0)

@@ -1,6 +1,8 @@
 // Weft pipeline: priority flow control.
 //
-//   ingress  PfcRx        count PFC frames received per (port, priority); consume them
+//   ingress  PfcRx        count PFC frames received per (port, priority); send each to the CPU
+//                         port as a packet-in (reason PACKET_IN_REASON_PFC, the ingress port),
+//                         so the plugin can act on it within milliseconds; never forwarded
 //   ingress  PfcWatchdog  (egress port, priority) -> drop | forward, installed by the plugin's
 //                         watchdog when it sees a pause storm; looked up only for egress ports
 //                         switch_config_table's watchdog_ports names
@@ -40,6 +42,19 @@ control PfcRx(inout headers_t hdr,
         exit;
     }
 
+    // The frame as it arrived (class-enable vector and quanta are its payload), to the CPU port
+    // on queue 0. from_cpu = 1: egress only counts it, as it does packet-out (it is not a
+    // class's traffic).
+    @hidden action pfc_to_cpu() {
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = (bit<16>)sm.ingress_port;
+        hdr.packet_in.reason = PACKET_IN_REASON_PFC;
+        sm.egress_spec = CPU_PORT;
+        sm.priority = 0;
+        meta.from_cpu = 1;
+        exit;
+    }
+
     apply {
         if (hdr.pfc.opcode == PFC_OPCODE) {
             bit<32> base = (bit<32>)sm.ingress_port * NUM_QUEUES;
@@ -51,8 +66,10 @@ control PfcRx(inout headers_t hdr,
             PFC_RX_COUNT(5, hdr.pfc.time5)
             PFC_RX_COUNT(6, hdr.pfc.time6)
             PFC_RX_COUNT(7, hdr.pfc.time7)
+            pfc_to_cpu();
         }
-        // MAC control frames end at the MAC: never forwarded, and not a drop worth counting.
+        // Other MAC control frames end at the MAC: never forwarded, and not a drop worth
+        // counting.
         pfc_consume();
     }
 }

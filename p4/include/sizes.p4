@@ -27,6 +27,7 @@
 #define POSTCARD_WATCH_TABLE_SIZE 256
 #define QUEUE_CONFIG_TABLE_SIZE 4096  // (port, queue): NUM_PORT_QUEUES
 #define PSN_TRACKING_TABLE_SIZE 512
+#define TRIM_CONFIG_TABLE_SIZE 1      // keyless: the plugin modifies its default action
 
 #define FLOWLET_SLOTS 65536           // power of two: the slot is flow_hash & (FLOWLET_SLOTS - 1)
 #define PSN_SLOTS 4096                // RoCE QP tracking slots (hash of destination address + QP)

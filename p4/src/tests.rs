@@ -296,6 +296,10 @@ fn the_plugin_owns_exactly_the_tables_annotated_for_it_with_their_reasons() {
                 tables::queue_config_table::ID,
                 "from CONFIG_DB WRED_PROFILE, QUEUE, BUFFER_PG, BUFFER_PROFILE and PORT_QOS_MAP"
             ),
+            (
+                tables::trim_config_table::ID,
+                "packet trimming from CONFIG_DB SWITCH_TRIMMING and the queues whose BUFFER_PROFILE packet_discard_action is trim"
+            ),
         ]
     );
 }

@@ -19,6 +19,7 @@ MODE_HASH = 0
 MODE_SPRAY = 1
 MODE_ADAPTIVE = 2
 MODE_FLOWLET = 3
+MODE_ENTROPY = 4
 DROP_TTL_EXPIRED = 4
 DROP_NO_ROUTE = 5
 DROP_ROUTER_MAC_MISMATCH = 2
@@ -29,6 +30,7 @@ PFC_CLONE_SESSION_BASE = 1024
 CPU_PORT = 255
 ETHERTYPE_POSTCARD = 0x88B5
 PACKET_IN_REASON_POSTCARD = 1
+PACKET_IN_REASON_PFC = 2
 
 HOST_MAC = "02:00:00:00:cc:01"
 
@@ -159,6 +161,20 @@ def hash_member(flow_hash, seed, members):
     return crc16_arc(key.to_bytes(4, "big")) % members
 
 
+def trim_config(c, size=0, dscp=0, queue=0, threshold=0, queues=(), ports=()):
+    """trim_config_table's default action: trim packets of traffic classes `queues` leaving
+    by `ports` once the port's queue estimate is >= `threshold` packets, to `size` bytes,
+    re-marked `dscp`, in queue `queue`."""
+    qmask = pmask = 0
+    for q in queues:
+        qmask |= 1 << q
+    for p in ports:
+        pmask |= 1 << p
+    c.set_default("trim_config_table", "set_trim_config",
+                  {"trim_size": size, "trim_dscp": dscp, "trim_queue": queue,
+                   "threshold": threshold, "queues": qmask, "ports": pmask})
+
+
 def set_down_ports(c, ports):
     mask = 0
     for p in ports:
@@ -186,10 +202,12 @@ def bth(opcode=0x04, dst_qp=0x11, psn=0, ack_req=0):
                        (ack_req << 31) | (psn & 0xFFFFFF)) + b"p" * 16 + b"\0" * 4
 
 
-def roce4(dst="10.0.2.1", src="10.0.1.1", dst_qp=0x11, psn=0, sport=49152, tos=0x02, port_in=1):
+def roce4(dst="10.0.2.1", src="10.0.1.1", dst_qp=0x11, psn=0, sport=49152, tos=0x02, port_in=1,
+          payload=0):
+    """A RoCEv2 packet; `payload` more bytes after the BTH's stand-in payload."""
     return (Ether(dst=mac_str(router_mac(port_in)), src=HOST_MAC)
             / IP(src=src, dst=dst, ttl=64, tos=tos) / UDP(sport=sport, dport=4791)
-            / Raw(bth(dst_qp=dst_qp, psn=psn)))
+            / Raw(bth(dst_qp=dst_qp, psn=psn) + b"d" * payload))
 
 
 def send_paced(port, frames, gap=0.002):

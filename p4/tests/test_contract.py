@@ -24,6 +24,7 @@ def test_test_constants_match_the_p4_source():
     pairs = {
         "MODE_HASH": "MULTIPATH_MODE_HASH", "MODE_SPRAY": "MULTIPATH_MODE_SPRAY",
         "MODE_ADAPTIVE": "MULTIPATH_MODE_ADAPTIVE", "MODE_FLOWLET": "MULTIPATH_MODE_FLOWLET",
+        "MODE_ENTROPY": "MULTIPATH_MODE_ENTROPY",
         "DROP_TTL_EXPIRED": "DROP_REASON_TTL_EXPIRED", "DROP_NO_ROUTE": "DROP_REASON_NO_ROUTE",
         "DROP_ROUTER_MAC_MISMATCH": "DROP_REASON_ROUTER_MAC_MISMATCH",
         "DROP_NO_LIVE_MEMBER": "DROP_REASON_NO_LIVE_MEMBER",
@@ -32,6 +33,7 @@ def test_test_constants_match_the_p4_source():
         "PFC_CLONE_SESSION_BASE": "PFC_CLONE_SESSION_BASE", "CPU_PORT": "CPU_PORT",
         "ETHERTYPE_POSTCARD": "ETHERTYPE_POSTCARD",
         "PACKET_IN_REASON_POSTCARD": "PACKET_IN_REASON_POSTCARD",
+        "PACKET_IN_REASON_PFC": "PACKET_IN_REASON_PFC",
     }
     for ours, theirs in pairs.items():
         assert getattr(fabric, ours) == c[theirs], ours

@@ -8,8 +8,9 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from fabric import (DROP_PFC_WATCHDOG, PFC_CLONE_SESSION_BASE, basic_router, collect, mac_str,
-                    queue_config, route4, router_mac, send_paced, switch_config, udp4, wait_for)
+from fabric import (DROP_PFC_WATCHDOG, PACKET_IN_REASON_PFC, PFC_CLONE_SESSION_BASE, basic_router,
+                    collect, mac_str, queue_config, route4, router_mac, send_paced, switch_config,
+                    udp4, wait_for)
 
 DSCP_LOSSLESS = 26
 TC_LOSSLESS = 3
@@ -109,6 +110,37 @@ def test_received_pfc_frames_are_counted_per_port_and_priority_and_not_forwarded
     assert set(c.counters("pfc_rx_resume_counter")) == {11}
     assert not any(switch.port(p).frames() for p in (2, 3, 4))
     assert c.counters("drop_reason_counter") == {}
+
+
+def test_a_received_pfc_frame_reaches_the_cpu_as_packet_in_with_its_port_and_quanta(switch):
+    """A PAUSE for priority 3 (quanta 0x1234) on port 2, then a RESUME on port 1: each comes to
+    the controller as it arrived, with its ingress port and the PFC reason (not the postcard
+    one), and is still counted; nothing is forwarded."""
+    c = switch.p4rt
+    basic_router(c)
+    frames = []
+    for quanta in (0x1234, 0):
+        body = struct.pack("!HH8H", 0x0101, 1 << 3, *([0, 0, 0, quanta] + [0] * 4)) + b"\0" * 26
+        frames.append(Ether(dst="01:80:c2:00:00:01", src="02:00:00:00:cc:01", type=0x8808)
+                      / Raw(body))
+    send_paced(switch.port(2), [frames[0]])
+    send_paced(switch.port(1), [frames[1]])
+    got = []
+    while len(got) < 3:
+        pkt = c.wait_packet_in(timeout=5 if len(got) < 2 else 1)
+        if pkt is None:
+            break
+        got.append(pkt)
+    assert len(got) == 2, "one packet-in per PFC frame"
+    for pkt, port, quanta in zip(got, (2, 1), (0x1234, 0)):
+        assert c.packet_in_metadata(pkt) == {"ingress_port": port, "reason": PACKET_IN_REASON_PFC}
+        eth = Ether(pkt.payload)
+        assert eth.type == 0x8808 and eth.dst == "01:80:c2:00:00:01"
+        opcode, enable, *times = struct.unpack("!HH8H", bytes(eth.payload)[:20])
+        assert (opcode, enable, times[3]) == (0x0101, 1 << 3, quanta)
+    assert wait_for(lambda: c.counter("pfc_rx_pause_counter", 2 * 8 + 3)[0] == 1)
+    assert c.counter("pfc_rx_resume_counter", 1 * 8 + 3)[0] == 1
+    assert not any(switch.port(p).frames() for p in (1, 2, 3, 4))
 
 
 def test_pfc_watchdog_drop_drops_only_that_port_and_priority_and_forward_restores(switch):

@@ -57,6 +57,7 @@ fn mode_of(m: RoutingMode, gap_us: u32) -> Mode {
         RoutingMode::Flowlet => Mode::Flowlet {
             gap_ns: u64::from(gap_us) * 1000,
         },
+        RoutingMode::Entropy => Mode::Entropy,
     }
 }
 

@@ -20,6 +20,9 @@ pub enum Mode {
     Adaptive,
     /// Per flowlet: kept while packets arrive within the gap, else re-picked as adaptive.
     Flowlet { gap_ns: u64 },
+    /// The sender's choice: the UDP source port alone picks a member (weights replicate
+    /// members).
+    Entropy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

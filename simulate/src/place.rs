@@ -195,9 +195,14 @@ impl<'a> Placer<'a> {
                         return;
                     };
                     let m = match grp.mode {
-                        Mode::Hash => {
+                        Mode::Hash | Mode::Entropy => {
+                            let h = if grp.mode == Mode::Entropy {
+                                f.key.entropy_hash(self.seeds[s])
+                            } else {
+                                h16
+                            };
                             let slots = self.router.slots(s, g);
-                            let m = slots[h16 as usize % slots.len().max(1)];
+                            let m = slots[h as usize % slots.len().max(1)];
                             // A dead sample: the pipeline falls back to a live member.
                             match self.member_link(s, g, m) {
                                 Some((d, _)) if self.fab.live[d as usize] => Some(m),
@@ -422,7 +427,7 @@ impl<'a> Placer<'a> {
         let adaptive = match grp.mode {
             Mode::Adaptive => true,
             Mode::Flowlet { .. } => true,
-            Mode::Hash | Mode::Spray => false,
+            Mode::Hash | Mode::Spray | Mode::Entropy => false,
         };
         let shares: Vec<f64> = if adaptive {
             adaptive_split(

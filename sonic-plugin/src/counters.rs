@@ -8,6 +8,7 @@
 //! | | `WEFT_PFC_<p>_RX_RESUME_PKTS` / `WEFT_PFC_<p>_TX_RESUME_PKTS` | `pfc_rx_resume_counter` / `pfc_tx_resume_counter` |
 //! | `COUNTERS:EthernetN:<q>` | `SAI_QUEUE_STAT_PACKETS`, `SAI_QUEUE_STAT_BYTES` | `queue_tx_counter[port×8+q]` |
 //! | | `SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS` | `ecn_mark_counter[port×8+q]` |
+//! | | `SAI_QUEUE_STAT_TRIM_PACKETS` | `trim_counter[port×8+q]` (q: the class before trimming) |
 //! | `COUNTERS:WEFT_SWITCH` | `WEFT_DROP_<REASON>_PKTS`, `_OCTETS` | `drop_reason_counter[reason]` |
 //! | | `WEFT_PSN_OUT_OF_ORDER_PKTS`, `WEFT_PSN_REGRESSION_PKTS` | `psn_out_of_order_counter`, `psn_regression_counter` (sum of every QP slot, one wildcard read each) |
 //! | `COUNTERS:WEFT_NEXTHOP:<0xid>` | `WEFT_MULTIPATH_MEMBER_PKTS`, `_OCTETS` | `multipath_member_counter[nexthop_id]` |
@@ -69,6 +70,7 @@ pub fn reads(info: &P4Info, ports: &PortMap, nexthops: &BTreeSet<u32>) -> Vec<En
             c::pfc_tx_resume_counter::NAME,
             c::queue_tx_counter::NAME,
             c::ecn_mark_counter::NAME,
+            c::trim_counter::NAME,
         ],
         &ids,
     ));
@@ -165,7 +167,8 @@ pub fn rows(ports: &PortMap, nexthops: &BTreeSet<u32>, cells: &Cells) -> Vec<Cou
             let i = p * QUEUES + q;
             let tx = get(c::queue_tx_counter::ID, i);
             let ecn = get(c::ecn_mark_counter::ID, i);
-            if tx.is_none() && ecn.is_none() {
+            let trimmed = get(c::trim_counter::ID, i);
+            if tx.is_none() && ecn.is_none() && trimmed.is_none() {
                 continue;
             }
             out.push(CountersRow::Queue(QueueCounters {
@@ -174,6 +177,7 @@ pub fn rows(ports: &PortMap, nexthops: &BTreeSet<u32>, cells: &Cells) -> Vec<Cou
                 packets: tx.map(|x| x.0),
                 bytes: tx.map(|x| x.1),
                 ecn_marked: ecn.map(|x| x.0),
+                trimmed: trimmed.map(|x| x.0),
                 ..Default::default()
             }));
         }
@@ -240,6 +244,7 @@ mod tests {
         cells.insert((c::port_rx_counter::ID, 1), (10, 1000));
         cells.insert((c::pfc_rx_pause_counter::ID, 8 + 3), (4, 0));
         cells.insert((c::ecn_mark_counter::ID, 8 + 3), (2, 0));
+        cells.insert((c::trim_counter::ID, 8 + 2), (6, 0));
         cells.insert((c::drop_reason_counter::ID, 5), (7, 700));
         cells.insert((c::multipath_member_counter::ID, 5), (9, 900));
         cells.insert((c::psn_out_of_order_counter::ID, 17), (3, 0));
@@ -262,6 +267,11 @@ mod tests {
         assert_eq!(
             f("Ethernet0:3", "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS").as_deref(),
             Some("2")
+        );
+        // A queue that only trimmed still gets its row.
+        assert_eq!(
+            f("Ethernet0:2", "SAI_QUEUE_STAT_TRIM_PACKETS").as_deref(),
+            Some("6")
         );
         assert_eq!(
             f("WEFT_SWITCH", "WEFT_DROP_NO_ROUTE_PKTS").as_deref(),

@@ -588,7 +588,11 @@ pub fn switch_reads(info: &P4Info) -> Vec<Vec<Entity>> {
             },
         )),
     }]);
-    for table_id in [t::switch_config_table::ID, t::queue_config_table::ID] {
+    for table_id in [
+        t::switch_config_table::ID,
+        t::queue_config_table::ID,
+        t::trim_config_table::ID,
+    ] {
         reads.push(vec![table_entity(TableEntry {
             table_id,
             is_default_action: true,

@@ -129,6 +129,10 @@ impl Features {
             &settings,
             &self.tuning.thresholds(),
         )?;
+        qos::put(
+            &mut o,
+            crate::trim::trim_config(info, self.intent.trim.as_ref(), &self.model)?,
+        );
         if postcard_session != 0 {
             // Postcards go to the CPU port: packet-ins to this plugin.
             qos::put(

@@ -78,6 +78,8 @@ pub struct SwitchIntent {
     pub wd_poll: Duration,
     /// CONFIG_DB WEFT_TELEMETRY: (1-in-N sampling, records kept); `None`: postcards off.
     pub telemetry: Option<(u32, u64)>,
+    /// Packet trimming (SWITCH_TRIMMING|GLOBAL and the queues whose profile trims).
+    pub trim: Option<crate::trim::TrimIntent>,
     /// Problems in the rows; the rest is used.
     pub warnings: Vec<String>,
 }
@@ -112,6 +114,12 @@ impl SwitchIntent {
             }
         }
         out.classification(db);
+        out.trim = crate::trim::intent(db, &out.ports);
+        if out.trim.as_ref().is_some_and(|t| t.uneven) {
+            out.warnings.push(
+                "trimming ports trim different queues: the pipeline trims the union on each".into(),
+            );
+        }
         out.telemetry = db
             .telemetry
             .as_ref()

@@ -36,6 +36,7 @@ pub mod ports;
 pub mod qos;
 pub mod sim;
 pub mod translate;
+pub mod trim;
 pub mod tuning;
 pub mod watchdog;
 

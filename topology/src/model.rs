@@ -303,6 +303,10 @@ pub enum RoutingMode {
     Adaptive,
     /// Per flowlet: keep the member while packets arrive within `flowlet_gap`.
     Flowlet,
+    /// The sender chooses the path: switches hash only the UDP source port (the entropy value
+    /// RoCEv2 and Ultra Ethernet carry), so a sender that rotates it sprays its packets and
+    /// one source port keeps one path.
+    Entropy,
 }
 
 impl RoutingMode {
@@ -313,6 +317,7 @@ impl RoutingMode {
             RoutingMode::Spray => "spray",
             RoutingMode::Adaptive => "adaptive",
             RoutingMode::Flowlet => "flowlet",
+            RoutingMode::Entropy => "entropy",
         }
     }
     /// Whether the mode may reorder packets of one flow.
