@@ -864,6 +864,25 @@ impl Congestion {
     }
 }
 
+/// Which of ECN, PFC and trimming acted on a congested port, for the finding's summary.
+fn what_acted(marked: bool, pfc_sent: u64, trimmed: bool) -> String {
+    match (marked, pfc_sent > 0) {
+        (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
+        (true, true) => {
+            format!("PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough")
+        }
+        (false, true) => format!(
+            "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
+        ),
+        (false, false) if trimmed => {
+            "trimming acted, no ECN marks nor PAUSE (lossy class)".to_string()
+        }
+        (false, false) => {
+            "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)".to_string()
+        }
+    }
+}
+
 /// Congested egress ports: toward a host (incast) or toward a switch (a slow link).
 fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
@@ -899,22 +918,7 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     pfc_sent,
                 ));
             }
-            let ecn_first = match (c.marks > 0, pfc_sent > 0) {
-                (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
-                (true, true) => format!(
-                    "PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough"
-                ),
-                (false, true) => format!(
-                    "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
-                ),
-                (false, false) if c.trimmed > 0 => {
-                    "trimming acted, no ECN marks nor PAUSE (lossy class)".to_string()
-                }
-                (false, false) => {
-                    "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)"
-                        .to_string()
-                }
-            };
+            let ecn_first = what_acted(c.marks > 0, pfc_sent, c.trimmed > 0);
             let strength = c.strength();
             if fab.is_host(&peer.node) {
                 // Senders: hosts whose leaf received most in the window.

@@ -102,7 +102,7 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         "weft_queue_trimmed_packets_total",
         "counter",
         SPQ,
-        "Packets of the queue trimmed because the port was congested (trim_counter).",
+        "Packets of the queue trimmed because the port was congested (SAI_QUEUE_STAT_TRIM_PACKETS).",
     ),
     fam(
         "weft_pfc_pause_rx_frames_total",

@@ -67,8 +67,8 @@ pub struct RankPlan {
     /// None: the fabric does not trim.
     #[serde(default)]
     pub trim_dscp: Option<u8>,
-    /// Spray each QP's packets over several UDP source ports (entropy values), for fabrics that
-    /// route the class by `mode: entropy`. None: one source port per QP.
+    /// Spray each QP's packets over several UDP source ports (entropy values): a fabric that
+    /// hashes the 5-tuple puts each value on its own path. None: one source port per QP.
     #[serde(default)]
     pub entropy: Option<Entropy>,
 }

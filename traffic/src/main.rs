@@ -15,7 +15,7 @@ use weft_traffic::receiver::Placement;
 /// Examples:
 ///   weft-traffic recv --bind 10.0.0.18 --from 10.0.0.2 --bytes 1048576 --rate-pps 300
 ///   weft-traffic send --bind 10.0.0.2 --to 10.0.0.18 --bytes 1048576 --rate-pps 300
-///   weft-traffic send ... --spray 8 --trim-dscp 11   (lossy trimmed class, entropy routing)
+///   weft-traffic send ... --spray 8 --trim-dscp 11   (lossy trimmed class, source port per packet)
 ///   weft-traffic rank --plan rank3.json          (a collective's rank; `weft testbed workload`
 ///                                                 writes the plans)
 #[derive(Parser)]
