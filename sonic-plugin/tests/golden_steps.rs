@@ -557,7 +557,12 @@ impl Harness {
             let next_w = self
                 .core
                 .next_wake()
-                .map(|w| w.saturating_duration_since(self.base).as_millis() as u64)
+                // Rounded up: a deadline inside a millisecond is due at its end, not before it.
+                .map(|w| {
+                    w.saturating_duration_since(self.base)
+                        .as_nanos()
+                        .div_ceil(1_000_000) as u64
+                })
                 .filter(|w| *w > self.now || self.ticked != Some(self.now));
             let next = match (next_q, next_w) {
                 (Some(q), Some(w)) => q.min(w),
