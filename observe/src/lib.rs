@@ -21,6 +21,7 @@ pub mod status;
 pub mod switch;
 pub mod top;
 pub mod trace;
+pub mod views;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
