@@ -103,7 +103,7 @@ pub struct Defaults {
     /// Default `127.0.0.1:9559`.
     pub p4rt_address: Option<String>,
     /// Directory under which generated switches' SONiC Redis sockets live
-    /// (`unix://DIR/<switch>/redis.sock`). Default `/run/weft`.
+    /// (`unix://DIR/<switch>/redis.sock`). Default `/run/weft/<fabric>`: each fabric its own.
     pub db_socket_dir: Option<String>,
     /// Whether hosts' NICs tolerate out-of-order delivery (out-of-order data placement). Default false.
     pub ooo_tolerant: Option<bool>,

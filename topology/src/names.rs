@@ -14,7 +14,8 @@
 //! So a name is 1 to [`MAX_NAME_LEN`] characters from `A–Z a–z 0–9 _ . -`, starting with a letter
 //! or digit. 63 (a DNS label) keeps every derived name inside its limit: the longest namespace,
 //! `weft-` + 24 characters of the fabric + `-` + 63 of the host, is 93 bytes (limit 255), and the
-//! default socket `/run/weft/<switch>/redis.sock` is at most 84 bytes (limit 107). Linux interface
+//! default socket `/run/weft/<fabric>/<switch>/redis.sock` can pass 107 bytes with two long names,
+//! which validation then reports at `fabric.name`. Linux interface
 //! names (IFNAMSIZ, 15 characters) are never made from names: the testbed names them
 //! `s<device id>p<port id>`, which device ids up to 2³²−1 and port ids up to 510 keep at 15.
 

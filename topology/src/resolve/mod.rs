@@ -55,6 +55,11 @@ pub use defaults::{
     DEFAULT_CABLE, DEFAULT_MTU, DEFAULT_POSTCARD_SAMPLE, DEFAULT_SPEED, MAX_WATCHED_FLOWS,
 };
 
+/// The fabric's name (`fabric` when the intent gives none).
+pub(super) fn fabric_name(intent: &Intent) -> &str {
+    intent.fabric.name.as_deref().unwrap_or("fabric")
+}
+
 /// Resolves a deserialised intent. `idx` locates paths in the original text for messages.
 pub fn resolve(
     intent: &Intent,
@@ -88,7 +93,12 @@ pub fn resolve(
         &built.switches,
         &built.hosts,
     );
-    fields::check_socket_dir(&mut cx, &intent.fabric.defaults, &built.switches);
+    fields::check_socket_dir(
+        &mut cx,
+        fabric_name(intent),
+        &intent.fabric.defaults,
+        &built.switches,
+    );
     let pools = alloc::allocate(
         &mut cx,
         intent,
@@ -116,11 +126,7 @@ pub fn resolve(
         return Err(cx.finish());
     }
     Ok(Topology {
-        name: intent
-            .fabric
-            .name
-            .clone()
-            .unwrap_or_else(|| "fabric".into()),
+        name: fabric_name(intent).to_string(),
         file: file.to_string(),
         mtu,
         switches: built.switches,
