@@ -5,9 +5,11 @@
 
 pub mod apply;
 pub mod canary;
+pub mod compare;
 pub mod core;
 pub mod damping;
 pub mod ha;
+pub mod history;
 pub mod io;
 pub mod lock;
 pub mod passes;
