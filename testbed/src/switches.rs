@@ -59,8 +59,17 @@ pub(crate) fn start_switches(
         // The switch's SONiC DB.
         if let Some(sock) = unix_path(&sw.db) {
             if let Some(parent) = sock.parent() {
+                // Which of its directories this testbed makes (and only those, `down` removes).
+                let mut new: Vec<std::path::PathBuf> = parent
+                    .ancestors()
+                    .take_while(|d| !d.exists())
+                    .map(Path::to_path_buf)
+                    .collect();
                 fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+                st.made_dirs.append(&mut new);
             }
+            // A socket file nobody answers on is a dead server's (`up` checked that none
+            // answers): it would keep the new server from binding.
             let _ = fs::remove_file(&sock);
         }
         let redis = redis_cmd(&programs.redis, sw, &sdir, acl.as_ref())?;
