@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+use crate::args::OutputFormat;
 use crate::cmd::{self, Outcome, block_on};
 use crate::logging::{LogFormat, LogLevel};
 use crate::outln;
@@ -21,6 +22,9 @@ Exit status (every command):
   3   the command worked and the answer is \"not yet\": `plan --detailed-exitcode` found
       changes, `doctor` found problems, `status`: `weft run` is not running
   64  usage error (unknown flag, missing argument)";
+
+/// `weft --version`: the package version and the build (commit, profile, target).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("WEFT_BUILD"), ")");
 
 /// Weft: a control plane for RoCE fabrics of AI clusters.
 ///
@@ -39,7 +43,7 @@ Exit status (every command):
 #[derive(Parser, Debug)]
 #[command(
     name = "weft",
-    version,
+    version = VERSION,
     verbatim_doc_comment,
     after_help = EXIT_CODES,
     propagate_version = true
@@ -123,13 +127,30 @@ pub enum Command {
     ///   weft apply fabric.yaml --canary 2      (2 switches first, verified, then the rest)
     ///   weft apply fabric.yaml --switch leaf1,leaf2 --parallelism 8
     ///   weft apply fabric.yaml --no-wait       (DBs without plugins: `testbed up --db-only`)
+    ///   weft apply fabric.yaml --previous      (back to the converged apply before the last)
     ///
     /// CONFIG_DB rows first, then APPL_DB P4RT_TABLE entries in dependency order, stage by
     /// stage, each answered before the next (make before break). While it writes, apply holds
     /// the fabric's lock in every switch's STATE_DB (`WEFT_LOCK|<fabric>`); a lock another weft
     /// holds makes it stop with exit status 1 unless --steal.
+    ///
+    /// Each apply every switch answered is kept in --state-dir (`/var/lib/weft/<fabric>`);
+    /// --previous applies the one before the latest again, refused when a switch changed
+    /// since the latest. `weft apply PLAN.json` warns when the plan's intent file changed.
     #[command(verbatim_doc_comment)]
     Apply(cmd::plan::ApplyArgs),
+    /// What would change between two intents, switch by switch.
+    ///
+    /// Examples:
+    ///   weft diff fabric.yaml fabric-new.yaml
+    ///   weft diff fabric.yaml fabric-new.yaml --quiet       (the table only)
+    ///   weft diff fabric.yaml fabric-new.yaml --output json
+    ///
+    /// Both are compiled with every link up; per switch the P4RT entries and CONFIG_DB rows B
+    /// adds, modifies and deletes over A, as `weft plan -v` shows them. Exit 0 no difference,
+    /// 3 differences.
+    #[command(verbatim_doc_comment)]
+    Diff(cmd::diff::DiffArgs),
     /// Apply the intent, then keep the fabric converged as links go down and up.
     ///
     /// Examples:
@@ -243,19 +264,23 @@ pub enum Command {
     ///   weft schema | python3 -m json.tool | less
     #[command(verbatim_doc_comment)]
     Schema,
-    /// Print a shell completion script.
+    /// Print a shell completion script (it asks `weft` itself, so it knows the intent's names).
     ///
     /// Examples:
     ///   weft completions bash > /etc/bash_completion.d/weft
     ///   weft completions zsh > "${fpath[1]}/_weft"
     ///   weft completions fish > ~/.config/fish/completions/weft.fish
+    ///   source <(COMPLETE=bash weft)                  (the same, for this shell only)
+    ///
+    /// After an intent file on the command line, `--switch le<TAB>` offers its leaves, `--down`
+    /// its SWITCH:PORTs, host arguments its hosts. The `weft` on PATH answers.
     #[command(verbatim_doc_comment)]
     Completions(CompletionsArgs),
     /// Write man pages (weft.1, weft-plan.1, ...) into a directory.
     ///
     /// Examples:
     ///   weft manpages target/man && man -l target/man/weft-apply.1
-    #[command(verbatim_doc_comment, hide = true)]
+    #[command(verbatim_doc_comment)]
     Manpages(ManpagesArgs),
     /// An emulated fabric on this machine (needs root; BMv2 unless --db-only).
     ///
@@ -288,6 +313,23 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
+/// The registration script of `shell`: the shell then runs `COMPLETE=<shell> weft -- ...` for
+/// every completion (`crate::completion`).
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    use clap_complete::Shell;
+    use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
+    let s: &dyn EnvCompleter = match shell {
+        Shell::Bash => &Bash,
+        Shell::Zsh => &Zsh,
+        Shell::Fish => &Fish,
+        Shell::Elvish => &Elvish,
+        Shell::PowerShell => &Powershell,
+        other => anyhow::bail!("no completions for {other}"),
+    };
+    s.write_registration("COMPLETE", "weft", "weft", "weft", &mut crate::out::stdout())?;
+    Ok(())
+}
+
 #[derive(Args, Debug)]
 pub struct ManpagesArgs {
     /// The directory (created if missing).
@@ -296,6 +338,46 @@ pub struct ManpagesArgs {
 }
 
 impl Command {
+    /// The command's name as structured documents carry it, and its `--output`.
+    pub fn context(&self) -> (String, OutputFormat) {
+        use cmd::show::ShowCommand as S;
+        use cmd::testbed::TestbedCommand as T;
+        let text = OutputFormat::Text;
+        let (name, format): (&str, OutputFormat) = match self {
+            Command::Validate(a) => ("validate", a.output),
+            Command::Show(a) => match &a.what {
+                Some(S::Queues(q)) => ("show queues", q.output),
+                Some(S::Pfcwd(p)) => ("show pfcwd", p.output),
+                Some(S::Hosts(h)) => ("show hosts", h.output),
+                Some(S::Switches(w)) => ("show switches", w.output),
+                Some(S::Routes(r)) => ("show routes", r.output),
+                None => ("show", a.output),
+            },
+            Command::Plan(a) => ("plan", a.output),
+            Command::Apply(a) => ("apply", a.output),
+            Command::Diff(a) => ("diff", a.output),
+            Command::Run(_) => ("run", text),
+            Command::Status(a) => ("status", a.output),
+            Command::Top(a) => ("top", a.output),
+            Command::Trace(a) => ("trace", a.output),
+            Command::Doctor(a) => ("doctor", a.output),
+            Command::Diagnose(a) => ("diagnose", a.output),
+            Command::Graph(_) => ("graph", text),
+            Command::Schema => ("schema", text),
+            Command::Completions(_) => ("completions", text),
+            Command::Manpages(_) => ("manpages", text),
+            Command::Testbed(a) => match &a.command {
+                T::Status(c) => ("testbed status", c.output),
+                T::Ping(c) => ("testbed ping", c.output),
+                T::Fault(c) => ("testbed fault", c.output),
+                T::Workload(c) => ("testbed workload", c.output),
+                _ => ("testbed", text),
+            },
+            Command::Simulate(a) => ("simulate", a.output),
+        };
+        (name.to_string(), format)
+    }
+
     /// Runs the command; the outcome maps to the exit status.
     pub fn run(self) -> anyhow::Result<Outcome> {
         match self {
@@ -303,6 +385,7 @@ impl Command {
             Command::Show(a) => cmd::show::run(&a),
             Command::Plan(a) => block_on(cmd::plan::run_plan(&a)),
             Command::Apply(a) => block_on(cmd::plan::run_apply(&a)),
+            Command::Diff(a) => cmd::diff::run(&a),
             Command::Run(a) => block_on(cmd::run::run(&a)),
             Command::Status(a) => block_on(cmd::status::status(&a)),
             Command::Top(a) => block_on(cmd::top::run(&a)),
@@ -315,12 +398,7 @@ impl Command {
                 Ok(Outcome::Ok)
             }
             Command::Completions(a) => {
-                clap_complete::generate(
-                    a.shell,
-                    &mut Cli::command(),
-                    "weft",
-                    &mut crate::out::stdout(),
-                );
+                completions(a.shell)?;
                 Ok(Outcome::Ok)
             }
             Command::Manpages(a) => {

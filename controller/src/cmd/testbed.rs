@@ -181,7 +181,7 @@ pub struct StatusArgs {
     /// The intent file or the fabric's name.
     #[arg(value_name = "FILE|FABRIC")]
     pub fabric: String,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -264,7 +264,7 @@ pub struct PingArgs {
     /// The intent file or the fabric's name.
     #[arg(value_name = "FILE|FABRIC")]
     pub fabric: String,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -301,7 +301,7 @@ pub struct FaultArgs {
     /// reorder: extra latency of the slow path.
     #[arg(long, default_value = "20ms", value_parser = parse_duration, value_name = "DURATION")]
     pub delay: Duration,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -469,10 +469,9 @@ pub fn status(a: &StatusArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
             dir.display()
         )
     })?;
-    let all_running = r.processes.iter().all(|p| p.running);
     match output {
-        OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
-        OutputFormat::Text => {
+        o if o.structured() => crate::report::emit(o, Some(&r.fabric), &r)?,
+        _ => {
             outln!(
                 "testbed {} (namespace {}, state {}){}",
                 r.fabric,
@@ -488,10 +487,22 @@ pub fn status(a: &StatusArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
                     if p.running {
                         "running".to_string()
                     } else {
-                        match tb::chaos::restart_hint(&r.fabric, &p.name) {
+                        crate::style::bad(&match tb::chaos::restart_hint(&r.fabric, &p.name) {
                             Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
                             None => "NOT RUNNING".to_string(),
-                        }
+                        })
+                    }
+                );
+            }
+            for d in &r.dbs {
+                outln!(
+                    "  db {:<21} {} {}",
+                    d.switch,
+                    d.db,
+                    if d.answers {
+                        "answers".to_string()
+                    } else {
+                        crate::style::bad("NOT ANSWERING (its socket gone, or its redis-server stopped)")
                     }
                 );
             }
@@ -509,7 +520,7 @@ pub fn status(a: &StatusArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
             }
         }
     }
-    Ok(if all_running {
+    Ok(if r.healthy() {
         Outcome::Ok
     } else {
         Outcome::Failed
@@ -564,19 +575,18 @@ pub fn ping(a: &PingArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let res = tb::ping_all(&st, 2);
     let ok = res.iter().filter(|r| r.2).count();
     match output {
-        OutputFormat::Json => {
+        o if o.structured() => {
             let pairs: Vec<serde_json::Value> = res
                 .iter()
                 .map(|(a, b, good)| serde_json::json!({"from": a, "to": b, "ok": good}))
                 .collect();
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "fabric": st.fabric, "pairs": res.len(), "answered": ok, "results": pairs
-                }))?
-            );
+            crate::report::emit(
+                o,
+                Some(&st.fabric),
+                &serde_json::json!({"pairs": res.len(), "answered": ok, "results": pairs}),
+            )?;
         }
-        OutputFormat::Text => {
+        _ => {
             for (a, b, good) in &res {
                 if !good {
                     outln!("UNREACHABLE {a} -> {b}");
@@ -674,8 +684,12 @@ pub fn fault(a: &FaultArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         FaultKind::List => {
             let faults = tb::fault::list(&st.state_dir);
             match output {
-                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&faults)?),
-                OutputFormat::Text => {
+                o if o.structured() => crate::report::emit(
+                    o,
+                    Some(&st.fabric),
+                    &serde_json::json!({ "faults": faults }),
+                )?,
+                _ => {
                     if faults.is_empty() {
                         outln!("no faults in place");
                     }
@@ -688,8 +702,12 @@ pub fn fault(a: &FaultArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         FaultKind::Clear => {
             let done = tb::fault::clear(&st, &tools)?;
             match output {
-                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&done)?),
-                OutputFormat::Text => {
+                o if o.structured() => crate::report::emit(
+                    o,
+                    Some(&st.fabric),
+                    &serde_json::json!({ "cleared": done }),
+                )?,
+                _ => {
                     for l in &done {
                         outln!("{l}");
                     }
@@ -703,8 +721,12 @@ pub fn fault(a: &FaultArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         _ => {
             let f = tb::fault::inject(&st, &tools, a.kind, &a.targets, &params)?;
             match output {
-                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&f)?),
-                OutputFormat::Text => {
+                o if o.structured() => crate::report::emit(
+                    o,
+                    Some(&st.fabric),
+                    &serde_json::json!({ "fault": f }),
+                )?,
+                _ => {
                     outln!("{} {}: {}", f.kind.as_str(), f.target, f.detail);
                     outln!("undo: weft testbed fault {file_or_name} clear (or testbed down)");
                 }

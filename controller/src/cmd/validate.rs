@@ -5,13 +5,11 @@
 //! (whatever the others were). There are no warnings: whatever the compiler would have to
 //! refuse or work around is an error.
 
-use std::path::Path;
-
 use clap::Args;
-use weft_topology::{Diagnostic, LoadError, ReadError};
+use weft_topology::{Diagnostic, LoadError};
 
 use super::Outcome;
-use super::intent::{ErrorJson, Report, invalid, print_diagnostics};
+use super::intent::{ErrorJson, Report, invalid, label, print_diagnostics, read_text};
 use crate::args::OutputFormat;
 
 #[derive(Args, Debug)]
@@ -19,7 +17,7 @@ pub struct ValidateArgs {
     /// Intent files; `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
-    /// text, or json: an array with one report per file.
+    /// text, json or yaml: `files`, one report per file (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -35,22 +33,7 @@ enum Checked {
 }
 
 fn check(f: &str) -> Checked {
-    let (label, text) = if f == "-" {
-        let label = "<stdin>";
-        (
-            label,
-            weft_topology::read_limited(std::io::stdin().lock(), label).map_err(|e| match e {
-                ReadError::Io(e) => LoadError::Io {
-                    path: label.into(),
-                    source: e,
-                },
-                ReadError::Invalid(d) => LoadError::Invalid(d),
-            }),
-        )
-    } else {
-        (f, weft_topology::read_intent(Path::new(f)))
-    };
-    let result = text.and_then(|text| weft_topology::load_str(&text, label));
+    let result = read_text(f).and_then(|text| weft_topology::load_str(&text, label(f)));
     match result {
         Ok(t) => Checked::Valid {
             switches: t.switches.len(),
@@ -107,13 +90,13 @@ fn print_text(file: &str, c: &Checked, r: &Report) {
         Checked::Invalid(d) => {
             print_diagnostics(d);
             if r.error_count > d.len() {
-                crate::errln!(
+                crate::warnln!(
                     "{file}: {} error(s), the first {} shown",
                     r.error_count,
                     d.len() - 1
                 );
             } else {
-                crate::errln!("{file}: {} error(s)", r.error_count);
+                crate::warnln!("{file}: {} error(s)", r.error_count);
             }
         }
         Checked::Unreadable(msg) => crate::errln!("{file}: error: {msg}"),
@@ -124,15 +107,15 @@ pub fn run(a: &ValidateArgs) -> anyhow::Result<Outcome> {
     let checked: Vec<(&str, Checked)> = a.files.iter().map(|f| (f.as_str(), check(f))).collect();
     let mut reports = Vec::new();
     for (f, c) in &checked {
-        let file = if *f == "-" { "<stdin>" } else { f };
+        let file = label(f);
         let r = report(file, c);
         if a.output == OutputFormat::Text {
             print_text(file, c, &r);
         }
         reports.push(r);
     }
-    if a.output == OutputFormat::Json {
-        crate::outln!("{}", serde_json::to_string_pretty(&reports)?);
+    if a.output.structured() {
+        crate::report::emit(a.output, None, &serde_json::json!({ "files": reports }))?;
     }
     let unreadable = checked
         .iter()
