@@ -326,7 +326,13 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
         Shell::PowerShell => &Powershell,
         other => anyhow::bail!("no completions for {other}"),
     };
-    s.write_registration("COMPLETE", "weft", "weft", "weft", &mut crate::out::stdout())?;
+    s.write_registration(
+        "COMPLETE",
+        "weft",
+        "weft",
+        "weft",
+        &mut crate::out::stdout(),
+    )?;
     Ok(())
 }
 

@@ -18,10 +18,7 @@ fn intent_on_line() -> Option<Topology> {
         .skip(1)
         .filter(|a| {
             let p = std::path::Path::new(a);
-            matches!(
-                p.extension().and_then(OsStr::to_str),
-                Some("yaml" | "yml")
-            ) && p.is_file()
+            matches!(p.extension().and_then(OsStr::to_str), Some("yaml" | "yml")) && p.is_file()
         })
         .find_map(|a| weft_topology::load_file(std::path::Path::new(&a)).ok())
 }
@@ -87,17 +84,12 @@ fn completer(id: &str) -> Option<fn() -> Vec<CompletionCandidate>> {
     })
 }
 
-fn with_names(mut cmd: clap::Command) -> clap::Command {
-    let ids: Vec<String> = cmd
-        .get_arguments()
-        .map(|a| a.get_id().to_string())
-        .filter(|id| completer(id).is_some())
-        .collect();
-    for id in ids {
-        if let Some(f) = completer(&id) {
-            cmd = cmd.mut_arg(id, |a| a.add(ArgValueCandidates::new(f)));
-        }
-    }
+fn with_names(cmd: clap::Command) -> clap::Command {
+    // In place: `mut_arg` would move the argument to the end, reordering positionals.
+    let mut cmd = cmd.mut_args(|a| match completer(a.get_id().as_str()) {
+        Some(f) => a.add(ArgValueCandidates::new(f)),
+        None => a,
+    });
     let subs: Vec<String> = cmd
         .get_subcommands()
         .map(|s| s.get_name().to_string())
@@ -111,4 +103,22 @@ fn with_names(mut cmd: clap::Command) -> clap::Command {
 /// The command line with name completers on the arguments that take names.
 pub fn command() -> clap::Command {
     with_names(Cli::command())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_with_completers_keeps_its_positionals_in_order() {
+        let cmd = super::command();
+        cmd.clone().debug_assert();
+        let routes = cmd
+            .find_subcommand("show")
+            .and_then(|s| s.find_subcommand("routes"))
+            .expect("show routes");
+        let order: Vec<&str> = routes
+            .get_positionals()
+            .map(|a| a.get_id().as_str())
+            .collect();
+        assert_eq!(order, ["file", "switch", "prefix"]);
+    }
 }

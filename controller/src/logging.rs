@@ -42,9 +42,7 @@ impl Say {
 
 /// `2025-01-31T12:00:00.123456Z` (what tracing's JSON lines carry).
 pub fn rfc3339(t: std::time::SystemTime) -> String {
-    let d = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -159,7 +157,10 @@ mod tests {
     fn timestamps_are_rfc3339_in_utc() {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_micros(951_782_400_000_001);
         assert_eq!(rfc3339(t), "2000-02-29T00:00:00.000001Z");
-        assert_eq!(rfc3339(std::time::UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339(std::time::UNIX_EPOCH),
+            "1970-01-01T00:00:00.000000Z"
+        );
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(4_107_542_399);
         assert_eq!(rfc3339(t), "2100-02-28T23:59:59.000000Z");
     }

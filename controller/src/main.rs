@@ -80,7 +80,12 @@ fn main() {
         Ok(outcome) => std::process::exit(outcome.exit_code()),
         Err(e) => {
             if let Some(f) = report::structured().filter(|_| !report::emitted()) {
-                let _ = report::emit_error(f, None, &report::ErrorDoc::failure(&e), serde_json::Value::Null);
+                let _ = report::emit_error(
+                    f,
+                    None,
+                    &report::ErrorDoc::failure(&e),
+                    serde_json::Value::Null,
+                );
             }
             // One line, each cause once; never a backtrace.
             weft_controller::errln!("weft: {}", report::one_line(&e));
@@ -88,4 +93,3 @@ fn main() {
         }
     }
 }
-

@@ -113,7 +113,10 @@ pub fn document(
     let mut m = serde_json::Map::new();
     m.insert("version".into(), VERSION.into());
     m.insert("command".into(), command().into());
-    m.insert("fabric".into(), fabric.map_or(serde_json::Value::Null, Into::into));
+    m.insert(
+        "fabric".into(),
+        fabric.map_or(serde_json::Value::Null, Into::into),
+    );
     m.insert(
         "error".into(),
         error

@@ -38,11 +38,12 @@ pub fn state(s: &str) -> String {
     let padded_word = s.trim();
     match padded_word {
         "FAIL" | "down" | "DOWN" | "UNREACHABLE" | "suppressed" | "stormed" | "admin-down"
-        | "missing" | "differs" => {
-            bad(s)
-        }
+        | "missing" | "differs" => bad(s),
         "unknown" | "?" | "no data" | "stale" | "unreachable" => unknown(s),
-        w if w.starts_with("FAILED") || w.starts_with("UNREACHABLE") || w.starts_with("NOT READY") => {
+        w if w.starts_with("FAILED")
+            || w.starts_with("UNREACHABLE")
+            || w.starts_with("NOT READY") =>
+        {
             bad(s)
         }
         _ => s.to_string(),

@@ -897,8 +897,11 @@ fn a_db_only_testbed_says_what_it_cannot_do_and_down_cleans_up() {
     .expect("example")
     .replace("name: small", &format!("name: {name}"))
     .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}", db_dir.display()),
+        "    p4rt_address: 127.0.0.1:9559\n",
+        &format!(
+            "    p4rt_address: 127.0.0.1:9559\n    db_socket_dir: {}\n",
+            db_dir.display()
+        ),
     );
     let file = dir.join("fabric.yaml");
     std::fs::write(&file, text).expect("intent");
@@ -923,6 +926,10 @@ fn a_db_only_testbed_says_what_it_cannot_do_and_down_cleans_up() {
     };
     let (code, out) = weft(&["testbed", "up", &file, "--db-only"]);
     assert_eq!(code, 0, "{out}");
+    assert!(
+        db_dir.join("leaf1/redis.sock").exists(),
+        "sockets where the intent says:\n{out}"
+    );
     assert!(
         out.contains(&format!("next: weft apply {file} --no-wait")),
         "{out}"

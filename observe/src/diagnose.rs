@@ -87,14 +87,31 @@ pub fn fabric_mismatch(intent: &Fabric, recorded: &Fabric) -> Vec<String> {
         f.links
             .iter()
             .map(|l| {
-                let (a, b) = (format!("{}:{}", l.a.node, l.a.port), format!("{}:{}", l.b.node, l.b.port));
-                if a <= b { format!("{a}-{b}") } else { format!("{b}-{a}") }
+                let (a, b) = (
+                    format!("{}:{}", l.a.node, l.a.port),
+                    format!("{}:{}", l.b.node, l.b.port),
+                );
+                if a <= b {
+                    format!("{a}-{b}")
+                } else {
+                    format!("{b}-{a}")
+                }
             })
             .collect::<BTreeSet<_>>()
     };
     let mut out = Vec::new();
-    diff("switch(es)", &set(&intent.switches), &set(&recorded.switches), &mut out);
-    diff("host(s)", &set(&intent.hosts), &set(&recorded.hosts), &mut out);
+    diff(
+        "switch(es)",
+        &set(&intent.switches),
+        &set(&recorded.switches),
+        &mut out,
+    );
+    diff(
+        "host(s)",
+        &set(&intent.hosts),
+        &set(&recorded.hosts),
+        &mut out,
+    );
     diff("cable(s)", &cables(intent), &cables(recorded), &mut out);
     out
 }
@@ -303,8 +320,14 @@ mod tests {
         let w = Window {
             fabric: f.clone(),
             samples: vec![
-                Sample { t_ms: 0, switches: both },
-                Sample { t_ms: 1000, switches: once },
+                Sample {
+                    t_ms: 0,
+                    switches: both,
+                },
+                Sample {
+                    t_ms: 1000,
+                    switches: once,
+                },
             ],
         };
         let mut unread = Unreadable::new();
@@ -335,7 +358,8 @@ mod tests {
         assert!(fabric_mismatch(&small, &small).is_empty());
         let m = fabric_mismatch(&k4, &small);
         assert!(
-            m.iter().any(|l| l.contains("host(s) recorded that the intent does not have")),
+            m.iter()
+                .any(|l| l.contains("host(s) recorded that the intent does not have")),
             "{m:?}"
         );
     }

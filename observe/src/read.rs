@@ -94,7 +94,10 @@ impl std::fmt::Display for Staleness {
                 "no live plugin writes it (no WEFT_PLUGIN|status row: the plugin died or never ran)"
             ),
             Staleness::NotRunning(s) => {
-                write!(f, "its plugin is {s}, not running: what is there is not current")
+                write!(
+                    f,
+                    "its plugin is {s}, not running: what is there is not current"
+                )
             }
             Staleness::NotPolled => write!(
                 f,
@@ -156,7 +159,10 @@ impl<T> SwitchRead<T> {
     pub fn unknown(&self, switch: &str, what: &str) -> Option<Unknown> {
         let (data, detail) = match self {
             SwitchRead::Ok(_) => return None,
-            SwitchRead::NoData => ("no-data", format!("no {what} in its DB (no plugin has written any)")),
+            SwitchRead::NoData => (
+                "no-data",
+                format!("no {what} in its DB (no plugin has written any)"),
+            ),
             SwitchRead::Stale { why, .. } => ("stale", format!("{what}: {why}")),
             SwitchRead::Unreachable(e) => ("unreachable", e.to_string()),
         };
@@ -259,7 +265,10 @@ fn staleness(
 pub async fn plugin_status(db: &str) -> Result<Option<PluginStatus>, ReadError> {
     let run = async {
         let sonic = SonicDb::from_endpoint(db)?;
-        let t = Table::new(sonic.connect(SonicDbId::StateDb).await?, PluginStatus::TABLE)?;
+        let t = Table::new(
+            sonic.connect(SonicDbId::StateDb).await?,
+            PluginStatus::TABLE,
+        )?;
         Ok::<_, SonicDbError>(
             t.get(PLUGIN_STATUS_KEY)
                 .await?
@@ -390,15 +399,36 @@ mod tests {
         assert_eq!(r, SwitchRead::Ok(()));
         // No live plugin: whatever the stamp says, nobody writes them any more.
         let r = judge_counters((), Some(&poll(now, 1_000)), None, now);
-        assert!(matches!(r, SwitchRead::Stale { why: Staleness::NoWriter, .. }));
+        assert!(matches!(
+            r,
+            SwitchRead::Stale {
+                why: Staleness::NoWriter,
+                ..
+            }
+        ));
         // A plugin that is not running does not poll.
         let syncing = PluginStatus::fresh(PluginState::Syncing, "t");
         let r = judge_counters((), Some(&poll(now, 1_000)), Some(&syncing), now);
-        assert!(matches!(r, SwitchRead::Stale { why: Staleness::NotRunning(_), .. }));
+        assert!(matches!(
+            r,
+            SwitchRead::Stale {
+                why: Staleness::NotRunning(_),
+                ..
+            }
+        ));
         // An older plugin without stamps: current once it has polled.
-        assert_eq!(judge_counters((), None, Some(&running), now), SwitchRead::Ok(()));
+        assert_eq!(
+            judge_counters((), None, Some(&running), now),
+            SwitchRead::Ok(())
+        );
         let unpolled = PluginStatus::fresh(PluginState::Running, "t");
         let r = judge_counters((), None, Some(&unpolled), now);
-        assert!(matches!(r, SwitchRead::Stale { why: Staleness::NotPolled, .. }));
+        assert!(matches!(
+            r,
+            SwitchRead::Stale {
+                why: Staleness::NotPolled,
+                ..
+            }
+        ));
     }
 }

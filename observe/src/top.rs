@@ -239,8 +239,7 @@ impl Pair<'_> {
                 a_to_b_bps: r.map(|r| r.3),
                 b_to_a_pps: r.map(|r| r.0),
                 b_to_a_bps: r.map(|r| r.1),
-                utilisation: r
-                    .map(|r| r.3.max(r.1) / h.speed.bits_per_sec().max(1) as f64),
+                utilisation: r.map(|r| r.3.max(r.1) / h.speed.bits_per_sec().max(1) as f64),
                 state: self
                     .unread_state(&sw.name, &sw.name)
                     .unwrap_or_else(|| run_state(usage)),
@@ -467,10 +466,7 @@ pub fn view(
     let (depth, pfc) = pair.depth_and_pfc();
     let keep = |s: &str| pair.keep(s);
     let (links, queues) = (pair.links(t, usage, sort), pair.queues());
-    let (drops, out_of_order) = (
-        drops(prev, cur, dt, &known, keep),
-        out_of_order(cur, keep),
-    );
+    let (drops, out_of_order) = (drops(prev, cur, dt, &known, keep), out_of_order(cur, keep));
     drop(pair);
     TopView {
         fabric: t.name.clone(),
@@ -687,8 +683,11 @@ mod tests {
         );
         let v = view(&t, &all, &cur, 1.0, &BTreeMap::new(), Sort::Utilisation, "");
         assert!(!v.complete());
-        let unknown: Vec<(&str, &str)> =
-            v.unknown.iter().map(|u| (u.switch.as_str(), u.data)).collect();
+        let unknown: Vec<(&str, &str)> = v
+            .unknown
+            .iter()
+            .map(|u| (u.switch.as_str(), u.data))
+            .collect();
         assert_eq!(unknown, [("spine1", "stale"), ("leaf1", "no-data")]);
         for l in v.links.iter().filter(|l| l.link.contains("leaf1")) {
             assert!(l.utilisation.is_none(), "{l:?}");
@@ -699,7 +698,10 @@ mod tests {
             .iter()
             .find(|l| l.kind == "host" && l.link.contains("leaf2"))
             .expect("a host link of leaf2");
-        assert_eq!(h.state, "unknown", "read, but no weft run to say it is in use");
+        assert_eq!(
+            h.state, "unknown",
+            "read, but no weft run to say it is in use"
+        );
         assert_eq!(h.utilisation, Some(0.0));
     }
 

@@ -155,10 +155,9 @@ impl TraceReport {
     /// this trace).
     pub fn set_unknown(&mut self, unknown: Vec<crate::read::Unknown>) {
         let on_path = |sw: &str| {
-            self.allowed_paths.iter().any(|p| {
-                p.split(" | ")
-                    .any(|hop| hop.split(' ').next() == Some(sw))
-            })
+            self.allowed_paths
+                .iter()
+                .any(|p| p.split(" | ").any(|hop| hop.split(' ').next() == Some(sw)))
         };
         self.unknown = unknown
             .into_iter()

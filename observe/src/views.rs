@@ -356,11 +356,19 @@ mod tests {
         let all = compiled(sw, RouteFilter::All);
         assert_eq!(all.len(), sw.routes.len());
         let one = compiled(sw, "10.0.0.2".parse().expect("address"));
-        assert_eq!(one.len(), 1, "{:?}", one.iter().map(|r| &r.1.prefix).collect::<Vec<_>>());
+        assert_eq!(
+            one.len(),
+            1,
+            "{:?}",
+            one.iter().map(|r| &r.1.prefix).collect::<Vec<_>>()
+        );
         assert_eq!(one[0].1.prefix, "10.0.0.2/32");
         let far = compiled(sw, "10.0.0.26".parse().expect("address"));
         assert_eq!(far.len(), 1);
-        assert_eq!(far[0].1.kind, "group", "another leaf's host: over the spines");
+        assert_eq!(
+            far[0].1.kind, "group",
+            "another leaf's host: over the spines"
+        );
         assert_eq!(far[0].1.next_hops.len(), 2);
         let v4: Vec<_> = compiled(sw, "10.0.0.0/24".parse().expect("prefix"));
         assert!(v4.iter().all(|(r, _)| r.prefix.addr().is_ipv4()));
@@ -378,12 +386,13 @@ mod tests {
             .next()
             .expect("route");
         let info = weft_compiler::p4map::pipeline_p4info().expect("p4info");
-        let entries: BTreeMap<String, FieldValues> = weft_reconcile::plan::desired_switch(&t, &info, sw, leaf1)
-            .expect("desired")
-            .entries
-            .into_iter()
-            .map(|(k, e)| (k, e.fields))
-            .collect();
+        let entries: BTreeMap<String, FieldValues> =
+            weft_reconcile::plan::desired_switch(&t, &info, sw, leaf1)
+                .expect("desired")
+                .entries
+                .into_iter()
+                .map(|(k, e)| (k, e.fields))
+                .collect();
         assert_eq!(held(&r, &entries, &entries), "held");
         let keys = route_keys(&r);
         assert_eq!(keys.len(), 2, "route and group: {keys:?}");
@@ -398,7 +407,9 @@ mod tests {
         let mut extra = entries.clone();
         let mut foreign = r.clone();
         foreign.prefix = "192.168.0.0/16".parse().expect("prefix");
-        let k = weft_compiler::p4map::route_entry(&foreign).expect("entry").key;
+        let k = weft_compiler::p4map::route_entry(&foreign)
+            .expect("entry")
+            .key;
         extra.insert(k, Vec::new());
         assert_eq!(not_in_intent(&entries, &extra), ["192.168.0.0/16"]);
     }

@@ -25,8 +25,11 @@ fn fabric(leaf1: &str, leaf2: &str, spine2: &str) -> (Topology, std::path::PathB
     ))
     .expect("example")
     .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/nowhere", dir.display()),
+        "    p4rt_address: 127.0.0.1:9559\n",
+        &format!(
+            "    p4rt_address: 127.0.0.1:9559\n    db_socket_dir: {}/nowhere\n",
+            dir.display()
+        ),
     );
     let text = format!(
         "{text}\nswitches:\n  - name: leaf1\n    db: {leaf1}\n  - name: leaf2\n    db: {leaf2}\n  - name: spine2\n    db: {spine2}\n"
@@ -181,7 +184,11 @@ fn rows_no_rows_and_no_answer_are_read_apart_and_none_of_them_but_current_rows_i
             ("leaf4", "unreachable")
         ]
     );
-    assert!(v.unknown[1].detail.contains("timed out"), "{:?}", v.unknown[1]);
+    assert!(
+        v.unknown[1].detail.contains("timed out"),
+        "{:?}",
+        v.unknown[1]
+    );
     assert!(!v.complete());
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -19,6 +19,19 @@ pub struct Comparison {
     /// Switches only B has (everything of theirs is new) and only A has (all of it goes).
     pub only_b: Vec<String>,
     pub only_a: Vec<String>,
+    /// Switches in both that B reaches elsewhere (another DB, P4Runtime address or device
+    /// id): applying B writes the same state to another place.
+    pub moved: Vec<Moved>,
+}
+
+/// One way B reaches a switch differently from A.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Moved {
+    pub switch: String,
+    /// `db`, `p4rt_address` or `device_id`.
+    pub what: &'static str,
+    pub a: String,
+    pub b: String,
 }
 
 impl Comparison {
@@ -26,6 +39,7 @@ impl Comparison {
     pub fn same(&self) -> bool {
         self.only_a.is_empty()
             && self.only_b.is_empty()
+            && self.moved.is_empty()
             && self.switches.iter().all(SwitchPlan::is_empty)
     }
 }
@@ -50,12 +64,14 @@ pub fn compare(a: &Topology, b: &Topology) -> Result<Comparison, CompareError> {
         switches: Vec::new(),
         only_b: Vec::new(),
         only_a: Vec::new(),
+        moved: Vec::new(),
     };
     for (bi, s) in b.switches.iter().enumerate() {
         let Some(ai) = a.switch_index(&s.name) else {
             out.only_b.push(s.name.clone());
             continue;
         };
+        out.moved.extend(moved(&a.switches[ai], s));
         let was = plan::desired_switch(a, &info, &ca.switches()[ai], ai)?;
         let want = plan::desired_switch(b, &info, &cb.switches()[bi], bi)?;
         let mut p = plan::diff(
@@ -76,6 +92,32 @@ pub fn compare(a: &Topology, b: &Topology) -> Result<Comparison, CompareError> {
         .map(|s| s.to_string())
         .collect();
     Ok(out)
+}
+
+fn moved(a: &weft_topology::Switch, b: &weft_topology::Switch) -> Vec<Moved> {
+    let pairs = [
+        ("db", a.db.clone(), b.db.clone()),
+        (
+            "p4rt_address",
+            a.p4rt_address.clone(),
+            b.p4rt_address.clone(),
+        ),
+        (
+            "device_id",
+            a.device_id.to_string(),
+            b.device_id.to_string(),
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(what, a_, b_)| Moved {
+            switch: b.name.clone(),
+            what,
+            a: a_,
+            b: b_,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -100,14 +142,32 @@ mod tests {
         assert!(!c.same());
         assert!(c.only_a.is_empty() && c.only_b.is_empty());
         let rows: usize = c.switches.iter().map(|s| s.config_set.len()).sum();
-        assert!(rows > 0, "headroom follows the cable: CONFIG_DB rows change");
         assert!(
-            c.switches.iter().all(|s| s.add.is_empty() && s.delete.is_empty()),
+            rows > 0,
+            "headroom follows the cable: CONFIG_DB rows change"
+        );
+        assert!(
+            c.switches
+                .iter()
+                .all(|s| s.add.is_empty() && s.delete.is_empty()),
             "routes do not"
         );
         let d = small(|t| t.replace("leaves: 4", "leaves: 3"));
         let c = compare(&a, &d).expect("compare");
         assert_eq!(c.only_a, ["leaf4"]);
-        assert!(c.switches.iter().any(|s| !s.delete.is_empty()), "routes to leaf4 go");
+        assert!(
+            c.switches.iter().any(|s| !s.delete.is_empty()),
+            "routes to leaf4 go"
+        );
+        let e = small(|t| t + "\nswitches:\n  - name: leaf2\n    db: redis://127.0.0.1:7777\n");
+        let c = compare(&a, &e).expect("compare");
+        assert!(!c.same(), "the same state, written elsewhere");
+        assert!(c.switches.iter().all(SwitchPlan::is_empty));
+        assert_eq!(c.moved.len(), 1);
+        assert_eq!(
+            (c.moved[0].switch.as_str(), c.moved[0].what),
+            ("leaf2", "db")
+        );
+        assert_eq!(c.moved[0].b, "redis://127.0.0.1:7777");
     }
 }

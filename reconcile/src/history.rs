@@ -97,11 +97,10 @@ impl History {
                 continue;
             }
             let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-            let a: Applied =
-                serde_json::from_str(&text).map_err(|source| HistoryError::Parse {
-                    path: path.clone(),
-                    source,
-                })?;
+            let a: Applied = serde_json::from_str(&text).map_err(|source| HistoryError::Parse {
+                path: path.clone(),
+                source,
+            })?;
             out.push(a);
         }
         out.sort_by_key(|a| a.applied_ms);
@@ -122,7 +121,9 @@ impl History {
         std::fs::rename(&tmp, &path).map_err(io(&path))?;
         let all = self.list()?;
         for old in all.iter().take(all.len().saturating_sub(KEEP)) {
-            let p = self.dir.join(format!("applied-{:016}.json", old.applied_ms));
+            let p = self
+                .dir
+                .join(format!("applied-{:016}.json", old.applied_ms));
             let _ = std::fs::remove_file(p);
         }
         Ok(path)
@@ -219,14 +220,23 @@ mod tests {
             h.record(&applied(ms, "lab")).expect("record");
         }
         h.record(&applied(40, "other")).expect("record");
-        let all: Vec<u64> = h.list().expect("list").iter().map(|a| a.applied_ms).collect();
+        let all: Vec<u64> = h
+            .list()
+            .expect("list")
+            .iter()
+            .map(|a| a.applied_ms)
+            .collect();
         assert_eq!(all, [10, 20, 30, 40]);
         let (last, before) = h.last_two("lab").expect("two");
         assert_eq!((last.applied_ms, before.applied_ms), (30, 20));
         for ms in 100..(100 + KEEP as u64) {
             h.record(&applied(ms, "lab")).expect("record");
         }
-        assert_eq!(h.list().expect("list").len(), KEEP, "only the last are kept");
+        assert_eq!(
+            h.list().expect("list").len(),
+            KEEP,
+            "only the last are kept"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -779,7 +779,10 @@ pub struct SwitchLine<'a> {
 
 /// The plan table's line of a switch, and with `changes` every change under it: P4RT entries
 /// first, then CONFIG_DB rows, each group in natural key order.
-pub fn render_lines(l: &SwitchLine<'_>, changes: Option<(Vec<ChangeLine>, Vec<ChangeLine>)>) -> String {
+pub fn render_lines(
+    l: &SwitchLine<'_>,
+    changes: Option<(Vec<ChangeLine>, Vec<ChangeLine>)>,
+) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(

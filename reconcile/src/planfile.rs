@@ -147,23 +147,40 @@ fn fields_of(v: &serde_json::Value) -> weft_sonic_db::FieldValues {
         // Entries: `[["action", "..."], ...]`.
         serde_json::Value::Array(a) => a
             .iter()
-            .filter_map(|p| Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.as_str()?.to_string())))
+            .filter_map(|p| {
+                Some((
+                    p.get(0)?.as_str()?.to_string(),
+                    p.get(1)?.as_str()?.to_string(),
+                ))
+            })
             .collect(),
         // CONFIG_DB rows: `{"pfc_enable": "3", ...}`.
         serde_json::Value::Object(m) => m
             .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), String::from)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), String::from),
+                )
+            })
             .collect(),
         _ => Vec::new(),
     }
 }
 
 /// One switch of a plan file's JSON as the plan table shows it (`weft show PLAN.json`).
-fn render_file_switch(s: &serde_json::Value, verbose: bool, totals: &mut crate::plan::Totals) -> String {
+fn render_file_switch(
+    s: &serde_json::Value,
+    verbose: bool,
+    totals: &mut crate::plan::Totals,
+) -> String {
     use crate::plan::{ChangeLine, SwitchLine, render_lines};
     let n = |k: &str| s["counts"][k].as_u64().unwrap_or(0) as usize;
     let list = |k: &str| s[k].as_array().map(Vec::as_slice).unwrap_or_default();
-    let config_modify = list("config_set").iter().filter(|c| c.get("old").is_some()).count();
+    let config_modify = list("config_set")
+        .iter()
+        .filter(|c| c.get("old").is_some())
+        .count();
     totals.add += n("add");
     totals.modify += n("modify");
     totals.delete += n("delete");
@@ -226,12 +243,20 @@ fn render_file_switch(s: &serde_json::Value, verbose: bool, totals: &mut crate::
 pub fn render_plan_file(v: &serde_json::Value, verbose: bool) -> String {
     let strings = |k: &str| -> Vec<String> {
         v[k].as_array()
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
-    let mut o = crate::plan::render_header(v["fabric"].as_str().unwrap_or("?"), &strings("links_down"));
+    let mut o =
+        crate::plan::render_header(v["fabric"].as_str().unwrap_or("?"), &strings("links_down"));
     let mut totals = crate::plan::Totals::default();
-    let switches = v["switches"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let switches = v["switches"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     for s in switches {
         o.push_str(&render_file_switch(s, verbose, &mut totals));
     }

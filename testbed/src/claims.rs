@@ -98,7 +98,9 @@ pub fn live_testbeds(roots: &[&Path], except: &Path) -> Vec<State> {
                 .unwrap_or_default()
         })
         .collect();
-    let except = except.canonicalize().unwrap_or_else(|_| except.to_path_buf());
+    let except = except
+        .canonicalize()
+        .unwrap_or_else(|_| except.to_path_buf());
     let mut seen = BTreeSet::new();
     dirs.into_iter()
         .filter(|d| d.canonicalize().unwrap_or_else(|_| d.clone()) != except)
@@ -167,7 +169,8 @@ pub fn db_answers(db: &str) -> bool {
     let ping = |s: &mut dyn ReadWrite| {
         let mut buf = [0u8; 16];
         s.write_all(b"PING\r\n").is_ok()
-            && s.read(&mut buf).is_ok_and(|n| buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
+            && s.read(&mut buf)
+                .is_ok_and(|n| buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
     };
     trait ReadWrite: Read + Write {}
     impl<T: Read + Write> ReadWrite for T {}
@@ -199,7 +202,13 @@ mod tests {
         let mine = Claims::of_state(&a);
         let c = conflicts(&mine, std::slice::from_ref(&a));
         assert_eq!(c.len(), 1);
-        assert!(c[0].starts_with(&format!("testbed {} (state /nonexistent/a) has socket", a.fabric)), "{c:?}");
+        assert!(
+            c[0].starts_with(&format!(
+                "testbed {} (state /nonexistent/a) has socket",
+                a.fabric
+            )),
+            "{c:?}"
+        );
         let mut other = a.clone();
         for s in &mut other.switches {
             s.db = format!("unix:///elsewhere/{}/redis.sock", s.name);

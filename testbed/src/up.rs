@@ -67,7 +67,11 @@ fn check_free(t: &Topology, opts: &UpOptions) -> Result<()> {
         roots.push(parent);
     }
     let taken = conflicts(&mine, &live_testbeds(&roots, &opts.state_dir));
-    let busy = if taken.is_empty() { in_use(&mine) } else { Vec::new() };
+    let busy = if taken.is_empty() {
+        in_use(&mine)
+    } else {
+        Vec::new()
+    };
     if taken.is_empty() && busy.is_empty() {
         return Ok(());
     }

@@ -206,7 +206,10 @@ mod tests {
     fn names_as_near_as_each_other_are_all_suggested() {
         let host = ["name", "ipv4", "ipv6", "mac", "attach"];
         assert_eq!(suggestion("ip", host).as_deref(), Some("`ipv4` or `ipv6`"));
-        assert_eq!(suggestion("ipv5", ["ipv4", "name"]).as_deref(), Some("`ipv4`"));
+        assert_eq!(
+            suggestion("ipv5", ["ipv4", "name"]).as_deref(),
+            Some("`ipv4`")
+        );
         assert_eq!(suggestion("frobnicate", host), None);
     }
 

@@ -397,7 +397,11 @@ mod tests {
         assert!("400".parse::<Speed>().is_err());
         assert!("fast".parse::<Speed>().is_err());
         assert!("0G".parse::<Speed>().is_err());
-        assert_eq!("100Gb/s".parse::<Speed>(), Ok(Speed::gbps(100)), "as `show` prints");
+        assert_eq!(
+            "100Gb/s".parse::<Speed>(),
+            Ok(Speed::gbps(100)),
+            "as `show` prints"
+        );
         assert_eq!("400 Gbit/s".parse::<Speed>(), Ok(Speed::gbps(400)));
         assert_eq!("2.5G".parse::<Speed>(), Ok(Speed(2_500_000_000)));
         assert!("123G".parse::<Speed>().is_err(), "no Ethernet standard");

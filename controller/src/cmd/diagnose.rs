@@ -91,10 +91,7 @@ fn print_text(t: &Topology, w: &Window, window_ms: u64, findings: &[Finding], un
             t.switches.len() - unknown.len(),
             unknown.len()
         ),
-        (false, false) => outln!(
-            "{} switch(es) not judged {over}:",
-            unknown.len()
-        ),
+        (false, false) => outln!("{} switch(es) not judged {over}:", unknown.len()),
         (false, true) => {}
     }
     super::print_unknown(unknown);

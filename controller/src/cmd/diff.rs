@@ -45,6 +45,7 @@ pub fn run(a: &DiffArgs) -> anyhow::Result<Outcome> {
                 "same": c.same(),
                 "only_a": c.only_a,
                 "only_b": c.only_b,
+                "moved": c.moved,
                 "switches": changed,
             }),
         )?;
@@ -53,7 +54,15 @@ pub fn run(a: &DiffArgs) -> anyhow::Result<Outcome> {
         if ta.name != tb.name {
             crate::outln!("fabric name: {} → {}", ta.name, tb.name);
         }
-        crate::out!("{}", render_header(&tb.name, &[]).lines().skip(1).collect::<Vec<_>>().join("\n") + "\n");
+        crate::out!(
+            "{}",
+            render_header(&tb.name, &[])
+                .lines()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n"
+        );
         let mut totals = Totals::default();
         for s in &changed {
             crate::out!("{}", render_switch(s, !a.quiet));
@@ -65,8 +74,24 @@ pub fn run(a: &DiffArgs) -> anyhow::Result<Outcome> {
         for s in &c.only_a {
             crate::outln!("{s:<20} only in {}: everything of it goes", label(&a.a));
         }
+        for m in &c.moved {
+            crate::outln!(
+                "{:<20} {}: {} → {} (its state written there)",
+                m.switch,
+                m.what,
+                m.a,
+                m.b
+            );
+        }
+        let moved: std::collections::BTreeSet<&str> =
+            c.moved.iter().map(|m| m.switch.as_str()).collect();
         if c.same() {
             crate::outln!("no differences: both give every switch the same state");
+        } else if changed.is_empty() && c.only_a.is_empty() && c.only_b.is_empty() {
+            crate::outln!(
+                "the same state on every switch; {} switch(es) reached elsewhere",
+                moved.len()
+            );
         } else {
             crate::outln!(
                 "{} of {} switches in both differ; {}",
@@ -76,5 +101,9 @@ pub fn run(a: &DiffArgs) -> anyhow::Result<Outcome> {
             );
         }
     }
-    Ok(if c.same() { Outcome::Ok } else { Outcome::NotYet })
+    Ok(if c.same() {
+        Outcome::Ok
+    } else {
+        Outcome::NotYet
+    })
 }

@@ -74,7 +74,10 @@ pub async fn run(a: &DoctorArgs) -> anyhow::Result<Outcome> {
                 if unknown.is_empty() {
                     String::new()
                 } else {
-                    format!("; {} switch(es) not checked (DB not answering)", unknown.len())
+                    format!(
+                        "; {} switch(es) not checked (DB not answering)",
+                        unknown.len()
+                    )
                 }
             );
         }

@@ -169,7 +169,10 @@ pub fn svg(dot_text: &str) -> anyhow::Result<Vec<u8>> {
 
 /// The format asked for: `--format`, else `-o`'s extension; an extension of another format,
 /// or one neither format has, is refused rather than written in the wrong format.
-pub fn format_of(format: Option<GraphFormat>, out: Option<&std::path::Path>) -> anyhow::Result<GraphFormat> {
+pub fn format_of(
+    format: Option<GraphFormat>,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<GraphFormat> {
     let ext = out
         .and_then(|p| p.extension())
         .map(|e| e.to_string_lossy().to_ascii_lowercase());

@@ -13,9 +13,9 @@ use clap::Args;
 use weft_compiler::down::links_down;
 use weft_reconcile::apply::Progress;
 use weft_reconcile::core::{ErrorKind, SwitchResult, SwitchState, TIMEOUT};
+use weft_reconcile::history::{Applied, History, converged_digests, drifted};
 use weft_reconcile::lock::{FabricLock, LockOptions};
 use weft_reconcile::passes::{ApplyRequest, PassEvent, Passes, apply_passes};
-use weft_reconcile::history::{Applied, History, converged_digests, drifted};
 use weft_reconcile::planfile::{PlanFile, PlanIntent, read_plan_file};
 use weft_reconcile::planning::{Format, PlanRequest, write_plan};
 use weft_topology::{SwitchIdx, Topology};
@@ -308,7 +308,10 @@ pub fn print_results(
         )?;
         print_failures(r, answer_timeout, out)?;
     }
-    if results.iter().any(|r| r.error_kind == Some(ErrorKind::NotReady)) {
+    if results
+        .iter()
+        .any(|r| r.error_kind == Some(ErrorKind::NotReady))
+    {
         writeln!(
             out,
             "hint: a switch whose plugin is not running (primary and synced) cannot answer: start its weft-plugin, or write without waiting with --no-wait"
@@ -570,9 +573,8 @@ async fn remember(a: &ApplyArgs, x: &ToApply, all: &BTreeSet<SwitchIdx>) {
         applied_ms: weft_observe::now_ms(),
         intent: x.intent.clone(),
         down: x.down.clone(),
-        targets: (!x.targets.switches.is_empty() || !x.targets.roles.is_empty()).then(|| {
-            all.iter().map(|&i| x.t.switches[i].name.clone()).collect()
-        }),
+        targets: (!x.targets.switches.is_empty() || !x.targets.roles.is_empty())
+            .then(|| all.iter().map(|&i| x.t.switches[i].name.clone()).collect()),
         switches,
     };
     if let Err(e) = h.record(&rec) {

@@ -198,7 +198,11 @@ fn hosts(a: &IntentArgs) -> anyhow::Result<Outcome> {
     };
     let rows = views::hosts(&t);
     if a.output.structured() {
-        crate::report::emit(a.output, Some(&t.name), &serde_json::json!({ "hosts": rows }))?;
+        crate::report::emit(
+            a.output,
+            Some(&t.name),
+            &serde_json::json!({ "hosts": rows }),
+        )?;
         return Ok(Outcome::Ok);
     }
     outln!(
@@ -318,7 +322,11 @@ async fn routes(a: &RoutesArgs) -> anyhow::Result<Outcome> {
     }
     Ok(super::verdict(
         &unknown,
-        if all_held { Outcome::Ok } else { Outcome::NotYet },
+        if all_held {
+            Outcome::Ok
+        } else {
+            Outcome::NotYet
+        },
     ))
 }
 
@@ -375,7 +383,13 @@ fn print_routes(v: &RoutesView, offline: bool) {
                     s
                 })
                 .collect();
-            outln!("{:<22} {:<7} {:<10} modes: {}", "", "", "", modes.join(", "));
+            outln!(
+                "{:<22} {:<7} {:<10} modes: {}",
+                "",
+                "",
+                "",
+                modes.join(", ")
+            );
         }
     }
     if live {

@@ -287,7 +287,12 @@ pub fn run(a: &SimulateArgs) -> anyhow::Result<Outcome> {
             // A collective that does not complete has no completion time, nor a ratio to one.
             for m in v["results"].as_array_mut().into_iter().flatten() {
                 if m["completes"] == false {
-                    for k in ["completion_s", "ratio", "algbw_bytes_per_s", "busbw_bytes_per_s"] {
+                    for k in [
+                        "completion_s",
+                        "ratio",
+                        "algbw_bytes_per_s",
+                        "busbw_bytes_per_s",
+                    ] {
                         m[k] = serde_json::Value::Null;
                     }
                 }

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
+use weft_observe::read::Unknown;
 use weft_observe::status::{
     ElectionError, LinkRow, SwitchRow, SwitchTuning, ecn_tuning, link_rows, read_daemon_status,
     read_election, switch_rows,
 };
-use weft_observe::read::Unknown;
 use weft_observe::switch::{self, Want};
 use weft_reconcile::ha::{HaView, parse_endpoints};
 use weft_reconcile::lock::ago;
@@ -255,7 +255,11 @@ fn print_switches(rows: &[SwitchRow]) {
     );
     for r in rows {
         match &r.error {
-            Some(e) => outln!("{:<20} {}", r.switch, crate::style::bad(&format!("UNREACHABLE: {e}"))),
+            Some(e) => outln!(
+                "{:<20} {}",
+                r.switch,
+                crate::style::bad(&format!("UNREACHABLE: {e}"))
+            ),
             None => outln!(
                 "{:<20} {} {:>7} {:>10}  {}",
                 r.switch,

@@ -502,7 +502,9 @@ pub fn status(a: &StatusArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
                     if d.answers {
                         "answers".to_string()
                     } else {
-                        crate::style::bad("NOT ANSWERING (its socket gone, or its redis-server stopped)")
+                        crate::style::bad(
+                            "NOT ANSWERING (its socket gone, or its redis-server stopped)",
+                        )
                     }
                 );
             }
@@ -721,11 +723,9 @@ pub fn fault(a: &FaultArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         _ => {
             let f = tb::fault::inject(&st, &tools, a.kind, &a.targets, &params)?;
             match output {
-                o if o.structured() => crate::report::emit(
-                    o,
-                    Some(&st.fabric),
-                    &serde_json::json!({ "fault": f }),
-                )?,
+                o if o.structured() => {
+                    crate::report::emit(o, Some(&st.fabric), &serde_json::json!({ "fault": f }))?
+                }
                 _ => {
                     outln!("{} {}: {}", f.kind.as_str(), f.target, f.detail);
                     outln!("undo: weft testbed fault {file_or_name} clear (or testbed down)");

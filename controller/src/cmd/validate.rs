@@ -24,6 +24,7 @@ pub struct ValidateArgs {
 
 enum Checked {
     Valid {
+        fabric: String,
         switches: usize,
         hosts: usize,
         links: usize,
@@ -36,6 +37,7 @@ fn check(f: &str) -> Checked {
     let result = read_text(f).and_then(|text| weft_topology::load_str(&text, label(f)));
     match result {
         Ok(t) => Checked::Valid {
+            fabric: t.name.clone(),
             switches: t.switches.len(),
             hosts: t.hosts.len(),
             links: t.links.len(),
@@ -51,6 +53,7 @@ fn report<'a>(file: &'a str, c: &'a Checked) -> Report<'a> {
             switches,
             hosts,
             links,
+            ..
         } => Report {
             file,
             valid: true,
@@ -86,6 +89,7 @@ fn print_text(file: &str, c: &Checked, r: &Report) {
             switches,
             hosts,
             links,
+            ..
         } => crate::outln!("{file}: valid ({switches} switches, {hosts} hosts, {links} links)"),
         Checked::Invalid(d) => {
             print_diagnostics(d);
@@ -114,15 +118,15 @@ pub fn run(a: &ValidateArgs) -> anyhow::Result<Outcome> {
         }
         reports.push(r);
     }
-    if a.output.structured() {
-        crate::report::emit(a.output, None, &serde_json::json!({ "files": reports }))?;
-    }
     let unreadable = checked
         .iter()
         .any(|(_, c)| matches!(c, Checked::Unreadable(_)));
     let invalid = checked
         .iter()
         .any(|(_, c)| matches!(c, Checked::Invalid(_)));
+    if a.output.structured() {
+        emit(a.output, &checked, &reports, unreadable, invalid)?;
+    }
     Ok(if unreadable {
         Outcome::Failed
     } else if invalid {
@@ -130,4 +134,43 @@ pub fn run(a: &ValidateArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
+}
+
+/// The document: every file's report under `files`; `fabric` when one file was given and is
+/// valid; `error` as every command has it (`failure` when a file could not be read, else
+/// `invalid-intent` with the problems of every invalid file).
+fn emit(
+    output: OutputFormat,
+    checked: &[(&str, Checked)],
+    reports: &[Report],
+    unreadable: bool,
+    invalid: bool,
+) -> anyhow::Result<()> {
+    let fabric = match checked {
+        [(_, Checked::Valid { fabric, .. })] => Some(fabric.as_str()),
+        _ => None,
+    };
+    let bad: Vec<&Report> = reports.iter().filter(|r| !r.valid).collect();
+    let errors: Vec<&ErrorJson> = bad.iter().flat_map(|r| &r.errors).collect();
+    let count: usize = bad.iter().map(|r| r.error_count).sum();
+    let message = format!(
+        "{count} error(s) in {} of {} file(s)",
+        bad.len(),
+        reports.len()
+    );
+    let error = (unreadable || invalid).then(|| crate::report::ErrorDoc {
+        kind: if unreadable {
+            "failure"
+        } else {
+            "invalid-intent"
+        },
+        message,
+        causes: Vec::new(),
+        errors: serde_json::to_value(&errors).ok(),
+    });
+    let body = serde_json::json!({ "files": reports });
+    match error {
+        Some(e) => crate::report::emit_error(output, fabric, &e, body),
+        None => crate::report::emit(output, fabric, &body),
+    }
 }

@@ -36,8 +36,11 @@ pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
     .expect("example")
     .replace("name: small", &format!("name: {fabric}"))
     .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/db", dir.display()),
+        "    p4rt_address: 127.0.0.1:9559\n",
+        &format!(
+            "    p4rt_address: 127.0.0.1:9559\n    db_socket_dir: {}/db\n",
+            dir.display()
+        ),
     );
     (dir, fabric, text)
 }

@@ -48,7 +48,14 @@ pub(super) fn allocate(
     }
     let explicit = Explicit::collect(drafts, switches, hosts);
     let sock_dir = socket_dir(super::fabric_name(intent), &intent.fabric.defaults);
-    allocate_switches(cx, switches, &explicit, &intent.fabric.defaults, &pools, &sock_dir);
+    allocate_switches(
+        cx,
+        switches,
+        &explicit,
+        &intent.fabric.defaults,
+        &pools,
+        &sock_dir,
+    );
     hosts_outside_loopbacks(cx, hosts, &explicit, pools.loopbacks_v4);
     allocate_hosts(cx, switches, hosts, &explicit, &pools);
     allocate_host_macs(hosts, &explicit);
@@ -748,7 +755,10 @@ mod tests {
         let ids: Vec<u64> = t.switches.iter().map(|s| s.device_id).collect();
         assert_eq!(ids, vec![1, 2, 3]);
         assert_eq!(t.switches[1].p4rt_address, "127.0.0.1:9560");
-        assert_eq!(t.switches[1].db, format!("unix:///run/weft/{}/leaf1/redis.sock", t.name));
+        assert_eq!(
+            t.switches[1].db,
+            format!("unix:///run/weft/{}/leaf1/redis.sock", t.name)
+        );
     }
 
     #[test]

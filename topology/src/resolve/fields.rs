@@ -182,7 +182,8 @@ pub(super) fn check_socket_dir(cx: &mut Ctx, fabric: &str, d: &Defaults, switche
     } else {
         "fabric.name"
     };
-    if given && (!dir.starts_with('/') || dir.chars().any(|c| c.is_control() || c.is_whitespace())) {
+    if given && (!dir.starts_with('/') || dir.chars().any(|c| c.is_control() || c.is_whitespace()))
+    {
         cx.err(
             path,
             path,
