@@ -14,14 +14,17 @@ use crate::outln;
 
 /// The exit status table, shown by `weft --help` and in the README.
 pub const EXIT_CODES: &str = "\
-Exit status (every command):
-  0   done: everything valid, applied, answered, reachable
-  1   failure: a switch unreachable or not ready, an entry refused, a stale plan file, the
-      fabric locked by another weft, a file that cannot be read
+Exit status (every command; 1 wins: only a complete answer is 0 or 3):
+  0   done: everything valid, applied, answered, reachable, read with current data
+  1   failure or an incomplete answer: a switch unreachable, not ready or without current
+      data (no running plugin, stale counters: shown as unknown), an entry refused, a stale
+      plan file, the fabric locked by another weft, a file that cannot be read
   2   invalid intent (the errors are printed with file:line:column)
-  3   the command worked and the answer is \"not yet\": `plan --detailed-exitcode` found
-      changes, `doctor` found problems, `status`: `weft run` is not running
-  64  usage error (unknown flag, missing argument)";
+  3   the command worked and the answer is \"not yet\": `plan --detailed-exitcode` or `diff`
+      found changes, `doctor` or `diagnose` found problems, `show routes` a route not held,
+      `simulate` a collective that does not complete, `status`: `weft run` is not running
+  64  usage error (unknown flag, missing argument, a duration without its unit, options that
+      cannot go together such as `--canary` with `--no-wait`)";
 
 /// `weft --version`: the package version and the build (commit, profile, target).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("WEFT_BUILD"), ")");
@@ -147,7 +150,8 @@ pub enum Command {
     ///   weft diff fabric.yaml fabric-new.yaml --output json
     ///
     /// Both are compiled with every link up; per switch the P4RT entries and CONFIG_DB rows B
-    /// adds, modifies and deletes over A, as `weft plan -v` shows them. Exit 0 no difference,
+    /// adds, modifies and deletes over A, as `weft plan -v` shows them, and the switches B
+    /// reaches elsewhere (another DB, P4Runtime address or device id). Exit 0 no difference,
     /// 3 differences.
     #[command(verbatim_doc_comment)]
     Diff(cmd::diff::DiffArgs),
