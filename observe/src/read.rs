@@ -207,10 +207,12 @@ pub async fn dump(
     .await
 }
 
-/// How old counters may be before they are stale: three of the plugin's polls, at least 3 s
-/// (an unknown interval counts as 1 s, the plugin's default).
+/// How old counters may be before they are stale: three of the plugin's polls, at least 10 s
+/// (an unknown interval counts as 1 s, the plugin's default). The stamp is taken when a poll
+/// starts and a poll of a loaded software switch can take seconds: a tighter floor would call
+/// a slow but live poll stale.
 pub fn stale_after(interval: Option<Duration>) -> Duration {
-    (interval.unwrap_or(Duration::from_secs(1)) * 3).max(Duration::from_secs(3))
+    (interval.unwrap_or(Duration::from_secs(1)) * 3).max(Duration::from_secs(10))
 }
 
 fn field(f: &FieldValues, name: &str) -> Option<u64> {

@@ -713,6 +713,7 @@ impl Daemon {
             &self.metrics,
             &ports,
             &nexthops,
+            self.cfg.counter_interval,
         )
         .await
         .map_err(poll_lost)?;
