@@ -384,18 +384,21 @@ mod tests {
         // Written 2 s ago by a plugin polling every second: current.
         let r = judge_counters((), Some(&poll(now - 2_000, 1_000)), Some(&running), now);
         assert_eq!(r, SwitchRead::Ok(()));
-        // 4 s ago: more than three polls (and 3 s): stale, saying how old.
-        let r = judge_counters((), Some(&poll(now - 4_000, 1_000)), Some(&running), now);
+        // 11 s ago: more than three polls (and the 10 s floor): stale, saying how old.
+        let r = judge_counters((), Some(&poll(now - 11_000, 1_000)), Some(&running), now);
         assert_eq!(
             r,
             SwitchRead::Stale {
                 data: (),
                 why: Staleness::Old {
-                    age: Duration::from_secs(4),
-                    limit: Duration::from_secs(3)
+                    age: Duration::from_secs(11),
+                    limit: Duration::from_secs(10)
                 }
             }
         );
+        // 8 s ago: over three polls of 1 s, under the floor a slow poll of a loaded switch gets.
+        let r = judge_counters((), Some(&poll(now - 8_000, 1_000)), Some(&running), now);
+        assert_eq!(r, SwitchRead::Ok(()));
         // A slower poller is given three of its intervals.
         let r = judge_counters((), Some(&poll(now - 25_000, 10_000)), Some(&running), now);
         assert_eq!(r, SwitchRead::Ok(()));

@@ -443,7 +443,7 @@ hosts:
                 "--port",
                 "0",
                 "--unixsocket",
-                "/run/weft/s1/redis.sock",
+                "/run/weft/lab/s1/redis.sock",
                 "--unixsocketperm",
                 "700"
             ]
