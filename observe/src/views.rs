@@ -276,7 +276,7 @@ pub fn routes_view(
     sw: &SwitchDesired,
     desired: &BTreeMap<String, FieldValues>,
     filter: RouteFilter,
-    installed: Option<Result<&Installed, String>>,
+    installed: Option<Result<&Installed, &weft_reconcile::core::SwitchError>>,
 ) -> RoutesView {
     let name = t.switches[si].name.clone();
     let rows = compiled(sw, filter);
@@ -293,7 +293,7 @@ pub fn routes_view(
             v.unknown = Some(Unknown {
                 switch: name.clone(),
                 data: "unreachable",
-                detail: e,
+                detail: e.to_string(),
             });
             None
         }

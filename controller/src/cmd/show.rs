@@ -291,11 +291,7 @@ async fn routes(a: &RoutesArgs) -> anyhow::Result<Outcome> {
     let installed = if a.offline {
         None
     } else {
-        Some(
-            weft_reconcile::io::read_installed(&t.switches[si].db)
-                .await
-                .map_err(|e| e.to_string()),
-        )
+        Some(weft_reconcile::io::read_installed(&t.switches[si].db).await)
     };
     let filter = a.prefix.unwrap_or(RouteFilter::All);
     let v = views::routes_view(
@@ -304,7 +300,7 @@ async fn routes(a: &RoutesArgs) -> anyhow::Result<Outcome> {
         sw,
         &desired,
         filter,
-        installed.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
+        installed.as_ref().map(Result::as_ref),
     );
     if a.output.structured() {
         crate::report::emit(a.output, Some(&t.name), &v)?;
