@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod graph;
 pub mod intent;
 pub mod plan;
+pub mod rules;
 pub mod run;
 pub mod show;
 pub mod simulate;
@@ -16,6 +17,7 @@ pub mod status;
 pub mod testbed;
 pub mod top;
 pub mod trace;
+pub mod ui;
 pub mod validate;
 pub mod workload;
 

@@ -43,3 +43,4 @@ pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
 }
 
 pub mod bed;
+pub mod browser;
