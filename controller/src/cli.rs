@@ -259,7 +259,7 @@ pub enum Command {
     ///
     /// Examples:
     ///   weft prometheus-rules -o /etc/prometheus/weft-alerts.yml
-    ///   weft prometheus-rules --pause-rate 500 --reconvergence-bound 500ms --for 2m
+    ///   weft prometheus-rules --pause-rate 500 --reconvergence-bound 500ms --for 2min
     ///   promtool check rules /etc/prometheus/weft-alerts.yml
     ///
     /// Alerts: PFC storm (the watchdog stormed), sustained PAUSE, ECN marking above a rate,

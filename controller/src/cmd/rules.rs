@@ -21,13 +21,13 @@ pub struct RulesArgs {
     #[arg(long, default_value = "100", value_name = "PER_SECOND")]
     pub pause_rate: f64,
     /// ... held this long.
-    #[arg(long, default_value = "2m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "2min", value_parser = parse_duration, value_name = "DURATION")]
     pub pause_for: Duration,
     /// CE marks/s on one queue that alert ...
     #[arg(long, default_value = "1000", value_name = "PER_SECOND")]
     pub ecn_rate: f64,
     /// ... held this long.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5min", value_parser = parse_duration, value_name = "DURATION")]
     pub ecn_for: Duration,
     /// A reconvergence slower than this alerts (rounded up to a bucket edge of the histogram).
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
@@ -36,11 +36,11 @@ pub struct RulesArgs {
     #[arg(long, default_value = "1", value_name = "PER_SECOND")]
     pub drop_rate: f64,
     /// ... held this long.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5min", value_parser = parse_duration, value_name = "DURATION")]
     pub drops_for: Duration,
     /// How long a plugin not primary, a switch not converged or unreachable, a link out of use
     /// or absent metrics last before they alert.
-    #[arg(long = "for", default_value = "1m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long = "for", default_value = "1min", value_parser = parse_duration, value_name = "DURATION")]
     pub state_for: Duration,
     /// The scrape job of the plugins' /metrics.
     #[arg(long, default_value = "weft-plugin", value_name = "JOB")]
@@ -81,4 +81,28 @@ pub fn run(a: &RulesArgs) -> anyhow::Result<Outcome> {
         None => crate::out!("{text}"),
     }
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn the_commands_defaults_are_the_rules_defaults() {
+        let c = Cli::try_parse_from(["weft", "prometheus-rules"]).expect("parses");
+        let Command::PrometheusRules(a) = c.command else {
+            panic!("not prometheus-rules");
+        };
+        let (o, d) = (a.options(), weft_telemetry::rules::RuleOptions::default());
+        assert_eq!(
+            (o.pause_rate, o.pause_for, o.ecn_rate, o.ecn_for, o.drop_rate, o.drops_for),
+            (d.pause_rate, d.pause_for, d.ecn_rate, d.ecn_for, d.drop_rate, d.drops_for)
+        );
+        assert_eq!(
+            (o.reconvergence_bound, o.state_for, o.plugin_job),
+            (d.reconvergence_bound, d.state_for, d.plugin_job)
+        );
+    }
 }

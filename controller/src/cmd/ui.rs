@@ -55,7 +55,7 @@ pub struct UiArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub window: Duration,
     /// How far back the drill-down charts go.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5min", value_parser = parse_duration, value_name = "DURATION")]
     pub history: Duration,
     /// `weft run`'s status file [default: /run/weft/<fabric>.controller.json].
     #[arg(long, value_name = "FILE")]
