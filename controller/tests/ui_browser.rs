@@ -9,6 +9,11 @@
 //! link's chart; the server refuses anything but GET. It saves a screenshot
 //! (`WEFT_UI_SCREENSHOT=PATH` writes it there too: the README's picture).
 //!
+//! On the BMv2 testbed (root, BMv2, `weft-plugin`; otherwise SKIPPED unless WEFT_REQUIRE_BMV2=1)
+//! the second test proves the same from the real plugins: every switch running, a veth taken
+//! down by `set_link` turns its link down on the page and back, and `weft testbed fault
+//! pfc-storm` becomes the page's `pfc_storm` finding.
+//!
 //! Needs chromium and chromium-driver (scripts/setup.sh); without them SKIPPED, unless
 //! WEFT_REQUIRE_BROWSER=1.
 
@@ -21,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::bed::{self, Bed};
 use common::browser::{Browser, http};
 use weft_sonic_db::{SonicDb, SonicDbId, Table};
 use weft_sonic_schema::Row;
@@ -88,17 +94,27 @@ async fn write_switch(
 ) {
     let db = SonicDb::from_endpoint(&sw.db).expect("endpoint");
     let state = db.connect(SonicDbId::StateDb).await.expect("STATE_DB");
-    let counters = db.connect(SonicDbId::CountersDb).await.expect("COUNTERS_DB");
+    let counters = db
+        .connect(SonicDbId::CountersDb)
+        .await
+        .expect("COUNTERS_DB");
     let ports = Table::new(state.clone(), PortState::TABLE).expect("table");
     let rows = Table::new(counters, "COUNTERS").expect("table");
     for (pi, p) in sw.ports.iter().enumerate() {
         let is_down = down.contains(&(sw.name.clone(), p.name.clone()));
         let ps = PortState {
             port: p.name.clone(),
-            oper_status: if is_down { OperStatus::Down } else { OperStatus::Up },
+            oper_status: if is_down {
+                OperStatus::Down
+            } else {
+                OperStatus::Up
+            },
             admin_status: None,
         };
-        ports.set(&ps.key(), &ps.to_fields()).await.expect("port row");
+        ports
+            .set(&ps.key(), &ps.to_fields())
+            .await
+            .expect("port row");
         // A load that differs per port: 2%..62% of 100 Gb/s.
         let gbps = 2.0 + ((si * 7 + pi * 13) % 61) as f64;
         let bytes = (gbps * 1e9 / 8.0 * secs) as u64;
@@ -116,15 +132,23 @@ async fn write_switch(
         {
             pc.pfc[3].rx_pause = Some(pause_total);
         }
-        rows.set(&pc.key(), &pc.to_fields()).await.expect("port counters");
+        rows.set(&pc.key(), &pc.to_fields())
+            .await
+            .expect("port counters");
         let q = QueueCounters {
             port: p.name.clone(),
             queue: 3,
             packets: Some(bytes / 4000),
-            ecn_marked: Some(if gbps > 50.0 { (secs * 800.0) as u64 } else { 0 }),
+            ecn_marked: Some(if gbps > 50.0 {
+                (secs * 800.0) as u64
+            } else {
+                0
+            }),
             ..Default::default()
         };
-        rows.set(&q.key(), &q.to_fields()).await.expect("queue counters");
+        rows.set(&q.key(), &q.to_fields())
+            .await
+            .expect("queue counters");
     }
     let mut st = PluginStatus::fresh(PluginState::Running, &sw.p4rt_address);
     st.updated_ms = weft_observe::now_ms();
@@ -172,7 +196,14 @@ fn start_ui(file: &std::path::Path, dir: &std::path::Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
         .arg("ui")
         .arg(file)
-        .args(["--listen", "127.0.0.1:0", "--interval", "500ms", "--window", "4s"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "500ms",
+            "--window",
+            "4s",
+        ])
         .arg("--status-file")
         .arg(dir.join("no-weft-run.json"))
         .stdout(Stdio::piped())
@@ -181,7 +212,9 @@ fn start_ui(file: &std::path::Path, dir: &std::path::Path) -> (Child, String) {
         .expect("weft ui");
     let out = child.stdout.take().expect("stdout");
     let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).expect("first line");
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("first line");
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -190,14 +223,18 @@ fn start_ui(file: &std::path::Path, dir: &std::path::Path) -> (Child, String) {
     (child, url)
 }
 
-const SWITCH_STATES: &str = "return Array.from(document.querySelectorAll('.sw')).map(e => e.dataset.switch + '=' + e.dataset.state).join(' ');";
+const SWITCH_STATES: &str = "return Array.from(document.querySelectorAll('.sw[data-switch]')).map(e => e.dataset.switch + '=' + e.dataset.state).join(' ');";
 
 fn link_state(name: &str) -> String {
-    format!("const e = document.querySelector('.link[data-link=\"{name}\"]'); return e ? e.dataset.state : null;")
+    format!(
+        "const e = document.querySelector('.link[data-link=\"{name}\"]'); return e ? e.dataset.state : null;"
+    )
 }
 
 fn link_is(name: &str, state: &str) -> String {
-    format!("const e = document.querySelector('.link[data-link=\"{name}\"]'); return e !== null && e.dataset.state === '{state}';")
+    format!(
+        "const e = document.querySelector('.link[data-link=\"{name}\"]'); return e !== null && e.dataset.state === '{state}';"
+    )
 }
 
 #[test]
@@ -246,17 +283,31 @@ fn the_page_shows_unknown_without_data_a_flapped_link_down_and_back_and_a_storms
 
     // 1. Nothing written: every switch unknown, nothing healthy, nothing judged.
     assert!(
-        b.wait(Duration::from_secs(20), "return +document.body.dataset.seq >= 3;").is_some(),
+        b.wait(
+            Duration::from_secs(20),
+            "return +document.body.dataset.seq >= 3;"
+        )
+        .is_some(),
         "no frames reached the page"
     );
     let states = b.eval(SWITCH_STATES);
     println!("db-only: {states}");
     let states = states.as_str().unwrap_or_default().to_string();
-    assert_eq!(states.matches("=unknown").count(), t.switches.len(), "{states}");
+    assert_eq!(
+        states.matches("=unknown").count(),
+        t.switches.len(),
+        "{states}"
+    );
     assert!(!states.contains("=running"), "{states}");
-    assert_eq!(b.eval("return document.getElementById('sum-running').textContent;"), "0");
+    assert_eq!(
+        b.eval("return document.getElementById('sum-running').textContent;"),
+        "0"
+    );
     let diag = b.eval("return document.getElementById('diag-state').dataset.state;");
-    assert!(diag == "no data" || diag == "collecting", "db-only diagnosis: {diag}");
+    assert!(
+        diag == "no data" || diag == "collecting",
+        "db-only diagnosis: {diag}"
+    );
     let util = b.eval("return Array.from(document.querySelectorAll('.link')).filter(e => e.dataset.util !== 'unknown').length;");
     assert_eq!(util, 0, "a link with a utilisation while nothing counts");
 
@@ -265,11 +316,22 @@ fn the_page_shows_unknown_without_data_a_flapped_link_down_and_back_and_a_storms
     stand.player = Some(play(&t, &stand.plan));
     let running = b.wait(
         Duration::from_secs(20),
-        &format!("return document.querySelectorAll('.sw[data-state=\"running\"]').length === {};", t.switches.len()),
+        &format!(
+            "return document.querySelectorAll('.sw[data-state=\"running\"]').length === {};",
+            t.switches.len()
+        ),
     );
-    assert!(running.is_some(), "not every switch running: {}", b.eval(SWITCH_STATES));
     assert!(
-        b.wait(Duration::from_secs(10), "return document.querySelectorAll('.link[data-util=\"unknown\"]').length === 0;").is_some(),
+        running.is_some(),
+        "not every switch running: {}",
+        b.eval(SWITCH_STATES)
+    );
+    assert!(
+        b.wait(
+            Duration::from_secs(10),
+            "return document.querySelectorAll('.link[data-util=\"unknown\"]').length === 0;"
+        )
+        .is_some(),
         "links without utilisation while every plugin counts"
     );
 
@@ -277,7 +339,12 @@ fn the_page_shows_unknown_without_data_a_flapped_link_down_and_back_and_a_storms
     let link = "leaf1:Ethernet8 ↔ spine1:Ethernet0";
     assert_eq!(b.eval(&link_state(link)), "up");
     let port_down = ("leaf1".to_string(), "Ethernet8".to_string());
-    stand.plan.lock().expect("plan").down.insert(port_down.clone());
+    stand
+        .plan
+        .lock()
+        .expect("plan")
+        .down
+        .insert(port_down.clone());
     let went_down = b
         .wait(Duration::from_secs(10), &link_is(link, "down"))
         .unwrap_or_else(|| panic!("{link} not down on the page: {}", b.eval(&link_state(link))));
@@ -285,26 +352,51 @@ fn the_page_shows_unknown_without_data_a_flapped_link_down_and_back_and_a_storms
     let came_up = b
         .wait(Duration::from_secs(10), &link_is(link, "up"))
         .unwrap_or_else(|| panic!("{link} not back up: {}", b.eval(&link_state(link))));
-    println!("{link}: down on the page {:.1} s after the port row, up {:.1} s after", went_down.as_secs_f64(), came_up.as_secs_f64());
+    println!(
+        "{link}: down on the page {:.1} s after the port row, up {:.1} s after",
+        went_down.as_secs_f64(),
+        came_up.as_secs_f64()
+    );
     assert!(went_down < Duration::from_secs(5) && came_up < Duration::from_secs(5));
     let events = b.eval("return Array.from(document.querySelectorAll('#events li[data-kind=\"link\"]')).map(e => e.textContent).join('\\n');");
-    assert!(events.as_str().unwrap_or_default().contains("up → down"), "timeline: {events}");
+    assert!(
+        events.as_str().unwrap_or_default().contains("up → down"),
+        "timeline: {events}"
+    );
 
     // 4. leaf1-h1 pauses its leaf 400 times a second: a PFC storm with evidence.
     stand.plan.lock().expect("plan").pause = Some(("leaf1".into(), "Ethernet0".into(), 400));
     let finding = "return document.querySelector('.finding[data-kind=\"pfc_storm\"][data-target=\"leaf1-h1\"]') !== null;";
-    let found = b
-        .wait(Duration::from_secs(30), finding)
-        .unwrap_or_else(|| panic!("no pfc_storm finding: {}", b.eval("return document.getElementById('side').innerText;")));
-    let text = b.eval("return document.querySelector('.finding[data-kind=\"pfc_storm\"]').innerText;");
+    let found = b.wait(Duration::from_secs(30), finding).unwrap_or_else(|| {
+        panic!(
+            "no pfc_storm finding: {}",
+            b.eval("return document.getElementById('side').innerText;")
+        )
+    });
+    let text =
+        b.eval("return document.querySelector('.finding[data-kind=\"pfc_storm\"]').innerText;");
     println!("finding after {:.1} s: {text}", found.as_secs_f64());
-    assert!(text.as_str().unwrap_or_default().contains("leaf1:Ethernet0"), "{text}");
+    assert!(
+        text.as_str()
+            .unwrap_or_default()
+            .contains("leaf1:Ethernet0"),
+        "{text}"
+    );
 
     // 5. A drill-down: the host link's chart.
     b.eval("document.querySelector('.link[data-link=\"leaf1-h1 ↔ leaf1:Ethernet0\"]').dispatchEvent(new MouseEvent('click', {bubbles: true})); return true;");
     assert!(
         b.wait(Duration::from_secs(10), "const d = document.getElementById('drill'); return !d.hidden && d.querySelectorAll('polyline').length > 0;").is_some(),
         "the drill-down did not open with a chart"
+    );
+    // Its lines are drawn: two or more points, every coordinate a number.
+    let points = b.eval("return Array.from(document.querySelectorAll('#drill polyline')).map(e => e.getAttribute('points')).join(' | ');");
+    println!("drill-down lines: {points}");
+    let points = points.as_str().unwrap_or_default().to_string();
+    let first = points.split(" | ").next().unwrap_or_default();
+    assert!(
+        first.split(' ').count() >= 2 && !points.contains("NaN") && !points.contains("Infinity"),
+        "the chart's lines are not drawable: {points}"
     );
     let shot = dir.join("ui-fabric.png");
     b.screenshot(&shot);
@@ -314,8 +406,98 @@ fn the_page_shows_unknown_without_data_a_flapped_link_down_and_back_and_a_storms
     }
 
     // 6. Read-only: nothing but GET.
-    for (method, path) in [("POST", "/"), ("PUT", "/api/frame"), ("DELETE", "/api/link/0")] {
+    for (method, path) in [
+        ("POST", "/"),
+        ("PUT", "/api/frame"),
+        ("DELETE", "/api/link/0"),
+    ] {
         let (code, _) = http(port, method, path, None);
         assert_eq!(code, 405, "{method} {path}");
     }
+}
+
+/// The page's switches all `running`, within `deadline`.
+fn wait_all_running(b: &Browser, n: usize, deadline: Duration) {
+    let all =
+        format!("return document.querySelectorAll('.sw[data-state=\"running\"]').length === {n};");
+    assert!(
+        b.wait(deadline, &all).is_some(),
+        "not every switch running: {}",
+        b.eval(SWITCH_STATES)
+    );
+}
+
+#[test]
+fn on_the_bmv2_testbed_the_page_shows_running_plugins_a_link_down_and_back_and_an_injected_storm() {
+    const TEST_BMV2: &str = "ui_browser_bmv2";
+    let Some(programs) = bed::programs(TEST_BMV2, &bed::Needs::default()) else {
+        return;
+    };
+    if !Browser::available(TEST_BMV2) {
+        return;
+    }
+    let mut f = Bed::up_applied(&programs, "uib", |t| t, &["--counter-interval", "500ms"]);
+    let (ui, url) = start_ui(&f.file, &f.dir);
+    f.keep("ui", ui);
+    let Some(b) = Browser::start(TEST_BMV2, &f.dir) else {
+        return;
+    };
+    b.goto(&url);
+    wait_all_running(&b, f.topo.switches.len(), Duration::from_secs(30));
+
+    // A veth down and up: the plugin's PORT_TABLE row, read by the page.
+    let link = "leaf1:Ethernet8 ↔ spine1:Ethernet0";
+    assert!(
+        b.wait(Duration::from_secs(10), &link_is(link, "up"))
+            .is_some(),
+        "{link} not up on the page: {}",
+        b.eval(&link_state(link))
+    );
+    let st = f.state();
+    tb::set_link(&st, "leaf1", "Ethernet8", false).expect("link down");
+    let went_down = b.wait(Duration::from_secs(15), &link_is(link, "down"));
+    tb::set_link(&st, "leaf1", "Ethernet8", true).expect("link up");
+    let went_down = went_down
+        .unwrap_or_else(|| panic!("{link} not down on the page: {}", b.eval(&link_state(link))));
+    let came_up = b
+        .wait(Duration::from_secs(15), &link_is(link, "up"))
+        .unwrap_or_else(|| panic!("{link} not back up: {}", b.eval(&link_state(link))));
+    println!(
+        "bmv2: {link} down on the page {:.1} s after the veth, up {:.1} s after",
+        went_down.as_secs_f64(),
+        came_up.as_secs_f64()
+    );
+
+    // `weft testbed fault pfc-storm leaf1-h1`: PAUSE frames the pipeline counts.
+    let file = f.file.to_string_lossy().to_string();
+    let state = f.state_dir().to_string_lossy().to_string();
+    let (code, out) = f.weft(&[
+        "testbed",
+        "fault",
+        &file,
+        "pfc-storm",
+        "leaf1-h1",
+        "--state-dir",
+        &state,
+    ]);
+    assert_eq!(code, 0, "weft testbed fault: {out}");
+    let finding = "return document.querySelector('.finding[data-kind=\"pfc_storm\"][data-target=\"leaf1-h1\"]') !== null;";
+    let found = b.wait(Duration::from_secs(45), finding).unwrap_or_else(|| {
+        panic!(
+            "no pfc_storm finding: {}",
+            b.eval("return document.getElementById('side').innerText;")
+        )
+    });
+    println!(
+        "bmv2: pfc_storm finding on the page {:.1} s after the fault",
+        found.as_secs_f64()
+    );
+    let shot = f.dir.join("ui-fabric-bmv2.png");
+    b.screenshot(&shot);
+    if let Some(p) = std::env::var_os("WEFT_UI_SCREENSHOT_BMV2") {
+        std::fs::copy(&shot, &p).expect("copy the screenshot");
+        println!("screenshot written to {}", PathBuf::from(p).display());
+    }
+    let (code, out) = f.weft(&["testbed", "fault", &file, "clear", "--state-dir", &state]);
+    assert_eq!(code, 0, "weft testbed fault clear: {out}");
 }

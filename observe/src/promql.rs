@@ -63,10 +63,7 @@ pub enum PromError {
     #[error("prometheus URL {url:?}: {reason}")]
     Url { url: String, reason: String },
     #[error("prometheus {url}: {source}")]
-    Connect {
-        url: String,
-        source: std::io::Error,
-    },
+    Connect { url: String, source: std::io::Error },
     #[error("prometheus {url} did not answer within {}", crate::human_duration(*after))]
     Timeout { url: String, after: Duration },
     #[error("prometheus {url}: HTTP {status}: {body}")]
@@ -146,7 +143,8 @@ impl Client {
         let (host, port) = match hostport.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (
                 h.trim_start_matches('[').trim_end_matches(']'),
-                p.parse::<u16>().map_err(|_| bad("the port is not a number"))?,
+                p.parse::<u16>()
+                    .map_err(|_| bad("the port is not a number"))?,
             ),
             _ => (hostport, 80),
         };
@@ -252,7 +250,9 @@ impl Client {
             reason: reason.to_string(),
         };
         if data["resultType"] != "vector" {
-            return Err(decode("not a vector (an instant query of a range selector?)"));
+            return Err(decode(
+                "not a vector (an instant query of a range selector?)",
+            ));
         }
         let mut out = Vec::new();
         for r in data["result"].as_array().into_iter().flatten() {
@@ -475,14 +475,17 @@ pub async fn read(c: &Client, t: &Topology) -> Result<BTreeMap<String, SwitchMet
     let at_ms = crate::now_ms();
     let at = at_ms as f64 / 1000.0;
     let qs = queries();
-    let answers =
-        futures::future::join_all(qs.iter().map(|(_, q)| c.query(q, Some(at)))).await;
+    let answers = futures::future::join_all(qs.iter().map(|(_, q)| c.query(q, Some(at)))).await;
     let mut out: BTreeMap<String, SwitchMetrics> = BTreeMap::new();
     let known: std::collections::BTreeSet<&str> =
         t.switches.iter().map(|s| s.name.as_str()).collect();
     for ((name, _), a) in qs.iter().zip(answers) {
         for s in a? {
-            let Some(sw) = s.labels.get("switch").filter(|n| known.contains(n.as_str())) else {
+            let Some(sw) = s
+                .labels
+                .get("switch")
+                .filter(|n| known.contains(n.as_str()))
+            else {
                 continue;
             };
             out.entry(sw.clone())
@@ -503,7 +506,10 @@ mod tests {
     #[test]
     fn urls_are_http_host_port_with_an_optional_prefix_and_https_is_refused_with_the_reason() {
         let c = Client::new("http://127.0.0.1:9090").expect("plain");
-        assert_eq!((c.host.as_str(), c.port, c.prefix.as_str()), ("127.0.0.1", 9090, ""));
+        assert_eq!(
+            (c.host.as_str(), c.port, c.prefix.as_str()),
+            ("127.0.0.1", 9090, "")
+        );
         let c = Client::new("http://prom.example:8080/prometheus/").expect("prefix");
         assert_eq!((c.port, c.prefix.as_str()), (8080, "/prometheus"));
         let c = Client::new("http://[::1]:9090").expect("v6");
@@ -545,7 +551,10 @@ mod tests {
         assert!(matches!(e, PromError::Api { .. }), "{e}");
         assert!(e.to_string().contains("bad_data: parse error"), "{e}");
         let html = b"HTTP/1.0 502 Bad Gateway\r\n\r\n<html>gateway</html>";
-        assert!(matches!(c.answer(html), Err(PromError::Http { status: 502, .. })));
+        assert!(matches!(
+            c.answer(html),
+            Err(PromError::Http { status: 502, .. })
+        ));
     }
 
     fn sample(labels: &[(&str, &str)], value: f64) -> Sample {
@@ -571,7 +580,11 @@ mod tests {
         let q = [("switch", "leaf1"), ("port", "Ethernet0"), ("queue", "3")];
         m.add("weft_queue_ecn_marked_packets_total", &sample(&q, 2.0));
         m.add("weft_queue_tx_packets_total", &sample(&q, 5.0));
-        let p = [("switch", "leaf1"), ("port", "Ethernet0"), ("priority", "3")];
+        let p = [
+            ("switch", "leaf1"),
+            ("port", "Ethernet0"),
+            ("priority", "3"),
+        ];
         m.add("weft_pfc_pause_rx_frames_total", &sample(&p, 7.0));
         m.add("weft_pfc_watchdog_stormed", &sample(&p, 1.0));
         m.add("weft_pfc_watchdog_storms_total", &sample(&p, 1.0));
@@ -591,7 +604,10 @@ mod tests {
         let (rows, wd) = m.rows();
         let s = crate::diagnose::switch_sample(&rows, &wd, &[]);
         let port = &s.ports["Ethernet0"];
-        assert_eq!((port.rx_packets, port.tx_packets, port.pfc_rx_pause[3]), (10, 20, 7));
+        assert_eq!(
+            (port.rx_packets, port.tx_packets, port.pfc_rx_pause[3]),
+            (10, 20, 7)
+        );
         assert_eq!(s.queues["Ethernet0:3"].ecn_marked, 2);
         assert!(s.queues["Ethernet0:3"].wd_stormed);
         assert_eq!(s.drops["no_route"], 4);

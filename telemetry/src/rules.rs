@@ -334,7 +334,10 @@ mod tests {
     #[test]
     fn the_reconvergence_bound_is_rounded_up_to_a_bucket_edge_and_a_bound_past_them_is_refused() {
         let a = alerts(&RuleOptions::default()).expect("rules");
-        let slow = a.iter().find(|x| x.name == "WeftSlowReconvergence").expect("rule");
+        let slow = a
+            .iter()
+            .find(|x| x.name == "WeftSlowReconvergence")
+            .expect("rule");
         assert!(slow.expr.contains("le=\"1.024\""), "{}", slow.expr);
         let e = alerts(&RuleOptions {
             reconvergence_bound: 100.0,
@@ -353,10 +356,17 @@ mod tests {
 
     #[test]
     fn yaml_quotes_what_it_must_and_names_every_alert() {
-        let y = rules_yaml(&RuleOptions::default(), "written by a test\nsecond line").expect("yaml");
-        assert!(y.starts_with("# written by a test\n# second line\ngroups:\n"), "{y}");
+        let y =
+            rules_yaml(&RuleOptions::default(), "written by a test\nsecond line").expect("yaml");
+        assert!(
+            y.starts_with("# written by a test\n# second line\ngroups:\n"),
+            "{y}"
+        );
         assert!(y.contains("      - alert: WeftPfcStorm\n"), "{y}");
-        assert!(y.contains("summary: '{{ $labels.switch }}''s plugin is not"), "{y}");
+        assert!(
+            y.contains("summary: '{{ $labels.switch }}''s plugin is not"),
+            "{y}"
+        );
         assert!(y.contains("        for: 2m\n"), "{y}");
     }
 }

@@ -15,7 +15,10 @@ use std::process::Command;
 use weft_telemetry::metrics::{CONTROLLER_FAMILIES, ControllerMetrics, PLUGIN_FAMILIES, encode};
 use weft_telemetry::rules::{RuleOptions, alerts, rules_yaml};
 
-const TESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/rules/weft-alerts.test.yml");
+const TESTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/rules/weft-alerts.test.yml"
+);
 
 fn promtool() -> Option<&'static str> {
     let p = "/usr/bin/promtool";
@@ -77,7 +80,11 @@ fn promtool_checks_the_rules_and_their_tests_pass() {
     let rules = dir.join("weft-alerts.yml");
     std::fs::write(
         &rules,
-        rules_yaml(&RuleOptions::default(), "written by telemetry/tests/alert_rules.rs").expect("yaml"),
+        rules_yaml(
+            &RuleOptions::default(),
+            "written by telemetry/tests/alert_rules.rs",
+        )
+        .expect("yaml"),
     )
     .expect("rules");
     std::fs::copy(TESTS, dir.join("weft-alerts.test.yml")).expect("tests");
@@ -95,8 +102,8 @@ fn promtool_checks_the_rules_and_their_tests_pass() {
         .current_dir(&dir)
         .output()
         .expect("promtool");
-    let out = String::from_utf8_lossy(&test.stdout).into_owned()
-        + &String::from_utf8_lossy(&test.stderr);
+    let out =
+        String::from_utf8_lossy(&test.stdout).into_owned() + &String::from_utf8_lossy(&test.stderr);
     println!("{out}");
     assert!(test.status.success(), "promtool test rules:\n{out}");
     let _ = std::fs::remove_dir_all(&dir);

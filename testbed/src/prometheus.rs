@@ -68,7 +68,10 @@ mod tests {
             Duration::from_secs(1),
             Some(std::path::Path::new("/tmp/weft-alerts.yml")),
         );
-        assert!(c.contains("rule_files:\n  - '/tmp/weft-alerts.yml'\nscrape_configs:\n"), "{c}");
+        assert!(
+            c.contains("rule_files:\n  - '/tmp/weft-alerts.yml'\nscrape_configs:\n"),
+            "{c}"
+        );
         assert!(c.contains("  scrape_interval: 1000ms\n"), "{c}");
         assert!(c.contains("ip netns exec weft-lab prometheus"), "{c}");
         assert!(

@@ -82,7 +82,10 @@ fn fabric(k: usize, servers: &[RedisServer]) -> Topology {
 /// One switch's rows at round `r`: every port moving a per-port share of its speed.
 async fn write(sw: &weft_topology::Switch, si: usize, r: u64, first: bool) {
     let db = SonicDb::from_endpoint(&sw.db).expect("endpoint");
-    let mut counters = db.connect(SonicDbId::CountersDb).await.expect("COUNTERS_DB");
+    let mut counters = db
+        .connect(SonicDbId::CountersDb)
+        .await
+        .expect("COUNTERS_DB");
     let mut pipe = redis::pipe();
     let hset = |pipe: &mut redis::Pipeline, key: String, f: Vec<(String, String)>| {
         let mut c = redis::cmd("HSET");
@@ -119,7 +122,11 @@ async fn write(sw: &weft_topology::Switch, si: usize, r: u64, first: bool) {
     }
     let mut swc = SwitchCounters::default();
     swc.drops.insert("no_route".into(), (r, r * 100));
-    hset(&mut pipe, format!("COUNTERS:{}", swc.key()), swc.to_fields());
+    hset(
+        &mut pipe,
+        format!("COUNTERS:{}", swc.key()),
+        swc.to_fields(),
+    );
     let _: () = pipe.query_async(counters.raw()).await.expect("counters");
     if first {
         let mut state = db.connect(SonicDbId::StateDb).await.expect("STATE_DB");
@@ -130,10 +137,18 @@ async fn write(sw: &weft_topology::Switch, si: usize, r: u64, first: bool) {
                 oper_status: OperStatus::Up,
                 admin_status: None,
             };
-            hset(&mut pipe, format!("PORT_TABLE|{}", ps.key()), ps.to_fields());
+            hset(
+                &mut pipe,
+                format!("PORT_TABLE|{}", ps.key()),
+                ps.to_fields(),
+            );
         }
         let st = PluginStatus::fresh(PluginState::Running, &sw.p4rt_address);
-        hset(&mut pipe, format!("WEFT_PLUGIN|{}", st.key()), st.to_fields());
+        hset(
+            &mut pipe,
+            format!("WEFT_PLUGIN|{}", st.key()),
+            st.to_fields(),
+        );
         let _: () = pipe.query_async(state.raw()).await.expect("state");
     }
 }
@@ -230,12 +245,7 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (read, update, diag, ser) = (
-        median(reads),
-        median(updates),
-        median(diags),
-        median(jsons),
-    );
+    let (read, update, diag, ser) = (median(reads), median(updates), median(diags), median(jsons));
     println!(
         "median of rounds 2..{rounds}: read {read:.3} s, update {update:.3} s, rules {diag:.3} s, JSON {ser:.3} s: {:.3} s per update with the rules, {:.3} s without",
         read + update + diag + ser,

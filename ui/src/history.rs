@@ -19,9 +19,9 @@ const SCALE: f64 = 1480.0;
 /// A rate as a 16-bit logarithm (`UNKNOWN` for none).
 pub fn encode(v: Option<f64>) -> u16 {
     match v {
-        Some(v) if v.is_finite() && v >= 0.0 => {
-            ((v + 1.0).log2() * SCALE).round().min(f64::from(UNKNOWN - 1)) as u16
-        }
+        Some(v) if v.is_finite() && v >= 0.0 => ((v + 1.0).log2() * SCALE)
+            .round()
+            .min(f64::from(UNKNOWN - 1)) as u16,
         _ => UNKNOWN,
     }
 }

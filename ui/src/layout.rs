@@ -294,7 +294,11 @@ mod tests {
         assert_eq!(l.links.len(), t.links.len() + t.hosts.len());
         assert_eq!(l.links[0].name, weft_reconcile::core::link_name(&t, 0));
         let host = l.links.iter().find(|x| x.host).expect("a host link");
-        assert!(host.name.starts_with("leaf1-h1 ↔ leaf1:Ethernet"), "{}", host.name);
+        assert!(
+            host.name.starts_with("leaf1-h1 ↔ leaf1:Ethernet"),
+            "{}",
+            host.name
+        );
         assert!(l.groups.is_empty(), "nothing to fold: {:?}", l.groups);
     }
 
@@ -304,10 +308,16 @@ mod tests {
         let l = layout(&t);
         assert!(!l.fold, "20 switches are drawn whole");
         let names: Vec<&str> = l.groups.iter().map(|g| g.name.as_str()).collect();
-        assert!(names.contains(&"pod1") && names.contains(&"pod4"), "{names:?}");
+        assert!(
+            names.contains(&"pod1") && names.contains(&"pod4"),
+            "{names:?}"
+        );
         assert_eq!(l.groups.len(), 6, "{names:?}");
         for g in &l.groups {
-            assert_eq!(g.members.len(), if g.name.starts_with("pod") { 4 } else { 2 });
+            assert_eq!(
+                g.members.len(),
+                if g.name.starts_with("pod") { 4 } else { 2 }
+            );
         }
     }
 
@@ -333,7 +343,12 @@ mod tests {
             .iter()
             .filter(|g| !g.name.starts_with("pod"))
             .collect();
-        assert_eq!(cores.len(), 16, "{:?}", cores.iter().map(|g| &g.name).collect::<Vec<_>>());
+        assert_eq!(
+            cores.len(),
+            16,
+            "{:?}",
+            cores.iter().map(|g| &g.name).collect::<Vec<_>>()
+        );
         // Each core group serves one spine position: its cores all reach the same spine of
         // every pod, so the folded picture has one bundle per (core group, pod).
         for g in cores {
@@ -342,7 +357,14 @@ mod tests {
                 .members
                 .iter()
                 .flat_map(|&c| t.neighbours(c).map(|(_, _, e)| e.switch))
-                .map(|s| t.switches[s].name.split('-').nth(1).unwrap_or("").to_string())
+                .map(|s| {
+                    t.switches[s]
+                        .name
+                        .split('-')
+                        .nth(1)
+                        .unwrap_or("")
+                        .to_string()
+                })
                 .collect();
             spines.sort();
             spines.dedup();

@@ -267,7 +267,10 @@ impl Page {
                     return b'd';
                 }
                 if running && !k.host {
-                    match reported.get(k.name.as_str()).map(|l| weft_observe::status::usage(l)) {
+                    match reported
+                        .get(k.name.as_str())
+                        .map(|l| weft_observe::status::usage(l))
+                    {
                         Some("suppressed") => return b's',
                         Some("hold-down") => return b'h',
                         Some("down") => return b'd',
@@ -305,12 +308,15 @@ impl Page {
         self.window.push_back(s);
         let spacing = self.window_ms / 4;
         let n = self.window.len();
-        if n >= 3 && self.window[n - 2].t_ms.saturating_sub(self.window[n - 3].t_ms) < spacing {
+        if n >= 3
+            && self.window[n - 2]
+                .t_ms
+                .saturating_sub(self.window[n - 3].t_ms)
+                < spacing
+        {
             self.window.remove(n - 2);
         }
-        while self.window.len() > 2
-            && now.saturating_sub(self.window[1].t_ms) >= self.window_ms
-        {
+        while self.window.len() > 2 && now.saturating_sub(self.window[1].t_ms) >= self.window_ms {
             self.window.pop_front();
         }
     }
@@ -432,8 +438,11 @@ impl Page {
                 v(|s| s.drops.values().sum()),
             ]);
         }
-        self.history
-            .push(cur.t_ms, links.into_boxed_slice(), switches.into_boxed_slice());
+        self.history.push(
+            cur.t_ms,
+            links.into_boxed_slice(),
+            switches.into_boxed_slice(),
+        );
         self.hist_base = Some(cur.clone());
     }
 
@@ -508,7 +517,8 @@ impl Page {
             .enumerate()
             .filter_map(|(i, s)| {
                 let d = &s.as_ref()?.drops;
-                (!d.is_empty()).then(|| (i, d.iter().map(|(k, v)| (k.clone(), round1(*v))).collect()))
+                (!d.is_empty())
+                    .then(|| (i, d.iter().map(|(k, v)| (k.clone(), round1(*v))).collect()))
             })
             .collect();
         let count = |v: &[u8], c: &[u8]| v.iter().filter(|x| c.contains(x)).count();

@@ -133,8 +133,12 @@ pub fn switches(prev: &Counters, cur: &Counters) -> Vec<Option<SwitchRates>> {
                 s.pause_tx += r(|p| Some(p.pause_tx));
             }
             for (reason, n) in &c.drops {
-                let pps = rate(Some(p.drops.get(reason).copied().unwrap_or(0)), Some(*n), dt)
-                    .unwrap_or(0.0);
+                let pps = rate(
+                    Some(p.drops.get(reason).copied().unwrap_or(0)),
+                    Some(*n),
+                    dt,
+                )
+                .unwrap_or(0.0);
                 if pps > 0.0 {
                     s.drops.insert(reason.clone(), pps);
                 }

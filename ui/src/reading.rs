@@ -169,7 +169,10 @@ impl SwitchReading {
     /// answer): ports, plugin, counters and sample.
     pub fn from_rows(
         sw: &Switch,
-        state: Result<&BTreeMap<String, BTreeMap<String, FieldValues>>, &weft_observe::read::ReadError>,
+        state: Result<
+            &BTreeMap<String, BTreeMap<String, FieldValues>>,
+            &weft_observe::read::ReadError,
+        >,
         counters: Result<&[(String, FieldValues)], &weft_observe::read::ReadError>,
     ) -> SwitchReading {
         let empty = BTreeMap::new();

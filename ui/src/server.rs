@@ -44,10 +44,11 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, ListenError> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
-    #[error("listening on {addr}: {source}{}", hint(source))]
+    /// The cause is in the message, not a `source`: printed once, with what to do.
+    #[error("listening on {addr}: {error}{}", hint(error))]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -167,7 +168,10 @@ async fn events(
             rx.changed().await.ok()?;
         }
         let data = rx.borrow_and_update().clone();
-        Some((Ok(Event::default().event("frame").data(&*data)), (rx, false)))
+        Some((
+            Ok(Event::default().event("frame").data(&*data)),
+            (rx, false),
+        ))
     });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
@@ -188,7 +192,10 @@ async fn switch(State(s): State<Arc<Shared>>, Path(i): Path<usize>) -> Response 
 
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
+        )
         .route(
             "/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
@@ -231,8 +238,9 @@ async fn poll(shared: Arc<Shared>, source: Box<dyn Source>, opts: UiOptions) {
         if let Ok((json, took)) = done {
             if diagnose {
                 // Rules and frame together may take half an interval at most.
-                diag_every = (took.as_secs_f64() * 2.0 / interval.as_secs_f64()).ceil().max(1.0)
-                    as u64;
+                diag_every = (took.as_secs_f64() * 2.0 / interval.as_secs_f64())
+                    .ceil()
+                    .max(1.0) as u64;
             }
             shared.frames.send_replace(Arc::from(json));
         }
@@ -255,9 +263,9 @@ pub async fn serve(
 ) -> Result<UiServer, UiError> {
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
-        .map_err(|source| UiError::Bind {
+        .map_err(|error| UiError::Bind {
             addr: opts.listen,
-            source,
+            error,
         })?;
     let addr = listener.local_addr().unwrap_or(opts.listen);
     let page = Page::new(

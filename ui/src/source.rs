@@ -79,7 +79,9 @@ async fn read_db(
     tables: &[&str],
 ) -> Result<Tables, ReadError> {
     let r = bounded(db, READ_TIMEOUT, async {
-        let c = conn(slot, db, id).await.map_err(|e| ReadError::db(db, &e))?;
+        let c = conn(slot, db, id)
+            .await
+            .map_err(|e| ReadError::db(db, &e))?;
         dump_tables(&c, tables)
             .await
             .map_err(|e| ReadError::db(db, &e))
@@ -98,9 +100,19 @@ async fn read_switch(t: &Topology, i: usize, c: &tokio::sync::Mutex<Conns>) -> S
     let state = read_db(&mut c.state, &sw.db, SonicDbId::StateDb, &STATE_TABLES).await;
     // A DB that did not answer for STATE_DB is not asked again for COUNTERS_DB in this read.
     let counters = match &state {
-        Ok(_) => read_db(&mut c.counters, &sw.db, SonicDbId::CountersDb, &["COUNTERS"])
-            .await
-            .map(|mut m| m.remove("COUNTERS").unwrap_or_default().into_iter().collect()),
+        Ok(_) => read_db(
+            &mut c.counters,
+            &sw.db,
+            SonicDbId::CountersDb,
+            &["COUNTERS"],
+        )
+        .await
+        .map(|mut m| {
+            m.remove("COUNTERS")
+                .unwrap_or_default()
+                .into_iter()
+                .collect()
+        }),
         Err(e) => Err(e.clone()),
     };
     let counters: Result<Vec<(String, FieldValues)>, ReadError> = counters;
@@ -217,36 +229,36 @@ fn prom_reading(
     m: &weft_observe::promql::SwitchMetrics,
     sw: &weft_topology::Switch,
 ) -> (
-        SwitchRead<PluginInfo>,
-        SwitchRead<crate::reading::CounterView>,
-        Option<weft_diagnose::SwitchSample>,
-    ) {
+    SwitchRead<PluginInfo>,
+    SwitchRead<crate::reading::CounterView>,
+    Option<weft_diagnose::SwitchSample>,
+) {
     let plugin = match m.plugin() {
-            SwitchRead::Ok((state, ms)) => SwitchRead::Ok(PluginInfo {
-                state,
-                updated_ms: ms,
+        SwitchRead::Ok((state, ms)) => SwitchRead::Ok(PluginInfo {
+            state,
+            updated_ms: ms,
+            pid: None,
+            uptime_s: None,
+            pending_keys: None,
+        }),
+        SwitchRead::Stale { data, age } => SwitchRead::Stale {
+            data: PluginInfo {
+                state: data.0,
+                updated_ms: data.1,
                 pid: None,
                 uptime_s: None,
                 pending_keys: None,
-            }),
-            SwitchRead::Stale { data, age } => SwitchRead::Stale {
-                data: PluginInfo {
-                    state: data.0,
-                    updated_ms: data.1,
-                    pid: None,
-                    uptime_s: None,
-                    pending_keys: None,
-                },
-                age,
             },
-            SwitchRead::NoData => SwitchRead::NoData,
-            SwitchRead::Unreachable(e) => SwitchRead::Unreachable(e),
-        };
+            age,
+        },
+        SwitchRead::NoData => SwitchRead::NoData,
+        SwitchRead::Unreachable(e) => SwitchRead::Unreachable(e),
+    };
     let (rows, wd) = m.rows();
-        if rows.is_empty() {
-            return (plugin, SwitchRead::NoData, None);
-        }
-        let (v, s) = crate::reading::counters_of(sw, &rows, &wd, &[]);
+    if rows.is_empty() {
+        return (plugin, SwitchRead::NoData, None);
+    }
+    let (v, s) = crate::reading::counters_of(sw, &rows, &wd, &[]);
     (plugin, SwitchRead::Ok(v), Some(s))
 }
 

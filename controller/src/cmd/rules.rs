@@ -97,8 +97,22 @@ mod tests {
         };
         let (o, d) = (a.options(), weft_telemetry::rules::RuleOptions::default());
         assert_eq!(
-            (o.pause_rate, o.pause_for, o.ecn_rate, o.ecn_for, o.drop_rate, o.drops_for),
-            (d.pause_rate, d.pause_for, d.ecn_rate, d.ecn_for, d.drop_rate, d.drops_for)
+            (
+                o.pause_rate,
+                o.pause_for,
+                o.ecn_rate,
+                o.ecn_for,
+                o.drop_rate,
+                o.drops_for
+            ),
+            (
+                d.pause_rate,
+                d.pause_for,
+                d.ecn_rate,
+                d.ecn_for,
+                d.drop_rate,
+                d.drops_for
+            )
         );
         assert_eq!(
             (o.reconvergence_bound, o.state_for, o.plugin_job),

@@ -463,9 +463,10 @@ pub fn prometheus_config(
                 "{}: {n} plugin targets{}{}; run Prometheus in the fabric namespace: ip netns exec {} prometheus --config.file={}",
                 p.display(),
                 ctl.map_or(String::new(), |c| format!(", weft run at {c}")),
-                rules
-                    .as_ref()
-                    .map_or(String::new(), |r| format!(", alerting rules in {}", r.display())),
+                rules.as_ref().map_or(String::new(), |r| format!(
+                    ", alerting rules in {}",
+                    r.display()
+                )),
                 st.netns,
                 p.display()
             );

@@ -94,7 +94,10 @@ pub async fn run(a: &UiArgs) -> anyhow::Result<Outcome> {
         },
     )
     .await?;
-    outln!("fabric page: http://{}/ (read-only; ctrl-c stops)", server.addr);
+    outln!(
+        "fabric page: http://{}/ (read-only; ctrl-c stops)",
+        server.addr
+    );
     super::run::shutdown().await;
     drop(server);
     Ok(Outcome::Ok)

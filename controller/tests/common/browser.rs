@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
-/// One HTTP/1.1 request with `Connection: close`: status and body.
+/// One HTTP/1.1 request: status and body. The body ends at its Content-Length, at the last
+/// chunk, or where the server closes: chromedriver answers `Connection: close` but keeps the
+/// socket open, so reading to the end would wait for the read timeout on every command.
 pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(60))).ok();
@@ -28,25 +30,58 @@ pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, 
     );
     s.write_all(req.as_bytes()).expect("request");
     let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    let split = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or(buf.len());
-    let head = String::from_utf8_lossy(&buf[..split]).to_string();
+    let mut chunk = [0u8; 16384];
+    let mut head: Option<(usize, String)> = None;
+    loop {
+        if let Some((split, h)) = &head {
+            let got = &buf[split + 4..];
+            let done = match content_length(h) {
+                Some(n) => got.len() >= n,
+                None => is_chunked(h) && got.ends_with(b"0\r\n\r\n"),
+            };
+            if done {
+                break;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if head.is_none()
+            && let Some(split) = buf.windows(4).position(|w| w == b"\r\n\r\n")
+        {
+            head = Some((
+                split,
+                String::from_utf8_lossy(&buf[..split]).to_ascii_lowercase(),
+            ));
+        }
+    }
+    let (split, head) = head.unwrap_or((buf.len(), String::new()));
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let mut body = buf.get(split + 4..).unwrap_or_default().to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
+    if is_chunked(&head) {
         body = dechunk(&body);
+    } else if let Some(n) = content_length(&head) {
+        body.truncate(n);
     }
     (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Content-Length of a lower-cased response head.
+fn content_length(head: &str) -> Option<usize> {
+    head.lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn is_chunked(head: &str) -> bool {
+    head.lines()
+        .find_map(|l| l.strip_prefix("transfer-encoding:"))
+        .is_some_and(|v| v.contains("chunked"))
 }
 
 fn dechunk(b: &[u8]) -> Vec<u8> {
@@ -54,7 +89,11 @@ fn dechunk(b: &[u8]) -> Vec<u8> {
     let mut i = 0;
     while let Some(nl) = b[i..].windows(2).position(|w| w == b"\r\n") {
         let size = usize::from_str_radix(
-            String::from_utf8_lossy(&b[i..i + nl]).split(';').next().unwrap_or("0").trim(),
+            String::from_utf8_lossy(&b[i..i + nl])
+                .split(';')
+                .next()
+                .unwrap_or("0")
+                .trim(),
             16,
         )
         .unwrap_or(0);
@@ -90,7 +129,10 @@ fn unbase64(s: &str) -> Vec<u8> {
     let digits: Vec<u32> = s.bytes().filter_map(val).collect();
     let mut out = Vec::with_capacity(digits.len() * 3 / 4);
     for c in digits.chunks(4) {
-        let n = c.iter().enumerate().fold(0u32, |a, (i, d)| a | d << (18 - 6 * i));
+        let n = c
+            .iter()
+            .enumerate()
+            .fold(0u32, |a, (i, d)| a | d << (18 - 6 * i));
         out.push((n >> 16) as u8);
         if c.len() > 2 {
             out.push((n >> 8) as u8);
@@ -111,15 +153,24 @@ pub struct Browser {
 }
 
 impl Browser {
+    /// Whether chromium and chromedriver are installed; if not, a loud SKIPPED line (a failure
+    /// with WEFT_REQUIRE_BROWSER=1). For a test to ask before it builds what the browser loads.
+    pub fn available(test: &str) -> bool {
+        if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
+            return true;
+        }
+        let why = "chromium and chromium-driver not installed (scripts/setup.sh)";
+        if std::env::var_os("WEFT_REQUIRE_BROWSER").is_some_and(|v| v == "1") {
+            panic!("WEFT_REQUIRE_BROWSER=1 but {why}");
+        }
+        println!("SKIPPED: {test}: {why}");
+        eprintln!("SKIPPED: {test}: {why}");
+        false
+    }
+
     /// A headless Chromium session, or `None` after a loud SKIPPED when the browser is missing.
     pub fn start(test: &str, dir: &Path) -> Option<Browser> {
-        if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-            let why = "chromium and chromium-driver not installed (scripts/setup.sh)";
-            if std::env::var_os("WEFT_REQUIRE_BROWSER").is_some_and(|v| v == "1") {
-                panic!("WEFT_REQUIRE_BROWSER=1 but {why}");
-            }
-            println!("SKIPPED: {test}: {why}");
-            eprintln!("SKIPPED: {test}: {why}");
+        if !Browser::available(test) {
             return None;
         }
         let port = free_port();
@@ -140,7 +191,10 @@ impl Browser {
         };
         let t0 = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "chromedriver did not listen");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "chromedriver did not listen"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         // Without the background-networking flags Chromium's own connections are refused by
@@ -157,7 +211,10 @@ impl Browser {
         let (code, body) = http(port, "POST", "/session", Some(&caps));
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         assert_eq!(code, 200, "new session: {body}");
-        b.session = v["value"]["sessionId"].as_str().unwrap_or_default().to_string();
+        b.session = v["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         Some(b)
     }
 
@@ -221,11 +278,7 @@ impl Browser {
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
             .filter(|pid| {
                 std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .map(|c| {
-                        String::from_utf8_lossy(&c)
-                            .split('\0')
-                            .any(|a| a == marker)
-                    })
+                    .map(|c| String::from_utf8_lossy(&c).split('\0').any(|a| a == marker))
                     .unwrap_or(false)
             })
             .collect()

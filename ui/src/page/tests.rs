@@ -61,7 +61,11 @@ fn reading(t: &Topology, f: &Fabric, t_s: u64) -> Reading {
                 let down = f.down.iter().any(|(s, q)| *s == sw.name && *q == p.name);
                 let ps = PortState {
                     port: p.name.clone(),
-                    oper_status: if down { OperStatus::Down } else { OperStatus::Up },
+                    oper_status: if down {
+                        OperStatus::Down
+                    } else {
+                        OperStatus::Up
+                    },
                     admin_status: None,
                 };
                 state
@@ -129,7 +133,10 @@ fn a_db_only_fabric_shows_every_switch_unknown_every_link_unknown_and_judges_not
     assert_eq!(f.sw, "U".repeat(t.switches.len()), "{:?}", f.why);
     assert_eq!(f.totals.running, 0);
     assert!(f.why.values().all(|w| w == "no live plugin"));
-    assert!(f.lu.iter().all(|u| *u == -1), "no utilisation without counters");
+    assert!(
+        f.lu.iter().all(|u| *u == -1),
+        "no utilisation without counters"
+    );
     assert_eq!(f.cn, "n".repeat(t.switches.len()));
     assert_eq!(f.diagnosis.state, "no data", "{:?}", f.diagnosis);
     assert!(f.diagnosis.findings.is_empty());
@@ -184,7 +191,11 @@ fn rates_come_with_the_second_read_and_a_port_going_down_is_a_down_link_and_an_e
     assert_eq!(up.events[0].detail, "down → up");
     let drill = crate::drill::link(&p, &t, li).expect("link");
     assert_eq!(drill["ends"][0]["switch"], "leaf1");
-    assert!(drill["series"]["t"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(
+        drill["series"]["t"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
 }
 
 #[test]
@@ -272,7 +283,15 @@ fn a_host_pausing_its_leaf_for_the_whole_window_is_a_pfc_storm_finding_with_evid
     assert_eq!(top.kind, weft_diagnose::Kind::PfcStorm);
     assert_eq!(top.target, "leaf1-h1");
     assert!(top.evidence.iter().any(|e| e.switch == "leaf1"));
-    assert!(f.diagnosis.samples <= 7, "the window is thinned: {}", f.diagnosis.samples);
+    assert!(
+        f.diagnosis.samples <= 7,
+        "the window is thinned: {}",
+        f.diagnosis.samples
+    );
     let host_link = link_index(&p, "leaf1-h1 ↔ leaf1:Ethernet0");
-    assert!(f.hot[&host_link].pause >= 399.0, "{:?}", f.hot.get(&host_link));
+    assert!(
+        f.hot[&host_link].pause >= 399.0,
+        "{:?}",
+        f.hot.get(&host_link)
+    );
 }
