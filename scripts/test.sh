@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 # setup.sh installs etcd-server: the `weft run --ha` tests fail rather than skip without it.
 export WEFT_REQUIRE_ETCD=${WEFT_REQUIRE_ETCD:-1}
+# ... and chromium, chromium-driver and promtool: the fabric page's browser test and the alert
+# rules' promtool tests fail rather than skip without them.
+export WEFT_REQUIRE_BROWSER=${WEFT_REQUIRE_BROWSER:-1}
+export WEFT_REQUIRE_PROMTOOL=${WEFT_REQUIRE_PROMTOOL:-1}
 
 scripts/setup.sh
 

@@ -261,6 +261,38 @@ pub enum Command {
     /// --offline), dashed when administratively down in the intent.
     #[command(verbatim_doc_comment)]
     Graph(cmd::graph::GraphArgs),
+    /// Serve a live page of the fabric: link use, ECN, PAUSE, drops, plugins, diagnosis.
+    ///
+    /// Examples:
+    ///   weft ui fabric.yaml                                  (then open http://127.0.0.1:8088/)
+    ///   weft ui fabric.yaml --listen 127.0.0.1:9000 --interval 2s
+    ///   weft ui fabric.yaml --source prometheus=http://127.0.0.1:9090
+    ///   weft run fabric.yaml --ui 127.0.0.1:8088              (the same page from weft run)
+    ///
+    /// One page, served by this binary with its script and style inside (no network needed):
+    /// the fabric by tiers as `weft graph` draws it (a large fabric folded by pod, opened on
+    /// click), links coloured by utilisation over the last interval with ECN marks, PAUSE and
+    /// drops on hover, down and suppressed links marked, switches by plugin state (running, not
+    /// in sync, unknown: never green without data), `weft diagnose`'s findings over the last
+    /// --window with their evidence, a timeline of link events and reconvergences, and per link
+    /// and per switch the last --history of counters as charts. Updated by server-sent events.
+    /// Read-only: the server answers GET only and nothing on the page acts on the fabric. It
+    /// listens on loopback unless --listen says otherwise (it has no authentication).
+    #[command(verbatim_doc_comment)]
+    Ui(cmd::ui::UiArgs),
+    /// Write Prometheus alerting rules for the plugins' and weft run's metrics.
+    ///
+    /// Examples:
+    ///   weft prometheus-rules -o /etc/prometheus/weft-alerts.yml
+    ///   weft prometheus-rules --pause-rate 500 --reconvergence-bound 500ms --for 2min
+    ///   promtool check rules /etc/prometheus/weft-alerts.yml
+    ///
+    /// Alerts: PFC storm (the watchdog stormed), sustained PAUSE, ECN marking above a rate,
+    /// drops by reason, links out of use and suppressed, a plugin not primary, a switch not
+    /// converged or unreachable, a reconvergence slower than a bound, a switch's metrics
+    /// absent, a plugin target down. Written from the metric families' definitions.
+    #[command(verbatim_doc_comment)]
+    PrometheusRules(cmd::rules::RulesArgs),
     /// Print the intent's JSON Schema (for editors: `# yaml-language-server: $schema=...`).
     ///
     /// Examples:
@@ -403,6 +435,8 @@ impl Command {
             Command::Doctor(a) => block_on(cmd::doctor::run(&a)),
             Command::Diagnose(a) => block_on(cmd::diagnose::run(&a)),
             Command::Graph(a) => block_on(cmd::graph::run(&a)),
+            Command::Ui(a) => block_on(cmd::ui::run(&a)),
+            Command::PrometheusRules(a) => cmd::rules::run(&a),
             Command::Schema => {
                 outln!("{}", serde_json::to_string_pretty(weft_topology::schema())?);
                 Ok(Outcome::Ok)

@@ -521,3 +521,24 @@ fn the_readme_exit_table_is_the_one_weft_help_prints() {
     assert_eq!(rows.len(), 5, "{table}");
     assert_eq!(documented, rows);
 }
+
+#[test]
+fn ui_refuses_a_bad_listen_address_as_usage_and_names_a_port_in_use() {
+    let file = "topology/examples/leaf-spine-small.yaml";
+    for bad in ["8088", "nowhere:8088", "127.0.0.1:99999"] {
+        let (code, _, err) = weft(&["ui", file, "--listen", bad]);
+        assert_eq!(code, 64, "--listen {bad}: {err}");
+        assert!(err.contains("expected HOST:PORT"), "--listen {bad}: {err}");
+    }
+    let (code, _, err) = weft(&["run", file, "--ui", "nowhere"]);
+    assert_eq!(code, 64, "run --ui nowhere: {err}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("address").to_string();
+    let (code, out, err) = weft(&["ui", file, "--listen", &addr]);
+    assert_eq!(code, 1, "weft ui on a port in use: {out}{err}");
+    assert!(
+        err.contains(&addr) && err.contains("another process listens there"),
+        "{err}"
+    );
+    assert_eq!(err.matches("os error").count(), 1, "the cause once: {err}");
+}

@@ -9,6 +9,7 @@
 //!                ─▶ counters::queue_rows, pfcwd_rows; diagnose::sample ─▶ weft-diagnose
 //!    STATE_DB WEFT_POSTCARDS ─▶ trace::analyse (beside the compiled tables' paths)
 //!  `weft run`'s status file ─▶ status::RunState, link usage
+//!  Prometheus's HTTP API ─▶ promql::read: the plugin's families as COUNTERS_DB rows
 //! ```
 //! The readers do the I/O, bounded by a timeout per switch; the judging functions (`view`,
 //! `analyse`, `checks`, `switch_sample`) are pure and tested on recorded inputs.
@@ -16,6 +17,7 @@
 pub mod counters;
 pub mod diagnose;
 pub mod doctor;
+pub mod promql;
 pub mod read;
 pub mod status;
 pub mod switch;

@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
     &["weft-compiler"],
     &["weft-simulate", "weft-reconcile", "weft-sonic-plugin"],
     &["weft-testbed", "weft-observe"],
+    &["weft-ui"],
     &["weft-controller"],
     &["weft-fuzz"],
 ];

@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod graph;
 pub mod intent;
 pub mod plan;
+pub mod rules;
 pub mod run;
 pub mod show;
 pub mod simulate;
@@ -21,6 +22,7 @@ pub mod status;
 pub mod testbed;
 pub mod top;
 pub mod trace;
+pub mod ui;
 pub mod validate;
 pub mod workload;
 

@@ -92,7 +92,8 @@ pub enum TestbedCommand {
     ///
     /// Every plugin of the testbed serves /metrics on the fabric namespace's loopback, so
     /// Prometheus runs in that namespace (`ip netns exec weft-<fabric>`), and so does
-    /// `weft run --metrics` for the controller's job.
+    /// `weft run --metrics` for the controller's job. With OUT, the alerting rules of
+    /// `weft prometheus-rules` go beside it (weft-alerts.yml) and the configuration loads them.
     #[command(verbatim_doc_comment)]
     PrometheusConfig(PrometheusConfigArgs),
     /// Ping every host from every host.
@@ -257,6 +258,10 @@ pub struct PrometheusConfigArgs {
     /// Scrape interval.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub interval: Duration,
+    /// Also write the alerting rules (`weft prometheus-rules`) here and load them from the
+    /// configuration [default with OUT: weft-alerts.yml beside it; "none": no rules].
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -431,15 +436,37 @@ pub fn prometheus_config(
     if let Some(c) = ctl {
         weft_telemetry::server::parse_addr(c).context("--controller")?;
     }
-    let text = tb::prometheus_config(&st, ctl, interval);
+    let rules = match (&a.rules, &a.out) {
+        (Some(r), _) if r.as_os_str() == "none" => None,
+        (Some(r), _) => Some(r.clone()),
+        (None, Some(out)) => Some(out.with_file_name("weft-alerts.yml")),
+        (None, None) => None,
+    };
+    // Prometheus reads a relative rule file from its own working directory: name it whole.
+    let rules = match rules {
+        Some(r) if r.is_relative() => Some(std::env::current_dir()?.join(r)),
+        r => r,
+    };
+    if let Some(r) = &rules {
+        let text = weft_telemetry::rules::rules_yaml(
+            &weft_telemetry::rules::RuleOptions::default(),
+            super::rules::HEADER,
+        )?;
+        std::fs::write(r, text).with_context(|| format!("writing {}", r.display()))?;
+    }
+    let text = tb::prometheus_config(&st, ctl, interval, rules.as_deref());
     match &a.out {
         Some(p) => {
             std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?;
             let n = st.switches.iter().filter(|s| s.metrics.is_some()).count();
             outln!(
-                "{}: {n} plugin targets{}; run Prometheus in the fabric namespace: ip netns exec {} prometheus --config.file={}",
+                "{}: {n} plugin targets{}{}; run Prometheus in the fabric namespace: ip netns exec {} prometheus --config.file={}",
                 p.display(),
                 ctl.map_or(String::new(), |c| format!(", weft run at {c}")),
+                rules.as_ref().map_or(String::new(), |r| format!(
+                    ", alerting rules in {}",
+                    r.display()
+                )),
                 st.netns,
                 p.display()
             );

@@ -46,3 +46,4 @@ pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
 }
 
 pub mod bed;
+pub mod browser;
