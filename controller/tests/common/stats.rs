@@ -49,23 +49,22 @@ pub fn pairs_not_beaten(a: &[f64], b: &[f64], margin: f64) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
+    // Paths, not imports: a bench that includes this file compiles the module without its tests.
     #[test]
     fn the_exact_null_distribution_matches_the_published_tables() {
         // m = n = 3: 20 orderings, U = 0 in one of them.
-        assert!((mann_whitney_cdf(0, 3, 3) - 1.0 / 20.0).abs() < 1e-12);
-        assert!((mann_whitney_cdf(9, 3, 3) - 1.0).abs() < 1e-12);
+        assert!((super::mann_whitney_cdf(0, 3, 3) - 1.0 / 20.0).abs() < 1e-12);
+        assert!((super::mann_whitney_cdf(9, 3, 3) - 1.0).abs() < 1e-12);
         // One-sided critical values at 1%: U ≤ 9 for 8 and 8, U ≤ 3 for 6 and 6.
-        assert_eq!(mann_whitney_critical(8, 8, 0.01), Some(9));
-        assert_eq!(mann_whitney_critical(6, 6, 0.01), Some(3));
-        assert_eq!(mann_whitney_critical(2, 2, 0.01), None);
+        assert_eq!(super::mann_whitney_critical(8, 8, 0.01), Some(9));
+        assert_eq!(super::mann_whitney_critical(6, 6, 0.01), Some(3));
+        assert_eq!(super::mann_whitney_critical(2, 2, 0.01), None);
     }
 
     #[test]
     fn pairs_not_beaten_counts_ties_against_the_first_sample() {
-        assert_eq!(pairs_not_beaten(&[1.0, 2.0], &[3.0, 4.0], 1.0), 0);
-        assert_eq!(pairs_not_beaten(&[1.0, 2.0], &[3.0, 4.0], 2.0), 2);
-        assert_eq!(pairs_not_beaten(&[3.0], &[3.0], 1.0), 1);
+        assert_eq!(super::pairs_not_beaten(&[1.0, 2.0], &[3.0, 4.0], 1.0), 0);
+        assert_eq!(super::pairs_not_beaten(&[1.0, 2.0], &[3.0, 4.0], 2.0), 2);
+        assert_eq!(super::pairs_not_beaten(&[3.0], &[3.0], 1.0), 1);
     }
 }
