@@ -20,23 +20,15 @@
 //!   APPL_STATE_DB copies, in the plugin's batch size.
 //!
 //! Without BMv2 it prints SKIPPED and exits 0 (`WEFT_REQUIRE_BMV2=1` fails instead).
-//! `WEFT_BENCH_REDIS_STATS=1` also prints redis-server's per-command CPU (`INFO commandstats`,
+//! `WEFT_BENCH_PLUGIN=PATH` measures another build of `weft-plugin` (an earlier commit's) with
+//! the same bench. `WEFT_BENCH_REDIS_STATS=1` also prints redis-server's per-command CPU (`INFO commandstats`,
 //! reset before the routes) for the end-to-end phase alone: where Redis' time goes.
-
-#[allow(dead_code)]
-#[path = "../../tests/src/bmv2.rs"]
-mod bmv2;
-#[allow(dead_code)]
-#[path = "../../tests/src/redis.rs"]
-mod redis_server;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
-use redis_server::RedisServer;
 use weft_appdb::{Call, Encoder, Match, PortMap, Value};
 use weft_p4::{actions as a, tables as t};
 use weft_p4rt::proto::p4::v1::{Update, update};
@@ -47,6 +39,8 @@ use weft_sonic_db::{
 };
 use weft_sonic_plugin::config::PipelineSource;
 use weft_sonic_plugin::translate::Translator;
+use weft_tests::bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
+use weft_tests::redis::RedisServer;
 
 const BENCH: &str = "e2e_routes";
 /// The plugin's default batch size (keys per consumer pop, one P4Runtime Write each).
@@ -75,7 +69,12 @@ fn main() -> anyhow::Result<()> {
     let Some(bin) = bmv2_or_skip(BENCH) else {
         return Ok(());
     };
-    let plugin = Path::new(env!("CARGO_BIN_EXE_weft-plugin"));
+    // WEFT_BENCH_PLUGIN: another build of the plugin to measure (an earlier commit's, for a
+    // before/after in one run of the same bench).
+    let plugin_path = std::env::var_os("WEFT_BENCH_PLUGIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_weft-plugin").into());
+    let plugin = plugin_path.as_path();
     if !plugin.exists() {
         println!(
             "SKIPPED: {BENCH}: {} not built; build it with `cargo build --release -p weft-sonic-plugin`",
@@ -268,7 +267,16 @@ fn rate(n: usize, d: Duration) -> String {
     format!("{:.0}/s", n as f64 / d.as_secs_f64().max(1e-9))
 }
 
-async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
+/// The switch, its Redis and the plugin under test, the ports configured.
+struct Bed {
+    redis: RedisServer,
+    sw: Bmv2,
+    sonic: SonicDb,
+    plugin: ProcessGuard,
+    log: std::path::PathBuf,
+}
+
+async fn start_bed(bin: &Path, plugin_bin: &Path) -> anyhow::Result<Bed> {
     let redis = RedisServer::start().context("redis-server")?;
     let sw = start_switch(bin)?;
     let sonic = SonicDb::from_endpoint(&redis.url())?;
@@ -298,22 +306,48 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         .stderr(out)
         .spawn()
         .context("spawn weft-plugin")?;
-    let _plugin = ProcessGuard::new("weft-plugin", child);
+    let plugin = ProcessGuard::new("weft-plugin", child);
+    Ok(Bed {
+        redis,
+        sw,
+        sonic,
+        plugin,
+        log,
+    })
+}
 
-    let (base, routes) = entries(n)?;
+/// The end-to-end phase: setup entries answered (the plugin is ready), then the routes.
+struct E2e {
+    ready: Duration,
+    produced: Duration,
+    total: Duration,
+    /// CPU per process while the routes went through.
+    cpu: Vec<(&'static str, Duration)>,
+    commandstats: Option<String>,
+    /// (batches, keys, ms) of the plugin's own batch lines.
+    batches: (u64, u64, u64),
+}
+
+async fn end_to_end(
+    bed: &Bed,
+    base: &[KeyOpFieldValues],
+    routes: &[KeyOpFieldValues],
+) -> anyhow::Result<E2e> {
+    let sonic = &bed.sonic;
+    let log = &bed.log;
     // The plugin is up (primary, pipeline pushed, synced) once it answers these.
     let t_ready = Instant::now();
-    produce_and_wait(&sonic, &base)
+    produce_and_wait(sonic, base)
         .await
         .with_context(|| format!("setup entries; plugin log {}", log.display()))?;
     let ready = t_ready.elapsed();
     // The plugin logs a batch after answering it: let the setup batch's line land first.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = plugin_batches(&log);
+    let before = plugin_batches(log);
     let pids = [
-        ("redis-server", redis.pid()),
-        ("BMv2", sw.pid()),
-        ("weft-plugin", _plugin.pid()),
+        ("redis-server", bed.redis.pid()),
+        ("BMv2", bed.sw.pid()),
+        ("weft-plugin", bed.plugin.pid()),
         (
             "this bench (producer + response waiter)",
             Some(std::process::id()),
@@ -328,10 +362,10 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
             .await?;
     }
     let cpu0: Vec<Duration> = pids.iter().map(|(_, p)| cpu_of(*p)).collect();
-    let (produced, total) = produce_and_wait(&sonic, &routes)
+    let (produced, total) = produce_and_wait(sonic, routes)
         .await
         .with_context(|| format!("routes; plugin log {}", log.display()))?;
-    let cpu: Vec<(&str, Duration)> = pids
+    let cpu = pids
         .iter()
         .zip(&cpu0)
         .map(|((name, p), c0)| (*name, cpu_of(*p).saturating_sub(*c0)))
@@ -347,20 +381,39 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         None
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let after = plugin_batches(&log);
-    let (batches, keys, busy_ms) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+    let after = plugin_batches(log);
+    Ok(E2e {
+        ready,
+        produced,
+        total,
+        cpu,
+        commandstats,
+        batches: (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+    })
+}
 
-    // The stages alone. Redis side, on the same redis-server under a table of its own: the
-    // consumer's pops in batches, then the responses with APPL_STATE_DB (a waiter listening,
-    // as the controller would).
+/// The Redis side alone, on the same redis-server under a table of its own: the consumer's
+/// pops in batches, then the responses with APPL_STATE_DB (a waiter listening, as the
+/// controller would), and redis-server's CPU per stage.
+struct RedisStages {
+    pops: Duration,
+    respond: Duration,
+    cpu_produce: Duration,
+    cpu_pops: Duration,
+    cpu_respond: Duration,
+}
+
+async fn redis_stages(bed: &Bed, routes: &[KeyOpFieldValues]) -> anyhow::Result<RedisStages> {
+    let n = routes.len();
+    let sonic = &bed.sonic;
     let bench_table = "WEFT_BENCH_TABLE";
-    let mut prod = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
+    let mut prod = ProducerStateTable::new(sonic, SonicDbId::ApplDb, bench_table).await?;
     // redis-server's CPU per stage alone: what each side of the protocol costs Redis.
-    let redis_cpu = || cpu_of(redis.pid());
+    let redis_cpu = || cpu_of(bed.redis.pid());
     let r0 = redis_cpu();
-    prod.apply(&routes).await?;
-    let redis_produce = redis_cpu().saturating_sub(r0);
-    let mut cons = ConsumerStateTable::new(&sonic, SonicDbId::ApplDb, bench_table).await?;
+    prod.apply(routes).await?;
+    let cpu_produce = redis_cpu().saturating_sub(r0);
+    let mut cons = ConsumerStateTable::new(sonic, SonicDbId::ApplDb, bench_table).await?;
     let t0 = Instant::now();
     let mut popped = Vec::with_capacity(n);
     while popped.len() < n {
@@ -371,19 +424,19 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         popped.extend(b);
     }
     let pops = t0.elapsed();
-    let redis_pops = redis_cpu().saturating_sub(r0 + redis_produce);
+    let cpu_pops = redis_cpu().saturating_sub(r0 + cpu_produce);
     let results: Vec<EntryResult> = popped
         .into_iter()
         .map(|o| EntryResult::ok(o.key, Op::Set, o.fields))
         .collect();
-    let mut waiter = ResponseWaiter::subscribe(&sonic, bench_table).await?;
-    let mut publisher = ResponsePublisher::new(&sonic, bench_table).await?;
+    let mut waiter = ResponseWaiter::subscribe(sonic, bench_table).await?;
+    let mut publisher = ResponsePublisher::new(sonic, bench_table).await?;
     let t0 = Instant::now();
     for chunk in results.chunks(PLUGIN_BATCH) {
         publisher.publish_batch(chunk).await?;
     }
     let respond = t0.elapsed();
-    let redis_respond = redis_cpu().saturating_sub(r0 + redis_produce + redis_pops);
+    let cpu_respond = redis_cpu().saturating_sub(r0 + cpu_produce + cpu_pops);
     let heard = waiter
         .wait(
             results.iter().map(|r| r.key.clone()),
@@ -393,35 +446,51 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
     if !heard.missing.is_empty() {
         bail!("{} bench responses lost", heard.missing.len());
     }
+    Ok(RedisStages {
+        pops,
+        respond,
+        cpu_produce,
+        cpu_pops,
+        cpu_respond,
+    })
+}
+
+/// The plugin's translation of the routes alone, and what it yields.
+fn translate(routes: &[KeyOpFieldValues]) -> anyhow::Result<(Duration, Vec<Update>)> {
     let info = weft_sonic_plugin::pipeline::weft_p4info()?;
-    let mut tr = Translator::new(
-        info.clone(),
-        weft_sonic_plugin::pipeline::owned_tables(),
-        false,
-    );
+    let mut tr = Translator::new(info, weft_sonic_plugin::pipeline::owned_tables(), false);
     let mut ports = PortMap::default();
     for (name, id) in PORTS {
         ports.by_name.insert(name.to_string(), id);
     }
     tr.set_ports(ports);
     let t0 = Instant::now();
-    let mut entities = Vec::with_capacity(n);
-    for o in &routes {
+    let mut entities = Vec::with_capacity(routes.len());
+    for o in routes {
         let objs = tr
             .translate_set(&o.key, &o.fields)
             .map_err(|e| anyhow::anyhow!("{}: {}", o.key, e.message))?;
         entities.extend(objs.into_values());
     }
-    let translate = t0.elapsed();
-    let updates: Vec<Update> = entities
+    let took = t0.elapsed();
+    let updates = entities
         .into_iter()
         .map(|e| Update {
             r#type: update::Type::Insert as i32,
             entity: Some(e),
         })
         .collect();
+    Ok((took, updates))
+}
+
+/// The P4Runtime write of the translated entries into a fresh BMv2, the way the plugin writes
+/// them (one Write per batch, one after the other) and pipelined (BMv2's ceiling).
+async fn p4rt_alone(
+    bin: &Path,
+    updates: &[Update],
+) -> anyhow::Result<Vec<(&'static str, Duration)>> {
     let pipeline = weft_sonic_plugin::pipeline::load(&PipelineSource::Embedded)?;
-    let mut p4rt_alone = Vec::new();
+    let mut out = Vec::new();
     for mode in ["one Write per 1,024 keys, in sequence", "pipelined"] {
         let sw2 = start_switch(bin)?;
         let client = Client::connect(ClientConfig::new(sw2.grpc_addr(), sw2.device_id(), 1))?;
@@ -429,19 +498,53 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         client.set_pipeline(&pipeline).await?;
         let t0 = Instant::now();
         if mode == "pipelined" {
-            client.write(&updates).await?;
+            client.write(updates).await?;
         } else {
             for chunk in updates.chunks(PLUGIN_BATCH) {
                 client.write(chunk).await?;
             }
         }
-        p4rt_alone.push((mode, t0.elapsed()));
+        out.push((mode, t0.elapsed()));
     }
+    Ok(out)
+}
 
+async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
+    let bed = start_bed(bin, plugin_bin).await?;
+    let (base, routes) = entries(n)?;
+    let e2e = end_to_end(&bed, &base, &routes).await?;
+    let stages = redis_stages(&bed, &routes).await?;
+    let (translate, updates) = translate(&routes)?;
+    let p4rt = p4rt_alone(bin, &updates).await?;
+    report(n, &e2e, &stages, translate, &p4rt);
+    let Bed { sw, log, .. } = bed;
+    drop(sw);
+    if std::env::var_os("WEFT_BENCH_KEEP_LOG").is_some() {
+        println!("  plugin log kept: {}", log.display());
+    } else {
+        let _ = std::fs::remove_file(&log);
+    }
+    Ok(())
+}
+
+fn report(
+    n: usize,
+    e2e: &E2e,
+    st: &RedisStages,
+    translate: Duration,
+    p4rt_alone: &[(&'static str, Duration)],
+) {
+    let E2e {
+        ready,
+        produced,
+        total,
+        ..
+    } = *e2e;
+    let (batches, keys, busy_ms) = e2e.batches;
     let seq = p4rt_alone[0].1;
     let ceiling = p4rt_alone[1].1;
     let busy = Duration::from_millis(busy_ms);
-    let rest = busy.saturating_sub(translate + seq + respond);
+    let rest = busy.saturating_sub(translate + seq + st.respond);
     println!("{BENCH}: {n} FIXED_IPV4_TABLE routes, APPL_DB → weft-plugin → BMv2");
     println!("  plugin ready (primary, pipeline pushed, first 4 entries answered): {ready:.2?}");
     println!(
@@ -455,7 +558,8 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
     );
     println!(
         "  CPU used meanwhile: {} (2 cores: {:.2?} of CPU time available)",
-        cpu.iter()
+        e2e.cpu
+            .iter()
             .map(|(name, d)| format!("{name} {:.2}s", d.as_secs_f64()))
             .collect::<Vec<_>>()
             .join(", "),
@@ -472,43 +576,30 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
         "    2. translation (measured alone, Translator::translate_set): {translate:.2?} ({})",
         rate(n, translate)
     );
-    for (mode, d) in &p4rt_alone {
+    for (mode, d) in p4rt_alone {
         println!(
             "    3. P4Runtime write (measured alone into a fresh BMv2, {mode}): {d:.2?} ({})",
             rate(n, *d)
         );
     }
     println!(
-        "    4. responses + APPL_STATE_DB (measured alone, ResponsePublisher, batches of {PLUGIN_BATCH}): {respond:.2?} ({})",
-        rate(n, respond)
+        "    4. responses + APPL_STATE_DB (measured alone, ResponsePublisher, batches of {PLUGIN_BATCH}): {:.2?} ({})",
+        st.respond,
+        rate(n, st.respond)
     );
     println!(
         "    5. the rest (busy − 2 − 3 − 4): ≈ {rest:.2?}: the engine's diff, and the 2 cores shared by redis, BMv2, plugin and producer while all run at once"
     );
     println!(
-        "  consumer pops alone (ConsumerStateTable, batches of {PLUGIN_BATCH}; a task beside the batches): {pops:.2?} ({})",
-        rate(n, pops)
+        "  consumer pops alone (ConsumerStateTable, batches of {PLUGIN_BATCH}; a task beside the batches): {:.2?} ({})",
+        st.pops,
+        rate(n, st.pops)
     );
-    if let Some(info) = &commandstats {
-        println!("  redis-server per command, end-to-end phase (calls, CPU, µs per call):");
-        for (name, calls, usec) in commandstats_top(info) {
-            println!(
-                "    {name:<12} {calls:>9} {:>8.3}s {:>7.2}",
-                usec as f64 / 1e6,
-                usec as f64 / calls.max(1) as f64
-            );
-        }
-    }
-    println!(
-        "  redis-server CPU per stage alone: producer {:.2}s, consumer pops {:.2}s, responses + APPL_STATE_DB {:.2}s",
-        redis_produce.as_secs_f64(),
-        redis_pops.as_secs_f64(),
-        redis_respond.as_secs_f64()
-    );
+    report_redis(e2e, st);
     let limit = [
         ("translation", translate),
         ("P4Runtime write into BMv2", seq),
-        ("responses + APPL_STATE_DB", respond),
+        ("responses + APPL_STATE_DB", st.respond),
     ]
     .into_iter()
     .max_by_key(|(_, d)| *d)
@@ -524,11 +615,23 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(" "),
     );
-    drop(sw);
-    if std::env::var_os("WEFT_BENCH_KEEP_LOG").is_some() {
-        println!("  plugin log kept: {}", log.display());
-    } else {
-        let _ = std::fs::remove_file(&log);
+}
+
+fn report_redis(e2e: &E2e, st: &RedisStages) {
+    if let Some(info) = &e2e.commandstats {
+        println!("  redis-server per command, end-to-end phase (calls, CPU, µs per call):");
+        for (name, calls, usec) in commandstats_top(info) {
+            println!(
+                "    {name:<12} {calls:>9} {:>8.3}s {:>7.2}",
+                usec as f64 / 1e6,
+                usec as f64 / calls.max(1) as f64
+            );
+        }
     }
-    Ok(())
+    println!(
+        "  redis-server CPU per stage alone: producer {:.2}s, consumer pops {:.2}s, responses + APPL_STATE_DB {:.2}s",
+        st.cpu_produce.as_secs_f64(),
+        st.cpu_pops.as_secs_f64(),
+        st.cpu_respond.as_secs_f64()
+    );
 }

@@ -1,6 +1,6 @@
-//! The reconcile core: P4RT_TABLE operations and plugin-owned objects → ordered switch writes,
-//! with a result for every key. No Redis here (the daemon reads and answers); the switch is a
-//! [`SwitchIo`].
+//! What the plugin knows of the switch and how a change becomes writes: P4RT_TABLE operations
+//! and plugin-owned objects → ordered plans, with a result for every key. No I/O: plans are
+//! written by [`crate::exec::Run`] (whoever holds the switch), reads come back as entities.
 //!
 //! ```text
 //!   batch of (key, SET fields | DEL)
@@ -23,16 +23,17 @@ use foldhash::HashSet as FastSet;
 use std::hash::{Hash, Hasher};
 
 use weft_p4::tables as t;
+use weft_p4rt::P4Info;
 use weft_p4rt::proto::p4::v1::{
     ActionProfileGroup, ActionProfileMember, CloneSessionEntry, Entity,
     PacketReplicationEngineEntry, TableEntry, entity, packet_replication_engine_entry, update,
 };
-use weft_p4rt::{Code, Error as P4Error};
 use weft_sonic_db::{EntryResult, FieldValues, KeyOpFieldValues, Op, StatusCode};
+use weft_sonic_schema::state::DriftKind;
 
-use crate::objects::{KeyName, KeyObjects, ObjKey, Objects, Owners, Plan, PlannedUpdate};
+pub use crate::exec::{Executed, Run, SwitchLost, status_of};
+use crate::objects::{KeyName, KeyObjects, ObjKey, Objects, Owners, Plan};
 use crate::pipeline::Contract;
-use crate::switch::SwitchIo;
 use crate::translate::{Refs, Translator};
 use weft_p4::contract::Ref;
 
@@ -123,11 +124,6 @@ pub struct EngineStats {
     pub sync_failures: u64,
 }
 
-/// The switch could not be written at all (gone, not primary): resync after reconnecting.
-#[derive(Debug, thiserror::Error)]
-#[error("switch unavailable: {0}")]
-pub struct SwitchLost(#[from] pub P4Error);
-
 /// What a full sync did.
 #[derive(Debug, Clone, Default)]
 pub struct SyncReport {
@@ -137,8 +133,7 @@ pub struct SyncReport {
     pub untranslatable: Vec<(String, String)>,
 }
 
-pub struct Engine<S> {
-    pub switch: S,
+pub struct Engine {
     pub translator: Translator,
     contract: Contract,
     /// Keyed by the shared key string: the same allocation names the key in `owners` and
@@ -151,23 +146,6 @@ pub struct Engine<S> {
     pub stats: EngineStats,
 }
 
-/// Maps a switch's per-update gRPC code to SONiC's status.
-pub fn status_of(code: Code) -> StatusCode {
-    match code {
-        Code::InvalidArgument | Code::OutOfRange => StatusCode::InvalidParam,
-        Code::NotFound => StatusCode::NotFound,
-        Code::AlreadyExists => StatusCode::Exists,
-        Code::ResourceExhausted => StatusCode::Full,
-        Code::Unimplemented => StatusCode::Unimplemented,
-        Code::FailedPrecondition => StatusCode::FailedPrecondition,
-        Code::PermissionDenied => StatusCode::PermissionDenied,
-        Code::Unavailable => StatusCode::Unavail,
-        Code::DeadlineExceeded => StatusCode::DeadlineExceeded,
-        Code::Internal => StatusCode::Internal,
-        _ => StatusCode::Unknown,
-    }
-}
-
 /// Field lists compare as sets (Redis hashes have no order).
 pub fn same_fields(a: &FieldValues, b: &FieldValues) -> bool {
     let a: BTreeMap<&str, &str> = a.iter().map(|(f, v)| (f.as_str(), v.as_str())).collect();
@@ -175,10 +153,27 @@ pub fn same_fields(a: &FieldValues, b: &FieldValues) -> bool {
     a == b
 }
 
-impl<S: SwitchIo> Engine<S> {
-    pub fn new(switch: S, translator: Translator) -> Self {
+/// A batch committed: every key's answer, and what undoes the earlier stages of keys that
+/// failed in a later one (written before anything else reaches the switch).
+#[derive(Debug)]
+pub struct Committed {
+    pub results: Vec<EntryResult>,
+    pub undo: Plan<usize>,
+}
+
+/// A full sync planned: the writes, and what the engine holds once they are done.
+pub struct SyncPlan {
+    pub plan: Plan<ObjKey>,
+    installed: FastMap<KeyName, Installed>,
+    owners: Owners,
+    index: RefIndex,
+    owned: Objects,
+    report: SyncReport,
+}
+
+impl Engine {
+    pub fn new(translator: Translator) -> Self {
         Engine {
-            switch,
             translator,
             contract: Contract::default(),
             installed: FastMap::default(),
@@ -220,265 +215,27 @@ impl<S: SwitchIo> Engine<S> {
         self.owners.clear();
     }
 
-    /// Runs a plan stage by stage (see [`execute`]), counting the updates.
-    async fn execute<O: Clone + Eq + std::hash::Hash>(
-        &mut self,
-        plan: &Plan<O>,
-    ) -> Result<Executed<O>, SwitchLost> {
-        let r = execute(&self.switch, plan).await?;
-        self.stats.switch_updates += r.sent;
-        Ok(r)
-    }
-
-    /// Applies one batch of P4RT_TABLE operations; one result per operation, in order.
-    pub async fn apply_batch(
-        &mut self,
-        ops: &[KeyOpFieldValues],
-    ) -> Result<Vec<EntryResult>, SwitchLost> {
-        let prepared = self.prepare(ops.to_vec(), &Pending::default());
-        let executed = execute(&self.switch, &prepared.plan).await?;
-        self.commit(prepared, executed).await
-    }
-
     /// Translates a batch and plans its writes against what is installed, without writing:
     /// the batch loop prepares the next batch while the switch takes the current one.
     /// `pending` is what a batch still in flight will claim: a key or object it holds is
     /// refused as a conflict here (the caller prepares such a batch only after the other).
     pub fn prepare(&self, ops: Vec<KeyOpFieldValues>, pending: &Pending) -> Prepared {
-        let n = ops.len();
-        let mut results: Vec<Option<EntryResult>> = vec![None; n];
-        let mut new_objects: Vec<Option<KeyObjects>> = Vec::with_capacity(n);
-        let mut new_refs: Vec<Option<Refs>> = Vec::with_capacity(n);
-        let mut plan: Plan<usize> = Plan::default();
-        let mut blocked = false;
-        // One lookup per key in the installed map (100k long keys: most of a lookup is
-        // comparing their common prefix), used by every step below.
-        let olds: Vec<Option<&Installed>> = ops
-            .iter()
-            .map(|o| self.installed.get(o.key.as_str()))
-            .collect();
-        let reject = |op: &KeyOpFieldValues, status: StatusCode, message: String| {
-            Some(EntryResult::err(
-                op.key.clone(),
-                op.op,
-                status,
-                message,
-                op.fields.clone(),
-            ))
-        };
-
-        // 1. Translate every SET.
-        for (i, op) in ops.iter().enumerate() {
-            let (objs, refs) = match op.op {
-                Op::Set => match self.translator.translate_with_refs(&op.key, &op.fields) {
-                    Ok((o, r)) => (Some(o), Some(r)),
-                    Err(r) => {
-                        results[i] = reject(op, r.status, r.message);
-                        (None, None)
-                    }
-                },
-                Op::Del => {
-                    if olds[i].is_none() {
-                        results[i] = reject(
-                            op,
-                            StatusCode::NotFound,
-                            format!("no installed entry {}", op.key),
-                        );
-                    }
-                    (None, None)
-                }
-            };
-            new_objects.push(objs);
-            new_refs.push(refs);
-        }
-        // Then claim the objects, in batch order: the first key programming an object has it.
-        {
-            let mut claimed: FastMap<&ObjKey, usize> = FastMap::default();
-            claimed.reserve(n);
-            for (i, op) in ops.iter().enumerate() {
-                let Some(objs) = &new_objects[i] else {
-                    continue;
-                };
-                let conflict = objs.keys().find_map(|k| {
-                    if let Some(o) = self.owners.get(k).filter(|o| *o != op.key) {
-                        return Some(o.to_string());
-                    }
-                    if pending.has_object(k) {
-                        blocked = true;
-                        return Some("a key of the batch in flight".to_string());
-                    }
-                    claimed
-                        .get(k)
-                        .filter(|j| **j != i)
-                        .map(|j| ops[*j].key.clone())
-                });
-                if let Some(other) = conflict {
-                    results[i] = reject(
-                        op,
-                        StatusCode::Exists,
-                        format!(
-                            "programs the same switch entry as key {other} (another spelling of the same match?)"
-                        ),
-                    );
-                    continue;
-                }
-                for k in objs.keys() {
-                    claimed.insert(k, i);
-                }
-            }
-        }
-        for i in 0..n {
-            if results[i].is_some() {
-                new_objects[i] = None;
-                new_refs[i] = None;
-            }
-        }
-
-        // 2. References, as the batch leaves them: what each key provides and names.
-        let mut batch_provides: FastMap<&Ref, usize> = FastMap::default();
-        let mut batch_drops: FastMap<&Ref, usize> = FastMap::default();
-        for i in 0..n {
-            if results[i].is_some() {
-                continue;
-            }
-            let old = olds[i].map(|x| &x.refs);
-            if let Some(r) = &new_refs[i] {
-                for id in &r.ids {
-                    // Provided by the batch in flight too, or dropped by it: which key
-                    // provides it is known only once that one is committed.
-                    if pending.changes(id) {
-                        blocked = true;
-                    }
-                    batch_provides.insert(id, i);
-                }
-            }
-            for id in old.map_or(&[][..], |r| &r.ids[..]) {
-                let kept = new_refs[i].as_ref().is_some_and(|n| n.ids.contains(id));
-                if !kept {
-                    batch_drops.insert(id, i);
-                }
-            }
-        }
-        let mut deps: HashMap<usize, Vec<(usize, StatusCode, String)>> = HashMap::new();
-        for (i, op) in ops.iter().enumerate() {
-            if results[i].is_some() {
-                continue;
-            }
-            // Every reference must name something that is there: installed and not deleted
-            // by this batch, or set by this batch (then this key holds only if that one does).
-            if let Some(r) = &new_refs[i] {
-                for x in &r.refs {
-                    // Only what the batch in flight provides or drops is in doubt; what it
-                    // merely names too (every route naming the same nexthops) is not.
-                    if pending.changes(x) {
-                        blocked = true;
-                    }
-                    let dropped = batch_drops.get(x).filter(|j| **j != i);
-                    let installed = self.index.provider(x).is_some() && dropped.is_none();
-                    if let Some(&j) = batch_provides.get(x).filter(|j| **j != i) {
-                        deps.entry(i).or_default().push((
-                            j,
-                            StatusCode::NotFound,
-                            format!("refers to {x}, whose entry {} was refused", ops[j].key),
-                        ));
-                    } else if !installed {
-                        let why = match dropped {
-                            Some(&j) => format!(", deleted in the same batch by {}", ops[j].key),
-                            None => String::new(),
-                        };
-                        results[i] = reject(
-                            op,
-                            StatusCode::NotFound,
-                            format!("refers to {x}, which does not exist{why}"),
-                        );
-                        break;
-                    }
-                }
-            }
-            if results[i].is_some() {
-                continue;
-            }
-            // Nothing may lose what others still name: every installed user must leave it in
-            // this batch (then this key holds only if they do).
-            let old_ids = olds[i].map_or(&[][..], |x| &x.refs.ids[..]);
-            for id in old_ids {
-                let kept = new_refs[i].as_ref().is_some_and(|n| n.ids.contains(id));
-                if kept {
-                    continue;
-                }
-                // Its users are known only once the batch in flight is committed.
-                if pending.changes(id) || pending.names(id) {
-                    blocked = true;
-                }
-                // Sorted, so the user an answer names does not depend on hashing.
-                let mut users: Vec<&str> = self.index.users(id).filter(|u| *u != op.key).collect();
-                users.sort_unstable();
-                for user in users {
-                    let leaving = ops.iter().enumerate().find(|(j, o)| {
-                        o.key == user
-                            && results[*j].is_none()
-                            && new_refs[*j].as_ref().is_none_or(|n| !n.refs.contains(id))
-                    });
-                    match leaving {
-                        Some((j, _)) => deps.entry(i).or_default().push((
-                            j,
-                            StatusCode::InUse,
-                            format!("{id} is still used by {user}, whose change was refused"),
-                        )),
-                        None => {
-                            results[i] = reject(
-                                op,
-                                StatusCode::InUse,
-                                format!("{id} is still used by {user}"),
-                            );
-                            break;
-                        }
-                    }
-                }
-                if results[i].is_some() {
-                    break;
-                }
-            }
-        }
-        // A key refused here takes down what depends on it.
-        loop {
-            let mut changed = false;
-            for (i, ds) in &deps {
-                if results[*i].is_some() {
-                    continue;
-                }
-                if let Some((_, status, msg)) = ds.iter().find(|(j, _, _)| results[*j].is_some()) {
-                    results[*i] = reject(&ops[*i], *status, msg.clone());
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-
-        // 3. The writes of what is left.
-        let empty = KeyObjects::new();
-        for (i, op) in ops.iter().enumerate() {
-            if results[i].is_some() {
-                new_objects[i] = None;
-                continue;
-            }
-            let old = olds[i].map(|x| &x.objects);
-            match op.op {
-                Op::Set => {
-                    if let Some(objs) = &new_objects[i] {
-                        plan.add_diff(&self.contract, old.unwrap_or(&empty), objs, i);
-                    }
-                }
-                Op::Del => {
-                    if let Some(old) = old {
-                        plan.add_diff(&self.contract, old, &empty, i);
-                        new_objects[i] = Some(KeyObjects::new());
-                    }
-                }
-            }
-        }
+        let mut p = Preparing::new(self, &ops, pending);
+        p.translate();
+        p.claim();
+        p.check_refs();
+        p.refuse_dependents();
+        p.plan_writes();
+        let Preparing {
+            results,
+            new_objects,
+            new_refs,
+            mut plan,
+            mut deps,
+            blocked,
+            unknown_ports,
+            ..
+        } = p;
         deps.retain(|i, _| results[*i].is_none());
         plan.deps = deps;
         Prepared {
@@ -488,17 +245,14 @@ impl<S: SwitchIo> Engine<S> {
             new_refs,
             plan,
             blocked,
+            unknown_ports,
         }
     }
 
-    /// Takes what the switch did with a prepared batch: rolls back what failed keys did in
-    /// earlier stages (each key is all or nothing), records what is installed, answers every
-    /// key.
-    pub async fn commit(
-        &mut self,
-        prepared: Prepared,
-        executed: Executed<usize>,
-    ) -> Result<Vec<EntryResult>, SwitchLost> {
+    /// Takes what the switch did with a prepared batch: records what is installed, answers
+    /// every key, and plans the rollback of what failed keys did in earlier stages (each key
+    /// is all or nothing).
+    pub fn commit(&mut self, prepared: Prepared, executed: Executed<usize>) -> Committed {
         self.stats.batches += 1;
         self.stats.switch_updates += executed.sent;
         let Prepared {
@@ -509,6 +263,7 @@ impl<S: SwitchIo> Engine<S> {
             ..
         } = prepared;
         let Executed { failed, done, .. } = executed;
+        let mut undo: Plan<usize> = Plan::default();
         if !failed.is_empty() {
             let empty = KeyObjects::new();
             let mut partial: HashMap<usize, KeyObjects> = HashMap::new();
@@ -525,20 +280,12 @@ impl<S: SwitchIo> Engine<S> {
                     cur.insert(u.key.clone(), e.clone());
                 }
             }
-            let mut undo: Plan<usize> = Plan::default();
             for (owner, cur) in &partial {
                 let old = self
                     .installed
                     .get(ops[*owner].key.as_str())
                     .map_or(&empty, |x| &x.objects);
                 undo.add_diff(&self.contract, cur, old, *owner);
-            }
-            if !undo.is_empty() {
-                let undone = self.execute(&undo).await?;
-                for (owner, (_, msg)) in undone.failed {
-                    tracing::error!(key = %ops[owner].key, error = %msg,
-                        "rollback of a failed key failed; the next full sync repairs it");
-                }
             }
         }
 
@@ -584,17 +331,29 @@ impl<S: SwitchIo> Engine<S> {
             }
         }
         // What is still unanswered succeeded: its answer takes the op's key and fields.
-        Ok(results
+        let results = results
             .into_iter()
             .zip(ops)
             .map(|(r, op)| r.unwrap_or_else(|| EntryResult::ok(op.key, op.op, op.fields)))
-            .collect())
+            .collect();
+        Committed { results, undo }
     }
 
-    /// Brings the plugin-owned objects to `desired` (QoS, watchdog, switch config).
-    pub async fn apply_owned(&mut self, desired: Objects) -> Result<usize, SwitchLost> {
+    /// A rollback was written: what it failed to undo is left to the next full sync.
+    pub fn rolled_back(&mut self, keys: &[String], executed: Executed<usize>) {
+        self.stats.switch_updates += executed.sent;
+        for (owner, (_, msg)) in executed.failed {
+            let key = keys.get(owner).map_or("?", String::as_str);
+            tracing::error!(%key, error = %msg,
+                "rollback of a failed key failed; the next full sync repairs it");
+        }
+    }
+
+    /// The writes that bring the plugin-owned objects to `desired` (QoS, watchdog, switch
+    /// config).
+    pub fn plan_owned(&self, desired: &Objects) -> Plan<ObjKey> {
         let mut plan: Plan<ObjKey> = Plan::default();
-        for (k, e) in &desired {
+        for (k, e) in desired {
             let cur: KeyObjects = self
                 .owned
                 .get(k)
@@ -617,16 +376,17 @@ impl<S: SwitchIo> Engine<S> {
                 );
             }
         }
-        let n = plan.len();
-        if n == 0 {
-            return Ok(0);
-        }
-        let failed = self.execute(&plan).await?.failed;
-        for (k, (_, msg)) in &failed {
+        plan
+    }
+
+    /// The owned objects' writes are done: what the switch refused keeps its old value.
+    pub fn owned_written(&mut self, desired: Objects, executed: Executed<ObjKey>) {
+        self.stats.switch_updates += executed.sent;
+        for (k, (_, msg)) in &executed.failed {
             tracing::warn!(object = ?k, error = %msg, "plugin-owned switch object not written");
         }
         let mut next = desired;
-        for k in failed.keys() {
+        for k in executed.failed.keys() {
             match self.owned.get(k) {
                 Some(old) => {
                     next.insert(k.clone(), old.clone());
@@ -637,87 +397,29 @@ impl<S: SwitchIo> Engine<S> {
             }
         }
         self.owned = next;
-        Ok(n)
     }
 
-    /// What the switch holds that the plugin manages (everything but the port status table,
-    /// which the port task owns).
-    pub async fn read_switch(&self) -> Result<Objects, SwitchLost> {
-        let info = self.translator.info();
-        let mut out = Objects::new();
-        let mut add = |es: Vec<Entity>| {
-            for e in es {
-                if let Some(k) = ObjKey::of(&e) {
-                    if k.table_id() == Some(t::port_status_table::ID) {
-                        continue;
-                    }
-                    out.insert(k, e);
-                }
-            }
-        };
-        add(self
-            .switch
-            .read(vec![table_entity(TableEntry::default())])
-            .await?);
-        for p in info.action_profiles() {
-            add(self
-                .switch
-                .read(vec![
-                    Entity {
-                        entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
-                            action_profile_id: p.id,
-                            ..Default::default()
-                        })),
-                    },
-                    Entity {
-                        entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
-                            action_profile_id: p.id,
-                            ..Default::default()
-                        })),
-                    },
-                ])
-                .await?);
-        }
-        add(self
-            .switch
-            .read(vec![Entity {
-                entity: Some(entity::Entity::PacketReplicationEngineEntry(
-                    PacketReplicationEngineEntry {
-                        r#type: Some(packet_replication_engine_entry::Type::CloneSessionEntry(
-                            CloneSessionEntry::default(),
-                        )),
-                    },
-                )),
-            }])
-            .await?);
-        for table_id in [t::switch_config_table::ID, t::queue_config_table::ID] {
-            add(self
-                .switch
-                .read(vec![table_entity(TableEntry {
-                    table_id,
-                    is_default_action: true,
-                    ..Default::default()
-                })])
-                .await?);
-        }
-        Ok(out)
+    /// The reads that give [`switch_objects`] what the switch holds (one Read each).
+    pub fn switch_reads(&self) -> Vec<Vec<Entity>> {
+        switch_reads(self.translator.info())
     }
 
     /// Entries (APPL_STATE_DB keys) the switch no longer holds as installed: an object of theirs
     /// is missing or differs on the switch (someone wrote to it behind the plugin's back).
-    /// Sorted; `missing` or `modified` each.
-    pub async fn audit(&self) -> Result<Vec<(String, &'static str)>, SwitchLost> {
-        let current = self.read_switch().await?;
+    /// Sorted by key.
+    pub fn audit(&self, current: &Objects) -> Vec<(String, DriftKind)> {
         let mut out = Vec::new();
         for (key, inst) in &self.installed {
             let mut state = None;
             for (k, want) in inst.objects.iter() {
                 match current.get(k) {
                     None => {
-                        state = Some("missing");
+                        state = Some(DriftKind::Missing);
                         break;
                     }
-                    Some(have) if !crate::objects::same(have, want) => state = Some("modified"),
+                    Some(have) if !crate::objects::same(have, want) => {
+                        state = Some(DriftKind::Modified)
+                    }
                     Some(_) => {}
                 }
             }
@@ -725,17 +427,23 @@ impl<S: SwitchIo> Engine<S> {
                 out.push((key.to_string(), s));
             }
         }
-        out.sort_unstable();
-        Ok(out)
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
-    /// Makes the switch hold exactly `desired_p4rt` (APPL_STATE_DB) plus `owned`.
-    pub async fn full_sync(
-        &mut self,
+    /// A full sync begins (counted whether or not its reads succeed).
+    pub fn sync_started(&mut self) {
+        self.stats.syncs += 1;
+    }
+
+    /// The writes that make the switch (`current`) hold exactly `desired_p4rt`
+    /// (APPL_STATE_DB) plus `owned`.
+    pub fn plan_sync(
+        &self,
         desired_p4rt: &BTreeMap<String, FieldValues>,
         owned: Objects,
-    ) -> Result<SyncReport, SwitchLost> {
-        self.stats.syncs += 1;
+        current: &Objects,
+    ) -> SyncPlan {
         let mut report = SyncReport::default();
         let mut desired = Objects::new();
         let mut installed = FastMap::default();
@@ -770,10 +478,22 @@ impl<S: SwitchIo> Engine<S> {
         for (k, e) in &owned {
             desired.insert(k.clone(), e.clone());
         }
-        let current = self.read_switch().await?;
+        let plan = self.plan_to(current, &desired);
+        report.updates = plan.len();
+        SyncPlan {
+            plan,
+            installed,
+            owners,
+            index,
+            owned,
+            report,
+        }
+    }
+
+    /// Owner = the object, so one failure skips nothing else.
+    fn plan_to(&self, current: &Objects, desired: &Objects) -> Plan<ObjKey> {
         let mut plan: Plan<ObjKey> = Plan::default();
-        // Owner = the object, so one failure skips nothing else.
-        for (k, want) in &desired {
+        for (k, want) in desired {
             let cur: KeyObjects = current
                 .get(k)
                 .map(|c| [(k.clone(), c.clone())].into())
@@ -785,7 +505,7 @@ impl<S: SwitchIo> Engine<S> {
                 k.clone(),
             );
         }
-        for (k, have) in &current {
+        for (k, have) in current {
             if !desired.contains_key(k) {
                 plan.add_diff(
                     &self.contract,
@@ -795,20 +515,87 @@ impl<S: SwitchIo> Engine<S> {
                 );
             }
         }
-        report.updates = plan.len();
-        let failed = self.execute(&plan).await?.failed;
-        report.failed_updates = failed.len();
-        for (k, (_, msg)) in failed.iter().take(10) {
+        plan
+    }
+
+    /// The sync's writes are done: the engine holds what it planned.
+    pub fn sync_done(&mut self, sync: SyncPlan, executed: Executed<ObjKey>) -> SyncReport {
+        let SyncPlan {
+            installed,
+            owners,
+            index,
+            owned,
+            mut report,
+            ..
+        } = sync;
+        self.stats.switch_updates += executed.sent;
+        report.failed_updates = executed.failed.len();
+        for (k, (_, msg)) in executed.failed.iter().take(10) {
             tracing::warn!(object = ?k, error = %msg, "full sync could not write an object");
         }
         self.stats.last_sync_updates = report.updates as u64;
-        self.stats.sync_failures += failed.len() as u64;
+        self.stats.sync_failures += executed.failed.len() as u64;
         self.installed = installed;
         self.owners = owners;
         self.index = index;
         self.owned = owned;
-        Ok(report)
+        report
     }
+}
+
+/// What the switch holds that the plugin manages, from the entities [`switch_reads`] returned
+/// (everything but the port status table, which the port thread owns).
+pub fn switch_objects(entities: Vec<Entity>) -> Objects {
+    let mut out = Objects::new();
+    for e in entities {
+        if let Some(k) = ObjKey::of(&e) {
+            if k.table_id() == Some(t::port_status_table::ID) {
+                continue;
+            }
+            out.insert(k, e);
+        }
+    }
+    out
+}
+
+/// The reads of everything the plugin manages on the switch (one Read each): every table
+/// entry, every action profile's members and groups, the clone sessions, and the default
+/// entries the plugin programs.
+pub fn switch_reads(info: &P4Info) -> Vec<Vec<Entity>> {
+    let mut reads = vec![vec![table_entity(TableEntry::default())]];
+    for p in info.action_profiles() {
+        reads.push(vec![
+            Entity {
+                entity: Some(entity::Entity::ActionProfileMember(ActionProfileMember {
+                    action_profile_id: p.id,
+                    ..Default::default()
+                })),
+            },
+            Entity {
+                entity: Some(entity::Entity::ActionProfileGroup(ActionProfileGroup {
+                    action_profile_id: p.id,
+                    ..Default::default()
+                })),
+            },
+        ]);
+    }
+    reads.push(vec![Entity {
+        entity: Some(entity::Entity::PacketReplicationEngineEntry(
+            PacketReplicationEngineEntry {
+                r#type: Some(packet_replication_engine_entry::Type::CloneSessionEntry(
+                    CloneSessionEntry::default(),
+                )),
+            },
+        )),
+    }]);
+    for table_id in [t::switch_config_table::ID, t::queue_config_table::ID] {
+        reads.push(vec![table_entity(TableEntry {
+            table_id,
+            is_default_action: true,
+            ..Default::default()
+        })]);
+    }
+    reads
 }
 
 /// A batch translated and planned, not yet written.
@@ -824,6 +611,8 @@ pub struct Prepared {
     /// It met an object or identity the batch in flight changes: prepare it again once that
     /// one is committed.
     blocked: bool,
+    /// Ports its refused entries name that CONFIG_DB gave no id (as far as the plugin knows).
+    unknown_ports: BTreeSet<String>,
 }
 
 impl Prepared {
@@ -832,9 +621,336 @@ impl Prepared {
     pub fn blocked(&self) -> bool {
         self.blocked
     }
+
+    /// The ports entries of this batch were refused for: CONFIG_DB had given them no id when
+    /// it was prepared.
+    pub fn unknown_ports(&self) -> &BTreeSet<String> {
+        &self.unknown_ports
+    }
 }
 
-impl<S: SwitchIo> Engine<S> {
+/// One batch being prepared: the steps of [`Engine::prepare`], each over every op.
+struct Preparing<'e, 'o> {
+    engine: &'e Engine,
+    ops: &'o [KeyOpFieldValues],
+    pending: &'o Pending,
+    /// One lookup per key in the installed map (100k long keys: most of a lookup is
+    /// comparing their common prefix), used by every step below.
+    olds: Vec<Option<&'e Installed>>,
+    results: Vec<Option<EntryResult>>,
+    new_objects: Vec<Option<KeyObjects>>,
+    new_refs: Vec<Option<Refs>>,
+    plan: Plan<usize>,
+    deps: HashMap<usize, Vec<(usize, StatusCode, String)>>,
+    blocked: bool,
+    unknown_ports: BTreeSet<String>,
+}
+
+/// What a batch's keys provide and drop, by the key that does.
+struct BatchRefs<'r> {
+    new_refs: &'r [Option<Refs>],
+    provides: FastMap<&'r Ref, usize>,
+    drops: FastMap<&'r Ref, usize>,
+}
+
+impl<'e, 'o> Preparing<'e, 'o> {
+    fn new(engine: &'e Engine, ops: &'o [KeyOpFieldValues], pending: &'o Pending) -> Self {
+        let n = ops.len();
+        Preparing {
+            engine,
+            ops,
+            pending,
+            olds: ops
+                .iter()
+                .map(|o| engine.installed.get(o.key.as_str()))
+                .collect(),
+            results: vec![None; n],
+            new_objects: Vec::with_capacity(n),
+            new_refs: Vec::with_capacity(n),
+            plan: Plan::default(),
+            deps: HashMap::new(),
+            blocked: false,
+            unknown_ports: BTreeSet::new(),
+        }
+    }
+
+    fn reject(&mut self, i: usize, status: StatusCode, message: String) {
+        let op = &self.ops[i];
+        self.results[i] = Some(EntryResult::err(
+            op.key.clone(),
+            op.op,
+            status,
+            message,
+            op.fields.clone(),
+        ));
+    }
+
+    /// Step 1: translate every SET; a DEL of a key not installed is NOT_FOUND.
+    fn translate(&mut self) {
+        for (i, op) in self.ops.iter().enumerate() {
+            let (objs, refs) = match op.op {
+                Op::Set => match self
+                    .engine
+                    .translator
+                    .translate_with_refs(&op.key, &op.fields)
+                {
+                    Ok((o, r)) => (Some(o), Some(r)),
+                    Err(r) => {
+                        self.unknown_ports.extend(r.unknown_port.clone());
+                        self.reject(i, r.status, r.message);
+                        (None, None)
+                    }
+                },
+                Op::Del => {
+                    if self.olds[i].is_none() {
+                        self.reject(
+                            i,
+                            StatusCode::NotFound,
+                            format!("no installed entry {}", op.key),
+                        );
+                    }
+                    (None, None)
+                }
+            };
+            self.new_objects.push(objs);
+            self.new_refs.push(refs);
+        }
+    }
+
+    /// Claims the objects, in batch order: the first key programming an object has it.
+    fn claim(&mut self) {
+        let ops = self.ops;
+        let mut conflicts = Vec::new();
+        {
+            let mut claimed: FastMap<&ObjKey, usize> = FastMap::default();
+            claimed.reserve(ops.len());
+            for (i, op) in ops.iter().enumerate() {
+                let Some(objs) = &self.new_objects[i] else {
+                    continue;
+                };
+                let conflict = objs.keys().find_map(|k| {
+                    if let Some(o) = self.engine.owners.get(k).filter(|o| *o != op.key) {
+                        return Some(o.to_string());
+                    }
+                    if self.pending.has_object(k) {
+                        self.blocked = true;
+                        return Some("a key of the batch in flight".to_string());
+                    }
+                    claimed
+                        .get(k)
+                        .filter(|j| **j != i)
+                        .map(|j| ops[*j].key.clone())
+                });
+                if let Some(other) = conflict {
+                    conflicts.push((i, other));
+                    continue;
+                }
+                for k in objs.keys() {
+                    claimed.insert(k, i);
+                }
+            }
+        }
+        for (i, other) in conflicts {
+            self.reject(
+                i,
+                StatusCode::Exists,
+                format!(
+                    "programs the same switch entry as key {other} (another spelling of the same match?)"
+                ),
+            );
+        }
+        for i in 0..ops.len() {
+            if self.results[i].is_some() {
+                self.new_objects[i] = None;
+                self.new_refs[i] = None;
+            }
+        }
+    }
+
+    /// Step 2, references as the batch leaves them: every reference must name something that
+    /// is there, and nothing may lose what others still name.
+    fn check_refs(&mut self) {
+        let ops = self.ops;
+        // Taken out while the maps below borrow it: the checks record answers meanwhile.
+        let new_refs = std::mem::take(&mut self.new_refs);
+        let mut provides: FastMap<&Ref, usize> = FastMap::default();
+        let mut drops: FastMap<&Ref, usize> = FastMap::default();
+        for (i, new) in new_refs.iter().enumerate() {
+            if self.results[i].is_some() {
+                continue;
+            }
+            let old = self.olds[i].map(|x| &x.refs);
+            if let Some(r) = new {
+                for id in &r.ids {
+                    // Provided by the batch in flight too, or dropped by it: which key
+                    // provides it is known only once that one is committed.
+                    if self.pending.changes(id) {
+                        self.blocked = true;
+                    }
+                    provides.insert(id, i);
+                }
+            }
+            for id in old.map_or(&[][..], |r| &r.ids[..]) {
+                let kept = new.as_ref().is_some_and(|n| n.ids.contains(id));
+                if !kept {
+                    drops.insert(id, i);
+                }
+            }
+        }
+        let batch = BatchRefs {
+            new_refs: &new_refs,
+            provides,
+            drops,
+        };
+        for i in 0..ops.len() {
+            if self.results[i].is_some() {
+                continue;
+            }
+            self.check_named(i, &batch);
+            if self.results[i].is_some() {
+                continue;
+            }
+            self.check_users(i, batch.new_refs);
+        }
+        drop(batch);
+        self.new_refs = new_refs;
+    }
+
+    /// Every reference of `i` must name something that is there: installed and not deleted by
+    /// this batch, or set by this batch (then `i` holds only if that one does).
+    fn check_named(&mut self, i: usize, batch: &BatchRefs<'_>) {
+        let ops = self.ops;
+        let Some(r) = &batch.new_refs[i] else {
+            return;
+        };
+        for x in &r.refs {
+            // Only what the batch in flight provides or drops is in doubt; what it merely
+            // names too (every route naming the same nexthops) is not.
+            if self.pending.changes(x) {
+                self.blocked = true;
+            }
+            let dropped = batch.drops.get(x).filter(|j| **j != i);
+            let installed = self.engine.index.provider(x).is_some() && dropped.is_none();
+            if let Some(&j) = batch.provides.get(x).filter(|j| **j != i) {
+                self.deps.entry(i).or_default().push((
+                    j,
+                    StatusCode::NotFound,
+                    format!("refers to {x}, whose entry {} was refused", ops[j].key),
+                ));
+            } else if !installed {
+                let why = match dropped {
+                    Some(&j) => format!(", deleted in the same batch by {}", ops[j].key),
+                    None => String::new(),
+                };
+                self.reject(
+                    i,
+                    StatusCode::NotFound,
+                    format!("refers to {x}, which does not exist{why}"),
+                );
+                return;
+            }
+        }
+    }
+
+    /// Nothing may lose what others still name: every installed user of an identity `i`
+    /// drops must leave it in this batch (then `i` holds only if they do).
+    fn check_users(&mut self, i: usize, new_refs: &[Option<Refs>]) {
+        let ops = self.ops;
+        let op = &ops[i];
+        let old_ids = self.olds[i].map_or(&[][..], |x| &x.refs.ids[..]);
+        for id in old_ids {
+            let kept = new_refs[i].as_ref().is_some_and(|n| n.ids.contains(id));
+            if kept {
+                continue;
+            }
+            // Its users are known only once the batch in flight is committed.
+            if self.pending.changes(id) || self.pending.names(id) {
+                self.blocked = true;
+            }
+            // Sorted, so the user an answer names does not depend on hashing.
+            let mut users: Vec<&str> = self
+                .engine
+                .index
+                .users(id)
+                .filter(|u| *u != op.key)
+                .collect();
+            users.sort_unstable();
+            for user in users {
+                let leaving = ops.iter().enumerate().find(|(j, o)| {
+                    o.key == user
+                        && self.results[*j].is_none()
+                        && new_refs[*j].as_ref().is_none_or(|n| !n.refs.contains(id))
+                });
+                match leaving {
+                    Some((j, _)) => self.deps.entry(i).or_default().push((
+                        j,
+                        StatusCode::InUse,
+                        format!("{id} is still used by {user}, whose change was refused"),
+                    )),
+                    None => {
+                        self.reject(
+                            i,
+                            StatusCode::InUse,
+                            format!("{id} is still used by {user}"),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A key refused here takes down what depends on it.
+    fn refuse_dependents(&mut self) {
+        loop {
+            let mut refused = Vec::new();
+            for (i, ds) in &self.deps {
+                if self.results[*i].is_some() {
+                    continue;
+                }
+                if let Some((_, status, msg)) =
+                    ds.iter().find(|(j, _, _)| self.results[*j].is_some())
+                {
+                    refused.push((*i, *status, msg.clone()));
+                }
+            }
+            if refused.is_empty() {
+                break;
+            }
+            for (i, status, msg) in refused {
+                self.reject(i, status, msg);
+            }
+        }
+    }
+
+    /// Step 3: the writes of what is left.
+    fn plan_writes(&mut self) {
+        let empty = KeyObjects::new();
+        for (i, op) in self.ops.iter().enumerate() {
+            if self.results[i].is_some() {
+                self.new_objects[i] = None;
+                continue;
+            }
+            let old = self.olds[i].map(|x| &x.objects);
+            match op.op {
+                Op::Set => {
+                    if let Some(objs) = &self.new_objects[i] {
+                        self.plan
+                            .add_diff(&self.engine.contract, old.unwrap_or(&empty), objs, i);
+                    }
+                }
+                Op::Del => {
+                    if let Some(old) = old {
+                        self.plan.add_diff(&self.engine.contract, old, &empty, i);
+                        self.new_objects[i] = Some(KeyObjects::new());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Engine {
     /// What a prepared batch will change once written, for the batch prepared meanwhile:
     /// its keys and switch objects, the identities its keys provide or drop (new and old), and
     /// the identities they name (new and old).
@@ -931,107 +1047,6 @@ impl Pending {
     }
 }
 
-/// What the switch did with a plan.
-#[derive(Debug)]
-pub struct Executed<O> {
-    /// The first failure per owner (its later stages were skipped).
-    pub failed: HashMap<O, (StatusCode, String)>,
-    /// The updates the switch took for the owners in `failed` (what a rollback undoes); the
-    /// others' are not copied.
-    pub done: Vec<PlannedUpdate<O>>,
-    /// Updates sent.
-    pub sent: u64,
-}
-
-/// Runs a plan stage by stage: one pipelined write per stage. Per-update failures are
-/// returned by owner (the first per owner; later stages of a failed owner are skipped); an
-/// RPC failure aborts. Takes only the switch, so it runs while the engine prepares the next
-/// batch.
-pub async fn execute<S: SwitchIo, O: Clone + Eq + std::hash::Hash>(
-    switch: &S,
-    plan: &Plan<O>,
-) -> Result<Executed<O>, SwitchLost> {
-    let mut failed: HashMap<O, (StatusCode, String)> = HashMap::new();
-    // Updates not taken by the switch (skipped, or refused), by (stage, index): the rest of
-    // a failed owner's updates are what it did.
-    let mut not_done: HashSet<(usize, usize)> = HashSet::new();
-    let mut sent = 0u64;
-    for (s, stage) in plan.stages.values().enumerate() {
-        // An owner whose dependency failed in an earlier stage is refused, unwritten.
-        if !plan.deps.is_empty() {
-            for o in &stage.owners {
-                if failed.contains_key(o) {
-                    continue;
-                }
-                if let Some((_, status, msg)) = plan
-                    .deps
-                    .get(o)
-                    .into_iter()
-                    .flatten()
-                    .find(|(d, _, _)| failed.contains_key(d))
-                {
-                    failed.insert(o.clone(), (*status, msg.clone()));
-                }
-            }
-        }
-        // Nobody failed yet in this stage (the usual case): the stage is written as planned.
-        let skip: Vec<bool> = if failed.is_empty() {
-            Vec::new()
-        } else {
-            stage
-                .owners
-                .iter()
-                .map(|o| failed.contains_key(o))
-                .collect()
-        };
-        let todo: Vec<usize> = (0..stage.len())
-            .filter(|i| !skip.get(*i).copied().unwrap_or(false))
-            .collect();
-        not_done.extend(
-            (0..stage.len())
-                .filter(|i| skip.get(*i).copied().unwrap_or(false))
-                .map(|i| (s, i)),
-        );
-        if todo.is_empty() {
-            continue;
-        }
-        let filtered: Vec<_>;
-        let updates: &[weft_p4rt::proto::p4::v1::Update] = if todo.len() == stage.len() {
-            &stage.updates
-        } else {
-            filtered = todo.iter().map(|i| stage.updates[*i].clone()).collect();
-            &filtered
-        };
-        sent += updates.len() as u64;
-        match switch.write(updates).await {
-            Ok(()) => {}
-            Err(P4Error::Write(we)) => {
-                for e in we.failed {
-                    let Some(&i) = todo.get(e.index) else {
-                        continue;
-                    };
-                    not_done.insert((s, i));
-                    failed
-                        .entry(stage.owners[i].clone())
-                        .or_insert_with(|| (status_of(e.code), e.to_string()));
-                }
-            }
-            Err(e) => return Err(SwitchLost(e)),
-        }
-    }
-    let mut done = Vec::new();
-    if !failed.is_empty() {
-        for (s, stage) in plan.stages.values().enumerate() {
-            for (i, o) in stage.owners.iter().enumerate() {
-                if failed.contains_key(o) && !not_done.contains(&(s, i)) {
-                    done.push(stage.planned(i));
-                }
-            }
-        }
-    }
-    Ok(Executed { failed, done, sent })
-}
-
 fn table_entity(t: TableEntry) -> Entity {
     Entity {
         entity: Some(entity::Entity::TableEntry(t)),
@@ -1044,10 +1059,83 @@ mod tests {
 
     use super::*;
     use crate::pipeline::{owned_tables, weft_p4info};
-    use crate::switch::fake::FakeSwitch;
+    use crate::sim::SimSwitch;
     use weft_appdb::PortMap;
 
-    fn bare_engine() -> Engine<FakeSwitch> {
+    /// The engine and a switch, driven as the core drives them: each plan written stage by
+    /// stage, a failed key's earlier stages rolled back before anything else.
+    struct TestEngine {
+        engine: Engine,
+        switch: SimSwitch,
+    }
+
+    impl std::ops::Deref for TestEngine {
+        type Target = Engine;
+        fn deref(&self) -> &Engine {
+            &self.engine
+        }
+    }
+
+    impl std::ops::DerefMut for TestEngine {
+        fn deref_mut(&mut self) -> &mut Engine {
+            &mut self.engine
+        }
+    }
+
+    /// Writes a plan to the switch, stage by stage.
+    fn execute<O: Clone + Eq + std::hash::Hash>(
+        switch: &SimSwitch,
+        plan: &Plan<O>,
+    ) -> Result<Executed<O>, SwitchLost> {
+        let mut run = Run::new(plan.clone());
+        while let Some(updates) = run.next_write() {
+            run.written(switch.write(&updates))?;
+        }
+        Ok(run.finish())
+    }
+
+    impl TestEngine {
+        fn apply_batch(
+            &mut self,
+            ops: &[KeyOpFieldValues],
+        ) -> Result<Vec<EntryResult>, SwitchLost> {
+            let p = self.engine.prepare(ops.to_vec(), &Pending::default());
+            let x = execute(&self.switch, &p.plan)?;
+            self.commit(p, x)
+        }
+
+        fn commit(
+            &mut self,
+            p: Prepared,
+            x: Executed<usize>,
+        ) -> Result<Vec<EntryResult>, SwitchLost> {
+            let keys: Vec<String> = p.ops.iter().map(|o| o.key.clone()).collect();
+            let c = self.engine.commit(p, x);
+            if !c.undo.is_empty() {
+                let undone = execute(&self.switch, &c.undo)?;
+                self.engine.rolled_back(&keys, undone);
+            }
+            Ok(c.results)
+        }
+
+        fn full_sync(
+            &mut self,
+            want: &BTreeMap<String, FieldValues>,
+            owned: Objects,
+        ) -> Result<SyncReport, SwitchLost> {
+            self.engine.sync_started();
+            let mut entities = Vec::new();
+            for r in self.engine.switch_reads() {
+                entities.extend(self.switch.read(&r)?);
+            }
+            let current = switch_objects(entities);
+            let sync = self.engine.plan_sync(want, owned, &current);
+            let x = execute(&self.switch, &sync.plan)?;
+            Ok(self.engine.sync_done(sync, x))
+        }
+    }
+
+    fn bare_engine() -> TestEngine {
         let info = weft_p4info().expect("p4info");
         let mut tr = Translator::new(info, owned_tables(), false);
         let mut ports = PortMap::default();
@@ -1055,7 +1143,10 @@ mod tests {
             ports.by_name.insert(format!("Ethernet{}", (i - 1) * 4), i);
         }
         tr.set_ports(ports);
-        Engine::new(FakeSwitch::default(), tr)
+        TestEngine {
+            engine: Engine::new(tr),
+            switch: SimSwitch::default(),
+        }
     }
 
     /// The port config entries every nexthop refers to, as the controller writes them first.
@@ -1077,9 +1168,9 @@ mod tests {
     }
 
     /// An engine whose switch holds the port configs.
-    async fn engine() -> Engine<FakeSwitch> {
+    fn engine() -> TestEngine {
         let mut e = bare_engine();
-        let res = e.apply_batch(&port_configs()).await.expect("switch up");
+        let res = e.apply_batch(&port_configs()).expect("switch up");
         assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
         e
     }
@@ -1140,16 +1231,16 @@ mod tests {
         out
     }
 
-    #[tokio::test]
-    async fn a_group_becomes_members_a_group_and_an_entry_in_both_wcmp_tables() {
-        let mut e = engine().await;
+    #[test]
+    fn a_group_becomes_members_a_group_and_an_entry_in_both_wcmp_tables() {
+        let mut e = engine();
         let ops = [
             nexthop("0x1", "Ethernet0"),
             nexthop("0x2", "Ethernet4"),
             group(),
             route(),
         ];
-        let res = e.apply_batch(&ops).await.expect("switch up");
+        let res = e.apply_batch(&ops).expect("switch up");
         assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
         let k = kinds(&e.switch.snapshot());
         assert_eq!(k["member"], 2);
@@ -1168,7 +1259,7 @@ mod tests {
 
         // The same batch again writes nothing and still answers success.
         let before = e.switch.updates.load(Ordering::SeqCst);
-        let res = e.apply_batch(&ops).await.expect("switch up");
+        let res = e.apply_batch(&ops).expect("switch up");
         assert!(res.iter().all(|r| r.status.is_ok()));
         assert_eq!(e.switch.updates.load(Ordering::SeqCst), before);
 
@@ -1177,7 +1268,7 @@ mod tests {
             .iter()
             .map(|o| KeyOpFieldValues::del(o.key.clone()))
             .collect();
-        let res = e.apply_batch(&dels).await.expect("switch up");
+        let res = e.apply_batch(&dels).expect("switch up");
         assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
         let left = e.switch.snapshot();
         assert_eq!(
@@ -1188,9 +1279,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn bad_entries_get_errors_naming_the_problem_and_the_rest_installs() {
-        let mut e = engine().await;
+    #[test]
+    fn bad_entries_get_errors_naming_the_problem_and_the_rest_installs() {
+        let mut e = engine();
         let ops = [
             nexthop("0x1", "Ethernet0"),
             nexthop("0x2", "Ethernet99"),
@@ -1215,7 +1306,7 @@ mod tests {
             KeyOpFieldValues::del(r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x9"}"#),
             nexthop("0x01", "Ethernet0"),
         ];
-        let res = e.apply_batch(&ops).await.expect("switch up");
+        let res = e.apply_batch(&ops).expect("switch up");
         let st: Vec<(StatusCode, &str)> =
             res.iter().map(|r| (r.status, r.message.as_str())).collect();
         assert_eq!(st[0].0, StatusCode::Success);
@@ -1253,9 +1344,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_group_whose_table_entry_fails_is_rolled_back_entirely_members_included() {
-        let mut e = engine().await;
+    #[test]
+    fn a_group_whose_table_entry_fails_is_rolled_back_entirely_members_included() {
+        let mut e = engine();
         *e.switch.reject.lock().expect("lock") = Some(Box::new(|k: &ObjKey| {
             k.table_id() == Some(t::wcmp_group_table::ID)
         }));
@@ -1266,7 +1357,6 @@ mod tests {
                 nexthop("0x2", "Ethernet4"),
                 group(),
             ])
-            .await
             .expect("switch up");
         assert_eq!(res[2].status, StatusCode::InvalidParam, "{res:?}");
         let now = e.switch.snapshot();
@@ -1279,15 +1369,15 @@ mod tests {
         assert!(!e.installed().contains_key(GROUP));
     }
 
-    #[tokio::test]
-    async fn full_sync_removes_strays_installs_missing_and_a_second_sync_writes_nothing() {
-        let mut e = engine().await;
+    #[test]
+    fn full_sync_removes_strays_installs_missing_and_a_second_sync_writes_nothing() {
+        let mut e = engine();
         let ops = [
             nexthop("0x1", "Ethernet0"),
             nexthop("0x3", "Ethernet8"),
             group(),
         ];
-        e.apply_batch(&ops).await.expect("switch up");
+        e.apply_batch(&ops).expect("switch up");
         // APPL_STATE_DB says: nexthop 1 and 2 and the group (nexthop 3 is a stray, 2 missing).
         let want: BTreeMap<String, FieldValues> = port_configs()
             .into_iter()
@@ -1312,23 +1402,23 @@ mod tests {
         .into_iter()
         .map(|x| (ObjKey::of(&x).expect("key"), x))
         .collect();
-        let r = e.full_sync(&want, owned.clone()).await.expect("sync");
+        let r = e.full_sync(&want, owned.clone()).expect("sync");
         // The group was refused (NOT_FOUND) by the batch: its nexthop 2 was missing.
         assert_eq!(
             r.updates, 7,
             "delete nh 3, insert nh 2 and the group (2 members, group, table entry), set switch config: {r:?}"
         );
-        let r = e.full_sync(&want, owned).await.expect("sync");
+        let r = e.full_sync(&want, owned).expect("sync");
         assert_eq!(r.updates, 0);
         let k = kinds(&e.switch.snapshot());
         assert_eq!(k[&format!("table {:#x}", t::nexthop_table::ID)], 2);
     }
 
-    #[tokio::test]
-    async fn a_lost_switch_aborts_the_batch_without_answers() {
-        let mut e = engine().await;
+    #[test]
+    fn a_lost_switch_aborts_the_batch_without_answers() {
+        let mut e = engine();
         e.switch.down.store(true, Ordering::SeqCst);
-        assert!(e.apply_batch(&[nexthop("0x1", "Ethernet0")]).await.is_err());
+        assert!(e.apply_batch(&[nexthop("0x1", "Ethernet0")]).is_err());
         assert!(!e.installed().keys().any(|k| k.starts_with("FIXED_NEXTHOP")));
     }
 
@@ -1341,11 +1431,11 @@ mod tests {
         )
     }
 
-    #[tokio::test]
-    async fn a_route_to_a_missing_nexthop_is_not_found_and_nothing_is_written() {
-        let mut e = engine().await;
+    #[test]
+    fn a_route_to_a_missing_nexthop_is_not_found_and_nothing_is_written() {
+        let mut e = engine();
         let before = e.switch.snapshot();
-        let res = e.apply_batch(&[route_to("0x1")]).await.expect("switch up");
+        let res = e.apply_batch(&[route_to("0x1")]).expect("switch up");
         assert_eq!(res[0].status, StatusCode::NotFound, "{res:?}");
         assert!(
             res[0].message.contains("nexthop_table"),
@@ -1356,21 +1446,18 @@ mod tests {
         // With its nexthop in the same batch, written in rank order: both succeed.
         let res = e
             .apply_batch(&[route_to("0x1"), nexthop("0x1", "Ethernet0")])
-            .await
             .expect("switch up");
         assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
     }
 
-    #[tokio::test]
-    async fn a_nexthop_routes_still_use_is_in_use_and_stays_installed() {
-        let mut e = engine().await;
+    #[test]
+    fn a_nexthop_routes_still_use_is_in_use_and_stays_installed() {
+        let mut e = engine();
         e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x01")])
-            .await
             .expect("switch up");
         let nh = nexthop("0x1", "Ethernet0").key;
         let res = e
             .apply_batch(&[KeyOpFieldValues::del(nh.clone())])
-            .await
             .expect("switch up");
         assert_eq!(res[0].status, StatusCode::InUse, "{res:?}");
         assert!(res[0].message.contains(ROUTE_TO_NH1), "{}", res[0].message);
@@ -1382,17 +1469,15 @@ mod tests {
                 KeyOpFieldValues::del(nh.clone()),
                 KeyOpFieldValues::del(ROUTE_TO_NH1),
             ])
-            .await
             .expect("switch up");
         assert!(res.iter().all(|r| r.status.is_ok()), "{res:?}");
         assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 0);
     }
 
-    #[tokio::test]
-    async fn a_route_whose_new_nexthop_the_switch_refuses_is_refused_too_and_keeps_its_old_one() {
-        let mut e = engine().await;
+    #[test]
+    fn a_route_whose_new_nexthop_the_switch_refuses_is_refused_too_and_keeps_its_old_one() {
+        let mut e = engine();
         e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x1")])
-            .await
             .expect("switch up");
         *e.switch.reject.lock().expect("lock") = Some(Box::new(|k: &ObjKey| {
             k.table_id() == Some(t::nexthop_table::ID)
@@ -1404,7 +1489,6 @@ mod tests {
                 route_to("0x2"),
                 KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key),
             ])
-            .await
             .expect("switch up");
         assert_eq!(res[0].status, StatusCode::InvalidParam, "{res:?}");
         assert_eq!(res[1].status, StatusCode::NotFound, "{res:?}");
@@ -1419,8 +1503,8 @@ mod tests {
     /// Prepares `next` while `first` is in flight (prepared, not committed), as the batch loop
     /// does; returns whether `next` had to wait, and the answers of both once `first` is
     /// committed and `next` prepared again if it had to.
-    async fn overlapped(
-        e: &mut Engine<FakeSwitch>,
+    fn overlapped(
+        e: &mut TestEngine,
         first: Vec<KeyOpFieldValues>,
         next: Vec<KeyOpFieldValues>,
     ) -> (bool, Vec<EntryResult>, Vec<EntryResult>) {
@@ -1428,16 +1512,16 @@ mod tests {
         let pending = e.pending(&p1);
         assert!(pending.disjoint(&next), "the test's batches share a key");
         let p2 = e.prepare(next, &pending);
-        let x1 = execute(&e.switch, &p1.plan).await.expect("switch up");
-        let r1 = e.commit(p1, x1).await.expect("switch up");
+        let x1 = execute(&e.switch, &p1.plan).expect("switch up");
+        let r1 = e.commit(p1, x1).expect("switch up");
         let blocked = p2.blocked();
         let p2 = if blocked {
             e.prepare(p2.ops, &Pending::default())
         } else {
             p2
         };
-        let x2 = execute(&e.switch, &p2.plan).await.expect("switch up");
-        let r2 = e.commit(p2, x2).await.expect("switch up");
+        let x2 = execute(&e.switch, &p2.plan).expect("switch up");
+        let r2 = e.commit(p2, x2).expect("switch up");
         (blocked, r1, r2)
     }
 
@@ -1448,11 +1532,10 @@ mod tests {
         )
     }
 
-    #[tokio::test]
-    async fn the_pending_fingerprints_answer_for_exactly_what_the_batch_in_flight_holds() {
-        let mut e = engine().await;
+    #[test]
+    fn the_pending_fingerprints_answer_for_exactly_what_the_batch_in_flight_holds() {
+        let mut e = engine();
         e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x1")])
-            .await
             .expect("switch up");
         let first = vec![
             nexthop("0x2", "Ethernet4"),
@@ -1499,18 +1582,16 @@ mod tests {
         assert!(!pending.names(&nh("0x3")));
     }
 
-    #[tokio::test]
-    async fn routes_naming_the_nexthops_of_the_batch_in_flight_are_prepared_meanwhile() {
-        let mut e = engine().await;
+    #[test]
+    fn routes_naming_the_nexthops_of_the_batch_in_flight_are_prepared_meanwhile() {
+        let mut e = engine();
         e.apply_batch(&[nexthop("0x1", "Ethernet0")])
-            .await
             .expect("switch up");
         let (blocked, r1, r2) = overlapped(
             &mut e,
             (0..4).map(|i| route_n(i, "0x1")).collect(),
             (4..8).map(|i| route_n(i, "0x1")).collect(),
-        )
-        .await;
+        );
         assert!(!blocked, "only naming the same nexthop is no dependency");
         assert!(
             r1.iter().chain(&r2).all(|r| r.status.is_ok()),
@@ -1519,15 +1600,14 @@ mod tests {
         assert_eq!(count(&e.switch.snapshot(), t::ipv4_table::ID), 8);
     }
 
-    #[tokio::test]
-    async fn a_route_to_a_nexthop_the_batch_in_flight_creates_waits_for_it_and_succeeds() {
-        let mut e = engine().await;
+    #[test]
+    fn a_route_to_a_nexthop_the_batch_in_flight_creates_waits_for_it_and_succeeds() {
+        let mut e = engine();
         let (blocked, r1, r2) = overlapped(
             &mut e,
             vec![nexthop("0x1", "Ethernet0")],
             vec![route_to("0x1")],
-        )
-        .await;
+        );
         assert!(blocked);
         assert!(
             r1.iter().chain(&r2).all(|r| r.status.is_ok()),
@@ -1535,18 +1615,16 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_route_to_a_nexthop_the_batch_in_flight_deletes_waits_and_is_not_found() {
-        let mut e = engine().await;
+    #[test]
+    fn a_route_to_a_nexthop_the_batch_in_flight_deletes_waits_and_is_not_found() {
+        let mut e = engine();
         e.apply_batch(&[nexthop("0x1", "Ethernet0")])
-            .await
             .expect("switch up");
         let (blocked, r1, r2) = overlapped(
             &mut e,
             vec![KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key)],
             vec![route_to("0x1")],
-        )
-        .await;
+        );
         assert!(
             blocked,
             "prepared against the old state it would be installed"
@@ -1556,18 +1634,16 @@ mod tests {
         assert_eq!(count(&e.switch.snapshot(), t::ipv4_table::ID), 0);
     }
 
-    #[tokio::test]
-    async fn deleting_a_nexthop_a_route_in_flight_starts_using_waits_and_is_in_use() {
-        let mut e = engine().await;
+    #[test]
+    fn deleting_a_nexthop_a_route_in_flight_starts_using_waits_and_is_in_use() {
+        let mut e = engine();
         e.apply_batch(&[nexthop("0x1", "Ethernet0")])
-            .await
             .expect("switch up");
         let (blocked, r1, r2) = overlapped(
             &mut e,
             vec![route_to("0x1")],
             vec![KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key)],
-        )
-        .await;
+        );
         assert!(
             blocked,
             "prepared against the old state it would find no user"
@@ -1577,18 +1653,16 @@ mod tests {
         assert_eq!(count(&e.switch.snapshot(), t::nexthop_table::ID), 1);
     }
 
-    #[tokio::test]
-    async fn deleting_a_nexthop_whose_last_route_leaves_in_flight_waits_and_succeeds() {
-        let mut e = engine().await;
+    #[test]
+    fn deleting_a_nexthop_whose_last_route_leaves_in_flight_waits_and_succeeds() {
+        let mut e = engine();
         e.apply_batch(&[nexthop("0x1", "Ethernet0"), route_to("0x1")])
-            .await
             .expect("switch up");
         let (blocked, r1, r2) = overlapped(
             &mut e,
             vec![KeyOpFieldValues::del(ROUTE_TO_NH1)],
             vec![KeyOpFieldValues::del(nexthop("0x1", "Ethernet0").key)],
-        )
-        .await;
+        );
         assert!(blocked, "prepared against the old state it would be in use");
         assert!(
             r1.iter().chain(&r2).all(|r| r.status.is_ok()),

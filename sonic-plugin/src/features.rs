@@ -17,7 +17,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use weft_p4::counters as c;
 use weft_p4rt::P4Info;
@@ -27,6 +26,7 @@ use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::{PortCounters, QueueCounters};
 use weft_sonic_schema::state::{EcnTuningState, PfcWdState, WdStatus};
 
+use crate::clock::Now;
 use crate::config::QueueModel;
 use crate::counters::{Cells, QUEUES};
 use crate::intent::{QueueKey, SwitchIntent};
@@ -70,10 +70,6 @@ pub struct Features {
     pub wd: Watchdog,
     model: QueueModel,
     device_id: u64,
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(crate::tuning::now_ms()).unwrap_or(u64::MAX)
 }
 
 impl Features {
@@ -175,7 +171,7 @@ impl Features {
     pub fn observe_watchdog(
         &mut self,
         cells: &Cells,
-        now: Instant,
+        now: Now,
     ) -> (Vec<(QueueKey, WdEvent)>, Publish) {
         let mut events = Vec::new();
         for (key, q) in self.wd.queues.iter_mut() {
@@ -186,7 +182,7 @@ impl Features {
             let count = cells
                 .get(&(c::pfc_rx_pause_counter::ID, i))
                 .map_or(0, |c| c.0);
-            if let Some(ev) = q.observe(count, now) {
+            if let Some(ev) = q.observe(count, now.at) {
                 events.push((key.clone(), ev));
             }
         }
@@ -207,7 +203,7 @@ impl Features {
                 action: q.config.action,
                 detected: q.detected,
                 restored: q.restored,
-                timestamp_ms: now_ms(),
+                timestamp_ms: now.wall_ms,
             });
             let qc = QueueCounters {
                 port: key.0.clone(),
@@ -229,7 +225,7 @@ impl Features {
     pub fn observe_tuning(
         &mut self,
         cells: Cells,
-        now: Instant,
+        now: Now,
     ) -> (
         Vec<(QueueKey, weft_tuning::Change)>,
         Publish,

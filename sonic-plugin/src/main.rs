@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 
 use anyhow::Context;
 use clap::Parser;
-use weft_sonic_plugin::config::{Cli, LogFormat, PluginConfig};
+use weft_sonic_plugin::config::{LogFormat, Options, PluginConfig};
 use weft_sonic_plugin::daemon::Daemon;
 
 /// `--log-level`, else RUST_LOG, else WEFT_LOG (the controller's name for it), else info.
@@ -30,8 +30,8 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let cfg = PluginConfig::from_cli(cli).context("configuration")?;
+    let flags = Options::parse();
+    let cfg = PluginConfig::from_options(flags).context("configuration")?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(log_filter(cfg.log_level.as_deref()))
         .with_ansi(std::io::stderr().is_terminal())

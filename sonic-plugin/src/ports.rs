@@ -1,13 +1,15 @@
 //! Port link state: Linux netlink link events (RTM_NEWLINK/RTM_DELLINK on the RTMGRP_LINK
-//! multicast group) for the interfaces mapped to ports, `/sys/class/net/<if>/operstate` for
-//! the initial state, and the pipeline's `port_status_table` down mask built from it.
+//! multicast group, decoded by `netlink-packet-route`) for the interfaces mapped to ports,
+//! `/sys/class/net/<if>/operstate` for the initial state, and the pipeline's
+//! `port_status_table` down mask built from it.
 //!
 //! This is the fast failover path: BMv2 polls its interfaces only every 200 ms, while a
 //! netlink event arrives as the kernel changes the link, and one default-action MODIFY then
 //! makes every multipath mode avoid the port from the next packet on. It runs on a thread of
 //! its own ([`spawn_port_thread`]: its own runtime, its own write-only P4Runtime connection, a
 //! raised scheduling priority), so it never waits behind translation, batch writes, counter
-//! polls or tuning, nor behind other work on a busy machine.
+//! polls or tuning, nor behind other work on a busy machine. What it decides is [`PortCore`]'s
+//! (no I/O, golden-stepped with the plugin's core); the thread only carries it out.
 //!
 //! ```text
 //!   netlink thread ─LinkEvent─┐
@@ -24,6 +26,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use netlink_packet_core::{NetlinkBuffer, NetlinkMessage, NetlinkPayload};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, State};
 use tokio::sync::mpsc;
 use weft_p4::{actions as a, tables as t};
 use weft_p4rt::proto::p4::v1::{Entity, Update, entity, update};
@@ -56,72 +61,56 @@ pub fn sysfs_oper_up(ifname: &str) -> bool {
     }
 }
 
-const RTM_NEWLINK: u16 = 16;
-const RTM_DELLINK: u16 = 17;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_OPERSTATE: u16 = 16;
-const IF_OPER_UNKNOWN: u8 = 0;
-const IF_OPER_UP: u8 = 6;
-const IFF_UP: u32 = 0x1;
-const IFF_LOWER_UP: u32 = 0x1_0000;
 const RTMGRP_LINK: u32 = 1;
 
-fn u16_at(b: &[u8], i: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(i..i + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], i: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(i..i + 4)?.try_into().ok()?))
+/// A link message's interface and whether it is up: the oper state when the kernel gives one,
+/// else (unknown, or none: virtual links) the flags UP and LOWER_UP; a deleted link is down.
+fn link_event(msg: &LinkMessage, deleted: bool) -> Option<LinkEvent> {
+    let mut name = None;
+    let mut oper = None;
+    for a in &msg.attributes {
+        match a {
+            LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::OperState(s) => oper = Some(*s),
+            _ => {}
+        }
+    }
+    let flags = msg.header.flags;
+    let up = !deleted
+        && match oper {
+            Some(State::Up) => true,
+            None | Some(State::Unknown) => flags.contains(LinkFlags::Up | LinkFlags::LowerUp),
+            Some(_) => false,
+        };
+    Some(LinkEvent { ifname: name?, up })
 }
 
-/// Link events in one netlink datagram (malformed parts are skipped).
+/// Link events in one netlink datagram (messages that do not decode are skipped: the periodic
+/// sysfs check catches up with what they said).
 pub fn parse_link_messages(buf: &[u8]) -> Vec<LinkEvent> {
     let mut out = Vec::new();
     let mut off = 0usize;
-    while off + 16 <= buf.len() {
-        let Some(len) = u32_at(buf, off).map(|l| l as usize) else {
+    while off < buf.len() {
+        let Ok(nb) = NetlinkBuffer::new_checked(&buf[off..]) else {
             break;
         };
-        let Some(ty) = u16_at(buf, off + 4) else {
-            break;
-        };
-        if len < 16 || off + len > buf.len() {
+        let len = nb.length() as usize;
+        if len == 0 {
             break;
         }
-        let msg = &buf[off + 16..off + len];
-        if (ty == RTM_NEWLINK || ty == RTM_DELLINK) && msg.len() >= 16 {
-            let flags = u32_at(msg, 8).unwrap_or(0);
-            let mut name = None;
-            let mut oper = None;
-            let mut a = 16usize;
-            while a + 4 <= msg.len() {
-                let alen = u16_at(msg, a).unwrap_or(0) as usize;
-                let aty = u16_at(msg, a + 2).unwrap_or(0) & 0x3fff;
-                if alen < 4 || a + alen > msg.len() {
-                    break;
+        match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..off + len]) {
+            Ok(m) => match m.payload {
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => {
+                    out.extend(link_event(&l, false));
                 }
-                let data = &msg[a + 4..a + alen];
-                match aty {
-                    IFLA_IFNAME => {
-                        let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
-                        name = std::str::from_utf8(&data[..end]).ok().map(str::to_string);
-                    }
-                    IFLA_OPERSTATE => oper = data.first().copied(),
-                    _ => {}
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelLink(l)) => {
+                    out.extend(link_event(&l, true));
                 }
-                a += (alen + 3) & !3;
-            }
-            if let Some(ifname) = name {
-                let up = ty == RTM_NEWLINK
-                    && match oper {
-                        Some(IF_OPER_UP) => true,
-                        None | Some(IF_OPER_UNKNOWN) => {
-                            flags & (IFF_UP | IFF_LOWER_UP) == (IFF_UP | IFF_LOWER_UP)
-                        }
-                        Some(_) => false,
-                    };
-                out.push(LinkEvent { ifname, up });
-            }
+                _ => {}
+            },
+            Err(e) => tracing::debug!(error = %e, "netlink message not decoded"),
         }
+        // Messages are 4-byte aligned in a datagram.
         off += (len + 3) & !3;
     }
     out
@@ -190,7 +179,7 @@ pub fn port_status_entity(info: &P4Info, down: &BTreeSet<u32>) -> Result<Entity,
 }
 
 /// What the port task is told by the session.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortCmd {
     /// CONFIG_DB: port ids, and the ports the operator set admin-down.
     Config {
@@ -201,6 +190,144 @@ pub enum PortCmd {
     Arm,
     /// Redis may have lost STATE_DB (restarted): publish every port again.
     Republish,
+}
+
+/// What the port thread feeds [`PortCore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortInput {
+    Cmd(PortCmd),
+    /// A netlink link event.
+    Link(LinkEvent),
+    /// The periodic check of every mapped interface: (port, up).
+    Checked(Vec<(String, bool)>),
+}
+
+/// What [`PortCore`] asks the port thread to do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PortOutput {
+    /// Write the down mask (the port ids down); answer with [`PortCore::mask_written`].
+    WriteMask(BTreeSet<u32>),
+    /// Write these STATE_DB PORT_TABLE rows; answer with [`PortCore::published`].
+    Publish(Vec<PortState>),
+}
+
+/// The port thread's decisions: from link state, port ids and admin state to the down mask and
+/// STATE_DB rows, each written when it changed. No I/O.
+#[derive(Debug, Default)]
+pub struct PortCore {
+    by_if: BTreeMap<String, String>,
+    oper: BTreeMap<String, bool>,
+    ids: BTreeMap<String, u32>,
+    admin_down: BTreeSet<String>,
+    written: Option<BTreeSet<u32>>,
+    /// Only a session that has pushed the pipeline and synced may write: a write racing
+    /// SetForwardingPipelineConfig crashes simple_switch_grpc. The session's Arm allows it.
+    armed: bool,
+    published: BTreeMap<String, PortState>,
+}
+
+impl PortCore {
+    /// `oper`: each mapped port's link state at start (port → up); `interfaces`: port → Linux
+    /// interface.
+    pub fn new(interfaces: &BTreeMap<String, String>, oper: BTreeMap<String, bool>) -> Self {
+        PortCore {
+            by_if: interfaces
+                .iter()
+                .map(|(p, i)| (i.clone(), p.clone()))
+                .collect(),
+            oper,
+            ..Default::default()
+        }
+    }
+
+    /// The ports down now: link down (a port without a link state counts as up) or set
+    /// admin-down.
+    pub fn down(&self) -> BTreeSet<u32> {
+        let oper_up = |p: &str| self.oper.get(p).copied().unwrap_or(true);
+        self.ids
+            .iter()
+            .filter(|(p, _)| !oper_up(p) || self.admin_down.contains(*p))
+            .map(|(_, id)| *id)
+            .collect()
+    }
+
+    pub fn step(&mut self, input: PortInput) -> Vec<PortOutput> {
+        let mut force_mask = false;
+        match input {
+            PortInput::Cmd(PortCmd::Config { ids, admin_down }) => {
+                self.ids = ids;
+                self.admin_down = admin_down;
+            }
+            PortInput::Cmd(PortCmd::Arm) => {
+                force_mask = true;
+                self.armed = true;
+            }
+            PortInput::Cmd(PortCmd::Republish) => self.published.clear(),
+            PortInput::Link(ev) => {
+                if let Some(port) = self.by_if.get(&ev.ifname) {
+                    tracing::info!(%port, ifname = %ev.ifname, up = ev.up, "link event");
+                    self.oper.insert(port.clone(), ev.up);
+                }
+            }
+            PortInput::Checked(states) => self.oper.extend(states),
+        }
+        let mut out = Vec::new();
+        // The data plane first: the mask, then STATE_DB for the controller.
+        let down = self.down();
+        if self.armed && (force_mask || self.written.as_ref() != Some(&down)) {
+            out.push(PortOutput::WriteMask(down));
+        }
+        let changed: Vec<PortState> = self
+            .current()
+            .into_values()
+            .filter(|s| self.published.get(&s.port) != Some(s))
+            .collect();
+        if !changed.is_empty() {
+            out.push(PortOutput::Publish(changed));
+        }
+        out
+    }
+
+    /// Every configured port's state as STATE_DB shows it.
+    fn current(&self) -> BTreeMap<String, PortState> {
+        let oper_up = |p: &str| self.oper.get(p).copied().unwrap_or(true);
+        self.ids
+            .keys()
+            .map(|p| {
+                let st = PortState {
+                    port: p.clone(),
+                    oper_status: if oper_up(p) {
+                        OperStatus::Up
+                    } else {
+                        OperStatus::Down
+                    },
+                    admin_status: Some(if self.admin_down.contains(p) {
+                        AdminStatus::Down
+                    } else {
+                        AdminStatus::Up
+                    }),
+                };
+                (p.clone(), st)
+            })
+            .collect()
+    }
+
+    /// The mask write of `down` succeeded, or did not (not primary, switch away: the next
+    /// session's Arm writes it).
+    pub fn mask_written(&mut self, down: BTreeSet<u32>, ok: bool) {
+        if ok {
+            self.written = Some(down);
+        } else {
+            self.armed = false;
+        }
+    }
+
+    /// The rows were written (or Redis was away: they are published again on the next check).
+    pub fn published(&mut self, ok: bool) {
+        if ok {
+            self.published = self.current();
+        }
+    }
 }
 
 /// Shared with the status line.
@@ -224,7 +351,7 @@ fn raise_priority(thread: &str) {
     }
 }
 
-/// Starts [`port_task`] on its own thread and runtime, with its own write-only connection to
+/// Starts the port task on its own thread and runtime, with its own write-only connection to
 /// the switch (same device and election id as the session).
 pub fn spawn_port_thread(
     p4rt: weft_p4rt::ClientConfig,
@@ -257,24 +384,103 @@ pub fn spawn_port_thread(
                     }
                 };
                 client.set_p4info(info.clone());
-                port_task(client, info, sonic, interfaces, rx, stats).await
+                let io = PortIo {
+                    client,
+                    info,
+                    sonic,
+                    stats,
+                    state_db: None,
+                };
+                port_task(io, interfaces, rx).await
             })
         })
 }
 
-/// Owns port_status_table and STATE_DB PORT_TABLE. Runs until `rx` closes.
-pub async fn port_task(
+/// What the port thread writes with.
+struct PortIo {
     client: Client,
     info: P4Info,
     sonic: SonicDb,
+    stats: Arc<PortStats>,
+    state_db: Option<Table>,
+}
+
+impl PortIo {
+    async fn carry_out(&mut self, core: &mut PortCore, outs: Vec<PortOutput>) {
+        for o in outs {
+            match o {
+                PortOutput::WriteMask(down) => {
+                    let ok = self.write_mask(&down).await;
+                    core.mask_written(down, ok);
+                }
+                PortOutput::Publish(rows) => {
+                    let ok = self.publish(&rows).await;
+                    core.published(ok);
+                }
+            }
+        }
+    }
+
+    async fn write_mask(&self, down: &BTreeSet<u32>) -> bool {
+        let t0 = Instant::now();
+        let r = match port_status_entity(&self.info, down) {
+            Ok(e) => self
+                .client
+                .write(&[Update {
+                    r#type: update::Type::Modify as i32,
+                    entity: Some(e),
+                }])
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match r {
+            Ok(()) => {
+                self.stats.mask_writes.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .ports_down
+                    .store(down.len() as u64, Ordering::Relaxed);
+                tracing::info!(down = ?down, us = t0.elapsed().as_micros() as u64, "port down mask written");
+                true
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "port down mask not written");
+                false
+            }
+        }
+    }
+
+    async fn publish(&mut self, rows: &[PortState]) -> bool {
+        if self.state_db.is_none() {
+            self.state_db = match self.sonic.connect(SonicDbId::StateDb).await {
+                Ok(c) => Table::new(c, PortState::TABLE).ok(),
+                Err(_) => None,
+            };
+        }
+        let Some(tbl) = &self.state_db else {
+            return false;
+        };
+        let rows: Vec<(String, weft_sonic_db::FieldValues)> =
+            rows.iter().map(|s| (s.key(), s.to_fields())).collect();
+        match tbl.replace_many(&rows, &[]).await {
+            Ok(()) => true,
+            // Redis away: publish again once it is back (the next check retries).
+            Err(_) => {
+                self.state_db = None;
+                false
+            }
+        }
+    }
+}
+
+/// Owns port_status_table and STATE_DB PORT_TABLE: feeds [`PortCore`] link events, the
+/// periodic sysfs check and the session's commands, and carries out what it decides. Runs
+/// until `rx` closes.
+async fn port_task(
+    mut io: PortIo,
     interfaces: BTreeMap<String, String>,
     mut rx: mpsc::Receiver<PortCmd>,
-    stats: Arc<PortStats>,
 ) {
-    let by_if: BTreeMap<String, String> = interfaces
-        .iter()
-        .map(|(p, i)| (i.clone(), p.clone()))
-        .collect();
     let (link_tx, mut link_rx) = mpsc::channel::<LinkEvent>(256);
     if !interfaces.is_empty() {
         let watched = interfaces.values().cloned().collect();
@@ -282,117 +488,30 @@ pub async fn port_task(
             tracing::error!(error = %e, "netlink listener failed; link state from sysfs checks only");
         }
     }
-    let mut oper: BTreeMap<String, bool> = interfaces
-        .iter()
-        .map(|(p, i)| (p.clone(), sysfs_oper_up(i)))
-        .collect();
-    let mut ids: BTreeMap<String, u32> = BTreeMap::new();
-    let mut admin_down: BTreeSet<String> = BTreeSet::new();
-    let mut written: Option<BTreeSet<u32>> = None;
-    // Only a session that has pushed the pipeline and synced may write: a write racing
-    // SetForwardingPipelineConfig crashes simple_switch_grpc. The session's Arm allows it.
-    let mut armed = false;
-    let mut published: BTreeMap<String, PortState> = BTreeMap::new();
-    let mut state_db: Option<Table> = None;
-    let mut check = tokio::time::interval(Duration::from_secs(1));
-    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let check = || -> Vec<(String, bool)> {
+        interfaces
+            .iter()
+            .map(|(p, i)| (p.clone(), sysfs_oper_up(i)))
+            .collect()
+    };
+    let mut core = PortCore::new(&interfaces, check().into_iter().collect());
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let mut force_mask = false;
-        tokio::select! {
+        let input = tokio::select! {
             cmd = rx.recv() => match cmd {
                 None => return,
-                Some(PortCmd::Config { ids: i, admin_down: a }) => { ids = i; admin_down = a; }
-                Some(PortCmd::Arm) => { force_mask = true; armed = true; }
-                Some(PortCmd::Republish) => published.clear(),
+                Some(c) => PortInput::Cmd(c),
             },
             ev = link_rx.recv(), if !interfaces.is_empty() => {
                 let Some(ev) = ev else { continue };
-                stats.link_events.fetch_add(1, Ordering::Relaxed);
-                if let Some(port) = by_if.get(&ev.ifname) {
-                    tracing::info!(%port, ifname = %ev.ifname, up = ev.up, "link event");
-                    oper.insert(port.clone(), ev.up);
-                }
+                io.stats.link_events.fetch_add(1, Ordering::Relaxed);
+                PortInput::Link(ev)
             }
-            _ = check.tick() => {
-                for (p, i) in &interfaces {
-                    oper.insert(p.clone(), sysfs_oper_up(i));
-                }
-            }
-        }
-        let oper_up = |p: &str| oper.get(p).copied().unwrap_or(true);
-        let down: BTreeSet<u32> = ids
-            .iter()
-            .filter(|(p, _)| !oper_up(p) || admin_down.contains(*p))
-            .map(|(_, id)| *id)
-            .collect();
-        // The data plane first: the mask, then STATE_DB for the controller.
-        if armed && (force_mask || written.as_ref() != Some(&down)) {
-            let t0 = Instant::now();
-            let ok = match port_status_entity(&info, &down) {
-                Ok(e) => client
-                    .write(&[Update {
-                        r#type: update::Type::Modify as i32,
-                        entity: Some(e),
-                    }])
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            match ok {
-                Ok(()) => {
-                    stats.mask_writes.fetch_add(1, Ordering::Relaxed);
-                    stats.ports_down.store(down.len() as u64, Ordering::Relaxed);
-                    tracing::info!(down = ?down, us = t0.elapsed().as_micros() as u64, "port down mask written");
-                    written = Some(down);
-                }
-                // Not primary or switch away: the next session's Arm writes it.
-                Err(e) => {
-                    armed = false;
-                    tracing::debug!(error = %e, "port down mask not written");
-                }
-            }
-        }
-        let current: BTreeMap<String, PortState> = ids
-            .keys()
-            .map(|p| {
-                (
-                    p.clone(),
-                    PortState {
-                        port: p.clone(),
-                        oper_status: if oper_up(p) {
-                            OperStatus::Up
-                        } else {
-                            OperStatus::Down
-                        },
-                        admin_status: Some(if admin_down.contains(p) {
-                            AdminStatus::Down
-                        } else {
-                            AdminStatus::Up
-                        }),
-                    },
-                )
-            })
-            .collect();
-        let changed: Vec<(String, weft_sonic_db::FieldValues)> = current
-            .iter()
-            .filter(|(p, s)| published.get(*p) != Some(*s))
-            .map(|(_, s)| (s.key(), s.to_fields()))
-            .collect();
-        if changed.is_empty() {
-            continue;
-        }
-        if state_db.is_none() {
-            state_db = match sonic.connect(SonicDbId::StateDb).await {
-                Ok(c) => Table::new(c, PortState::TABLE).ok(),
-                Err(_) => None,
-            };
-        }
-        let Some(tbl) = &state_db else { continue };
-        match tbl.replace_many(&changed, &[]).await {
-            Ok(()) => published = current,
-            // Redis away: publish again once it is back (the next check retries).
-            Err(_) => state_db = None,
-        }
+            _ = tick.tick() => PortInput::Checked(check()),
+        };
+        let outs = core.step(input);
+        io.carry_out(&mut core, outs).await;
     }
 }
 
@@ -400,6 +519,17 @@ pub async fn port_task(
 mod tests {
     use super::*;
 
+    const RTM_NEWLINK: u16 = 16;
+    const RTM_DELLINK: u16 = 17;
+    const IFLA_IFNAME: u16 = 3;
+    const IFLA_OPERSTATE: u16 = 16;
+    const IF_OPER_UNKNOWN: u8 = 0;
+    const IF_OPER_UP: u8 = 6;
+    const IFF_UP: u32 = 0x1;
+    const IFF_LOWER_UP: u32 = 0x1_0000;
+
+    /// A link message as the kernel lays it out (built by hand here, so the test does not
+    /// check the parser against itself).
     fn link_msg(ty: u16, flags: u32, name: &str, oper: Option<u8>) -> Vec<u8> {
         let mut attrs = Vec::new();
         let mut push = |aty: u16, data: &[u8]| {
@@ -473,5 +603,36 @@ mod tests {
         assert_eq!(m[63], 0b1);
         assert_eq!(m[62], 0b10);
         assert_eq!(m[0], 0x80);
+    }
+
+    #[test]
+    fn the_mask_is_written_once_armed_and_then_only_on_change() {
+        let ifs: BTreeMap<String, String> = [("Ethernet0".into(), "veth0".into())].into();
+        let mut core = PortCore::new(&ifs, [("Ethernet0".into(), true)].into());
+        let ids = [("Ethernet0".to_string(), 1), ("Ethernet4".to_string(), 2)].into();
+        let out = core.step(PortInput::Cmd(PortCmd::Config {
+            ids,
+            admin_down: ["Ethernet4".to_string()].into(),
+        }));
+        assert!(
+            matches!(&out[..], [PortOutput::Publish(rows)] if rows.len() == 2),
+            "not armed: rows only, no mask: {out:?}"
+        );
+        core.published(true);
+        let out = core.step(PortInput::Cmd(PortCmd::Arm));
+        assert_eq!(out, vec![PortOutput::WriteMask([2].into())]);
+        core.mask_written([2].into(), true);
+        let out = core.step(PortInput::Link(LinkEvent {
+            ifname: "veth0".into(),
+            up: false,
+        }));
+        assert_eq!(out[0], PortOutput::WriteMask([1, 2].into()));
+        core.mask_written([1, 2].into(), true);
+        core.published(true);
+        assert!(
+            core.step(PortInput::Checked(vec![("Ethernet0".into(), false)]))
+                .is_empty(),
+            "nothing changed"
+        );
     }
 }

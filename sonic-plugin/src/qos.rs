@@ -205,7 +205,7 @@ fn queue_config(
     pfc: Option<(u32, u32, u16)>,
 ) -> Result<Entity, weft_p4rt::Error> {
     let queues = crate::counters::QUEUES;
-    let buckets = crate::tuning::HIST_BUCKETS;
+    let buckets = weft_sonic_schema::counters::HIST_BUCKETS as u32;
     let (kmin, kmax, pmax) = ecn.unwrap_or((0, 0, 0));
     let enabled = u8::from(ecn.is_some());
     let call = match pfc {

@@ -30,6 +30,9 @@ use crate::objects::{KeyObjects, ObjKey};
 pub struct Rejected {
     pub status: StatusCode,
     pub message: String,
+    /// The entry names a port CONFIG_DB has given no id (as far as the translator knows):
+    /// refused only once the plugin has read CONFIG_DB again (see [`crate::core`]).
+    pub unknown_port: Option<String>,
 }
 
 impl Rejected {
@@ -37,6 +40,29 @@ impl Rejected {
         Rejected {
             status: StatusCode::InvalidParam,
             message: message.into(),
+            unknown_port: None,
+        }
+    }
+
+    fn full(message: impl Into<String>) -> Self {
+        Rejected {
+            status: StatusCode::Full,
+            ..Rejected::invalid(message)
+        }
+    }
+
+    fn unknown_port(message: impl Into<String>, port: &str) -> Self {
+        Rejected {
+            unknown_port: Some(port.to_string()),
+            ..Rejected::invalid(message)
+        }
+    }
+
+    /// The same refusal, its message after `prefix`.
+    fn within(self, prefix: &str) -> Self {
+        Rejected {
+            message: format!("{prefix}{}", self.message),
+            ..self
         }
     }
 }
@@ -254,63 +280,7 @@ impl Translator {
                 .map(|w| (w.action.clone(), w.weight, w.watch_port.clone()))
                 .collect(),
         };
-        if members.len() > (1usize << MEMBER_BITS) {
-            return Err(Rejected {
-                status: StatusCode::Full,
-                message: format!(
-                    "{} members: a group holds at most {}",
-                    members.len(),
-                    1u32 << MEMBER_BITS
-                ),
-            });
-        }
-        let total: u64 = members.iter().map(|m| u64::from(m.1)).sum();
-        if profile.max_group_size > 0 && total > profile.max_group_size as u64 {
-            return Err(Rejected {
-                status: StatusCode::Full,
-                message: format!(
-                    "sum of member weights {total} exceeds the group size {} of {}",
-                    profile.max_group_size, profile.name
-                ),
-            });
-        }
-        let mut out = KeyObjects::new();
-        let mut group = self
-            .info
-            .group(&profile.name, group_id)
-            .map_err(|e| Rejected::invalid(e.to_string()))?;
-        let watch_allowed = self.watch_ports && members.len() > 1;
-        for (i, (action, weight, watch)) in members.iter().enumerate() {
-            let member_id = (group_id << MEMBER_BITS) | i as u32;
-            let call = self.action_call(table, action, &format!("member {i}: "))?;
-            let m = self
-                .info
-                .member(&profile.name, member_id, call)
-                .map_err(|e| Rejected::invalid(format!("member {i}: {e}")))?;
-            let watch_id = match watch {
-                Some(p) => Some(self.ports.id(p).ok_or_else(|| {
-                    Rejected::invalid(format!(
-                        "member {i}: watch_port {p:?} is not a port of this switch (no CONFIG_DB PORT|{p} with an id)"
-                    ))
-                })?),
-                None => None,
-            };
-            let weight = i32::try_from(*weight)
-                .map_err(|_| Rejected::invalid(format!("member {i}: weight {weight} too big")))?;
-            group = group.member(member_id, weight, watch_id.filter(|_| watch_allowed));
-            insert(
-                &mut out,
-                Entity {
-                    entity: Some(entity::Entity::ActionProfileMember(m)),
-                },
-            );
-        }
-        insert(
-            &mut out,
-            Entity {
-                entity: Some(entity::Entity::ActionProfileGroup(group.build())),
-            },
-        );
+        let mut out = self.group_objects(table, profile, group_id, &members)?;
         let mut table_ids: BTreeSet<u32> = profile.table_ids.iter().copied().collect();
         table_ids.insert(table.id);
         for tid in table_ids {
@@ -333,6 +303,72 @@ impl Translator {
         Ok(out)
     }
 
+    /// A group's members and the group itself (weights and watch ports), checked against the
+    /// profile's limits.
+    fn group_objects(
+        &self,
+        table: &TableInfo,
+        profile: &weft_p4rt::ActionProfileInfo,
+        group_id: u32,
+        members: &[(P4rtAction, u32, Option<String>)],
+    ) -> Result<KeyObjects, Rejected> {
+        if members.len() > (1usize << MEMBER_BITS) {
+            return Err(Rejected::full(format!(
+                "{} members: a group holds at most {}",
+                members.len(),
+                1u32 << MEMBER_BITS
+            )));
+        }
+        let total: u64 = members.iter().map(|m| u64::from(m.1)).sum();
+        if profile.max_group_size > 0 && total > profile.max_group_size as u64 {
+            return Err(Rejected::full(format!(
+                "sum of member weights {total} exceeds the group size {} of {}",
+                profile.max_group_size, profile.name
+            )));
+        }
+        let mut out = KeyObjects::new();
+        let mut group = self
+            .info
+            .group(&profile.name, group_id)
+            .map_err(|e| Rejected::invalid(e.to_string()))?;
+        let watch_allowed = self.watch_ports && members.len() > 1;
+        for (i, (action, weight, watch)) in members.iter().enumerate() {
+            let member_id = (group_id << MEMBER_BITS) | i as u32;
+            let call = self.action_call(table, action, &format!("member {i}: "))?;
+            let m = self
+                .info
+                .member(&profile.name, member_id, call)
+                .map_err(|e| Rejected::invalid(format!("member {i}: {e}")))?;
+            let watch_id = match watch {
+                Some(p) => Some(self.ports.id(p).ok_or_else(|| {
+                    Rejected::unknown_port(
+                        format!(
+                            "member {i}: watch_port {p:?} is not a port of this switch (no CONFIG_DB PORT|{p} with an id)"
+                        ),
+                        p,
+                    )
+                })?),
+                None => None,
+            };
+            let weight = i32::try_from(*weight)
+                .map_err(|_| Rejected::invalid(format!("member {i}: weight {weight} too big")))?;
+            group = group.member(member_id, weight, watch_id.filter(|_| watch_allowed));
+            insert(
+                &mut out,
+                Entity {
+                    entity: Some(entity::Entity::ActionProfileMember(m)),
+                },
+            );
+        }
+        insert(
+            &mut out,
+            Entity {
+                entity: Some(entity::Entity::ActionProfileGroup(group.build())),
+            },
+        );
+        Ok(out)
+    }
+
     fn value(
         &self,
         field: &str,
@@ -340,8 +376,12 @@ impl Translator {
         text: &str,
     ) -> Result<weft_appdb::Parsed, Rejected> {
         let ports = &self.ports;
-        parse_value(field, bitwidth.max(0) as u32, text, &|p| ports.id(p))
-            .map_err(|e| Rejected::invalid(e.to_string()))
+        parse_value(field, bitwidth.max(0) as u32, text, &|p| ports.id(p)).map_err(|e| match &e {
+            weft_appdb::CodecError::UnknownPort { port, .. } => {
+                Rejected::unknown_port(e.to_string(), port)
+            }
+            _ => Rejected::invalid(e.to_string()),
+        })
     }
 
     fn matches<'a>(
@@ -434,7 +474,7 @@ impl Translator {
                 .map_err(|e| Rejected::invalid(format!("{ctx}param/{name}: {e}")))?;
             let v = self
                 .value(&p.name, p.bitwidth, text)
-                .map_err(|r| Rejected::invalid(format!("{ctx}param/{name}: {}", r.message)))?;
+                .map_err(|r| r.within(&format!("{ctx}param/{name}: ")))?;
             if v.prefix_len.is_some() || v.mask.is_some() {
                 return Err(Rejected::invalid(format!(
                     "{ctx}param/{name} = {text:?}: a parameter is a plain value"

@@ -59,6 +59,7 @@ use weft_tuning::{Change, Envelope, Params, Sample, Thresholds, Tuner};
 use weft_sonic_schema::config::Tuning as TuningMode;
 use weft_sonic_schema::state::EcnTuningState;
 
+use crate::clock::Now;
 use crate::config::QueueModel;
 use crate::counters::{Cells, QUEUES};
 use crate::intent::{QueueIntent as QueueConfig, SwitchIntent};
@@ -454,24 +455,91 @@ impl Tuning {
 
     /// Feeds one tick's counter cells; returns the changes made (already applied to the state:
     /// the caller writes them to the switch and records them).
-    pub fn observe(&mut self, cells: Cells, now: Instant, ports: &PortMap) -> TickOutcome {
+    pub fn observe(&mut self, cells: Cells, now: Now, ports: &PortMap) -> TickOutcome {
         let mut out = TickOutcome::default();
         let by_port = self.ports_of(ports);
-        let Some((t0, prev)) = self.prev.replace((now, cells.clone())) else {
+        let Some((t0, prev)) = self.prev.replace((now.at, cells.clone())) else {
             self.active = by_port.keys().copied().collect();
             return out;
         };
-        let dt = now.duration_since(t0).as_secs_f64();
-        // Deltas of cells present in both reads only: a cell read for the first time has no
-        // interval behind it.
-        let delta = |id: u32, idx: u32| -> Option<u64> {
-            let k = (id, i64::from(idx));
-            Some(cells.get(&k)?.0.saturating_sub(prev.get(&k)?.0))
+        let tick = Tick {
+            dt: now.at.duration_since(t0).as_secs_f64(),
+            cells: &cells,
+            prev: &prev,
         };
+        let (active, depth) = self.depths(&tick, &by_port, &mut out);
+        let (pauses, blamed) = self.blame(&tick, &by_port, &depth);
+        let rates: BTreeMap<&str, (u32, f64)> = by_port
+            .values()
+            .filter_map(|(name, _)| {
+                let qc = self.port_config(name)?;
+                Some((name.as_str(), (qc.cell, self.line_rate_pps(name, qc))))
+            })
+            .collect();
+        let scale = self.model.scale;
+        for ((port, q), st) in self.queues.iter_mut() {
+            let Some(id) = ports.id(port) else { continue };
+            let Some(&(cell, rate)) = rates.get(port.as_str()) else {
+                continue;
+            };
+            let Some(d) = depth.get(&id) else { continue };
+            let i = id * QUEUES + u32::from(*q);
+            let (Some(tx_q), Some(marked), Some(tx_port)) = (
+                tick.delta(c::queue_tx_counter::ID, i),
+                tick.delta(c::ecn_mark_counter::ID, i),
+                tick.delta(c::port_tx_counter::ID, id),
+            ) else {
+                continue;
+            };
+            let sample = Sample {
+                depth_mean: packets_to_bytes(d.mean, cell, scale),
+                depth_p99: packets_to_bytes(f64::from(d.p99), cell, scale),
+                utilization: if tick.dt > 0.0 && rate > 0.0 {
+                    (tx_port as f64 / tick.dt / rate).min(1.0)
+                } else {
+                    0.0
+                },
+                marked_fraction: if tx_q > 0 {
+                    marked as f64 / tx_q as f64
+                } else {
+                    0.0
+                },
+                pfc_sent: if blamed.get(q).is_some_and(|s| s.contains(&id)) {
+                    pauses.get(q).copied().unwrap_or(0)
+                } else {
+                    0
+                },
+                pfc_received: tick.delta(c::pfc_rx_pause_counter::ID, i).unwrap_or(0),
+                drops: 0,
+            };
+            st.last = Some(sample);
+            // An idle queue says nothing about its thresholds.
+            if tx_q == 0 && sample.pfc_sent == 0 {
+                continue;
+            }
+            if let Some(ch) = step_queue(port, *q, st, &sample, now) {
+                out.changes.push(((port.clone(), *q), ch));
+            }
+        }
+        self.active = active;
+        out
+    }
+
+    /// Per tuned port: whether it sent anything this tick, its queue-depth statistics (when its
+    /// histogram was read whole) and its cumulative histogram for the outcome.
+    fn depths(
+        &self,
+        tick: &Tick<'_>,
+        by_port: &BTreeMap<u32, (String, BTreeSet<u8>)>,
+        out: &mut TickOutcome,
+    ) -> (BTreeSet<u32>, BTreeMap<u32, DepthStats>) {
         let mut active = BTreeSet::new();
         let mut depth: BTreeMap<u32, DepthStats> = BTreeMap::new();
-        for (id, (name, _)) in &by_port {
-            if delta(c::port_tx_counter::ID, *id).is_some_and(|d| d > 0) {
+        for (id, (name, _)) in by_port {
+            if tick
+                .delta(c::port_tx_counter::ID, *id)
+                .is_some_and(|d| d > 0)
+            {
                 active.insert(*id);
             }
             let mut hist = [0u64; HIST_BUCKETS as usize];
@@ -479,26 +547,42 @@ impl Tuning {
             let mut complete = true;
             for b in 0..HIST_BUCKETS {
                 let idx = id * HIST_BUCKETS + b;
-                match delta(c::queue_depth_histogram::ID, idx) {
+                match tick.delta(c::queue_depth_histogram::ID, idx) {
                     Some(d) => hist[b as usize] = d,
                     None => complete = false,
                 }
-                if let Some(v) = cells.get(&(c::queue_depth_histogram::ID, i64::from(idx))) {
+                if let Some(v) = tick
+                    .cells
+                    .get(&(c::queue_depth_histogram::ID, i64::from(idx)))
+                {
                     cum[b as usize] = v.0;
                 }
             }
-            if cells.contains_key(&(c::queue_depth_histogram::ID, i64::from(id * HIST_BUCKETS))) {
+            let first = (c::queue_depth_histogram::ID, i64::from(id * HIST_BUCKETS));
+            if tick.cells.contains_key(&first) {
                 out.histograms.insert(name.clone(), cum);
             }
             if complete {
                 depth.insert(*id, depth_stats(&hist, self.shift, self.model.queue_depth));
             }
         }
-        // PAUSEs per priority, switch-wide, and who caused them.
+        (active, depth)
+    }
+
+    /// PAUSEs sent per priority, switch-wide, and the ports blamed for them: those whose queue
+    /// reached XOFF, else the deepest.
+    #[allow(clippy::type_complexity)]
+    fn blame(
+        &self,
+        tick: &Tick<'_>,
+        by_port: &BTreeMap<u32, (String, BTreeSet<u8>)>,
+        depth: &BTreeMap<u32, DepthStats>,
+    ) -> (BTreeMap<u8, u64>, BTreeMap<u8, BTreeSet<u32>>) {
         let mut pauses: BTreeMap<u8, u64> = BTreeMap::new();
-        for (id, (_, qs)) in &by_port {
+        for (id, (_, qs)) in by_port {
             for q in qs {
-                if let Some(d) = delta(c::pfc_tx_pause_counter::ID, id * QUEUES + u32::from(*q)) {
+                let i = id * QUEUES + u32::from(*q);
+                if let Some(d) = tick.delta(c::pfc_tx_pause_counter::ID, i) {
                     *pauses.entry(*q).or_default() += d;
                 }
             }
@@ -532,87 +616,46 @@ impl Tuning {
             }
             blamed.insert(*q, set);
         }
-        let rates: BTreeMap<&str, (u32, f64)> = by_port
-            .values()
-            .filter_map(|(name, _)| {
-                let qc = self.port_config(name)?;
-                Some((name.as_str(), (qc.cell, self.line_rate_pps(name, qc))))
-            })
-            .collect();
-        let scale = self.model.scale;
-        for ((port, q), st) in self.queues.iter_mut() {
-            let Some(id) = ports.id(port) else { continue };
-            let Some(&(cell, rate)) = rates.get(port.as_str()) else {
-                continue;
-            };
-            let Some(d) = depth.get(&id) else { continue };
-            let i = id * QUEUES + u32::from(*q);
-            let (Some(tx_q), Some(marked), Some(tx_port)) = (
-                delta(c::queue_tx_counter::ID, i),
-                delta(c::ecn_mark_counter::ID, i),
-                delta(c::port_tx_counter::ID, id),
-            ) else {
-                continue;
-            };
-            let sample = Sample {
-                depth_mean: packets_to_bytes(d.mean, cell, scale),
-                depth_p99: packets_to_bytes(f64::from(d.p99), cell, scale),
-                utilization: if dt > 0.0 && rate > 0.0 {
-                    (tx_port as f64 / dt / rate).min(1.0)
-                } else {
-                    0.0
-                },
-                marked_fraction: if tx_q > 0 {
-                    marked as f64 / tx_q as f64
-                } else {
-                    0.0
-                },
-                pfc_sent: if blamed.get(q).is_some_and(|s| s.contains(&id)) {
-                    pauses.get(q).copied().unwrap_or(0)
-                } else {
-                    0
-                },
-                pfc_received: delta(c::pfc_rx_pause_counter::ID, i).unwrap_or(0),
-                drops: 0,
-            };
-            st.last = Some(sample);
-            // An idle queue says nothing about its thresholds.
-            if tx_q == 0 && sample.pfc_sent == 0 {
-                continue;
-            }
-            tracing::debug!(
-                %port,
-                queue = q,
-                depth_mean = sample.depth_mean,
-                depth_p99 = sample.depth_p99,
-                utilization = sample.utilization,
-                marked = sample.marked_fraction,
-                pfc_sent = sample.pfc_sent,
-                kmin = st.current.kmin,
-                kmax = st.current.kmax,
-                "ECN tuning sample"
-            );
-            let Some(tuner) = st.tuner.as_mut() else {
-                continue;
-            };
-            if let Some(ch) = tuner.step(&sample) {
-                st.current = ch.to;
-                st.changes += 1;
-                st.reason = ch.reason.as_str().to_string();
-                st.changed_at_ms = crate::tuning::now_ms();
-                out.changes.push(((port.clone(), *q), ch));
-            }
-        }
-        self.active = active;
-        out
+        (pauses, blamed)
     }
 }
 
-pub fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
+/// One tick's counters beside the previous tick's.
+struct Tick<'c> {
+    dt: f64,
+    cells: &'c Cells,
+    prev: &'c Cells,
+}
+
+impl Tick<'_> {
+    /// The cell's increase over the tick; `None` for a cell not read both times (a cell read
+    /// for the first time has no interval behind it).
+    fn delta(&self, id: u32, idx: u32) -> Option<u64> {
+        let k = (id, i64::from(idx));
+        Some(self.cells.get(&k)?.0.saturating_sub(self.prev.get(&k)?.0))
+    }
+}
+
+/// Steps one queue's tuner with its sample; a change is applied to the state and returned.
+fn step_queue(port: &str, q: u8, st: &mut QueueState, sample: &Sample, now: Now) -> Option<Change> {
+    tracing::debug!(
+        %port,
+        queue = q,
+        depth_mean = sample.depth_mean,
+        depth_p99 = sample.depth_p99,
+        utilization = sample.utilization,
+        marked = sample.marked_fraction,
+        pfc_sent = sample.pfc_sent,
+        kmin = st.current.kmin,
+        kmax = st.current.kmax,
+        "ECN tuning sample"
+    );
+    let ch = st.tuner.as_mut()?.step(sample)?;
+    st.current = ch.to;
+    st.changes += 1;
+    st.reason = ch.reason.as_str().to_string();
+    st.changed_at_ms = u128::from(now.wall_ms);
+    Some(ch)
 }
 
 #[cfg(test)]
@@ -743,6 +786,10 @@ mod tests {
         }
     }
 
+    fn at(t: Instant) -> Now {
+        Now { at: t, wall_ms: 0 }
+    }
+
     fn ports() -> PortMap {
         let mut p = PortMap::default();
         p.by_name.insert("Ethernet0".into(), 1);
@@ -788,7 +835,7 @@ mod tests {
         tu.reconfigure(&v, &BTreeMap::new());
         let mut fake = FakeCounters::new(1, 3);
         let t0 = Instant::now();
-        let out = tu.observe(fake.cells(), t0, &ports());
+        let out = tu.observe(fake.cells(), at(t0), &ports());
         assert!(out.changes.is_empty());
         // Port 1 is now read in full (first tick marks every tuned port active).
         let reads = tu.reads(&crate::pipeline::weft_p4info().expect("p4info"), &ports());
@@ -799,7 +846,7 @@ mod tests {
         fake.send(&depths, 30, 0);
         tu.observe(
             fake.cells(),
-            t0 + std::time::Duration::from_millis(100),
+            at(t0 + std::time::Duration::from_millis(100)),
             &ports(),
         );
         let s = tu.queues[&("Ethernet0".to_string(), 3)]
@@ -825,11 +872,11 @@ mod tests {
         tu.reconfigure(&v, &BTreeMap::new());
         let mut fake = FakeCounters::new(1, 3);
         let t0 = Instant::now();
-        tu.observe(fake.cells(), t0, &ports());
+        tu.observe(fake.cells(), at(t0), &ports());
         fake.send(&[63; 10], 44, 3);
         let out = tu.observe(
             fake.cells(),
-            t0 + std::time::Duration::from_millis(100),
+            at(t0 + std::time::Duration::from_millis(100)),
             &ports(),
         );
         assert_eq!(out.changes.len(), 1, "{:?}", out.changes);

@@ -3,24 +3,17 @@
 //! entry, with what was written (`tests/scripts/p4rt_plan_check.py`). Without BMv2: SKIPPED
 //! (`WEFT_REQUIRE_BMV2=1` fails instead).
 
-#[allow(dead_code)]
-#[path = "../../tests/src/bmv2.rs"]
-mod bmv2;
-#[allow(dead_code)]
-#[path = "../../tests/src/redis.rs"]
-mod redis_server;
-
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
-use redis_server::RedisServer;
 use weft_appdb::{Call, Encoder, Match, Value};
 use weft_sonic_db::{
     Digest, KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb, SonicDbId,
     StatusCode, Table, dump_tables,
 };
+use weft_tests::bmv2::{Bmv2, Bmv2Options, ProcessGuard, bmv2_or_skip};
+use weft_tests::redis::RedisServer;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -30,7 +23,11 @@ fn start_plugin(redis: &RedisServer, sw: &Bmv2, log: &PathBuf) -> ProcessGuard {
         .append(true)
         .open(log)
         .expect("plugin log");
-    let child = Command::new(env!("CARGO_BIN_EXE_weft-plugin"))
+    // WEFT_TEST_PLUGIN: another build of the plugin to hold to these tests (an earlier one's).
+    let bin = std::env::var_os("WEFT_TEST_PLUGIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_weft-plugin").into());
+    let child = Command::new(bin)
         .args(["--redis", &redis.url(), "--p4rt", &sw.grpc_addr()])
         .args(["--device-id", &sw.device_id().to_string()])
         .args(["--consumer-poll-ms", "50", "--status-interval-ms", "200"])
@@ -609,6 +606,131 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
             == Some("up")
     })
     .await;
+    drop(plugin);
+    let _ = std::fs::remove_file(&log);
+}
+
+/// The controller writes a switch's CONFIG_DB before the P4RT entries naming its ports, but the
+/// plugin hears of CONFIG_DB changes through keyspace notifications on another connection, which
+/// may come after the consumer popped the entries. Here the notification never comes (keyspace
+/// events are off while the port is added), so only the plugin's own rule can find the port:
+/// an entry naming a port it has no id for is answered after CONFIG_DB is read again. Without
+/// that rule the nexthop is refused "unknown port"; with it, it is installed on the port's id,
+/// read back from the switch by the independent p4rt-dump. A port CONFIG_DB really lacks is
+/// still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_added_to_config_db_without_a_notification_is_found_before_its_entries_are_answered()
+{
+    let Some(bin) = bmv2_or_skip(
+        "a_port_added_to_config_db_without_a_notification_is_found_before_its_entries_are_answered",
+    ) else {
+        return;
+    };
+    let redis = RedisServer::start().expect("redis-server");
+    let sw = Bmv2::start(
+        &bin,
+        Bmv2Options {
+            cpu_port: Some(255),
+            device_id: Some(1),
+            extra_target_args: vec!["--priority-queues".into(), "8".into()],
+            ..Default::default()
+        },
+    )
+    .expect("BMv2");
+    let sonic = SonicDb::from_endpoint(&redis.url()).expect("endpoint");
+    write_config(&sonic).await;
+    let log = std::env::temp_dir().join(format!("weft-plugin-race-{}.log", std::process::id()));
+    let plugin = start_plugin(&redis, &sw, &log);
+    let info = weft_sonic_plugin::pipeline::weft_p4info().expect("p4info");
+    // The plugin runs once it answers the port configs of the two ports it knows.
+    let ports = intent(&info)[..2].to_vec();
+    let res = apply(&sonic, &ports).await;
+    assert!(
+        res.values().all(|(s, _)| *s == StatusCode::Success),
+        "{res:?}"
+    );
+
+    // Ethernet8 (id 3) is added while Redis publishes no keyspace events: the plugin is not told.
+    let events = redis
+        .cli(0, &["CONFIG", "GET", "notify-keyspace-events"])
+        .expect("CONFIG GET");
+    let events = events.lines().nth(1).unwrap_or("").trim().to_string();
+    assert!(!events.is_empty(), "the plugin turned keyspace events on");
+    redis
+        .cli(0, &["CONFIG", "SET", "notify-keyspace-events", ""])
+        .expect("events off");
+    let config = Table::new(
+        sonic.connect(SonicDbId::ConfigDb).await.expect("config db"),
+        "PORT",
+    )
+    .expect("table");
+    config
+        .set(
+            "Ethernet8",
+            &[
+                ("id".to_string(), "3".to_string()),
+                ("mtu".to_string(), "9100".to_string()),
+                ("admin_status".to_string(), "up".to_string()),
+            ],
+        )
+        .await
+        .expect("hset");
+    redis
+        .cli(0, &["CONFIG", "SET", "notify-keyspace-events", &events])
+        .expect("events back on");
+
+    let nexthop = |id: &str, port: &str| {
+        KeyOpFieldValues::set(
+            format!(r#"FIXED_NEXTHOP_TABLE:{{"match/nexthop_id":"{id}"}}"#),
+            [
+                ("action", "set_nexthop"),
+                ("param/egress_port", port),
+                ("param/dst_mac", "02:00:00:00:00:08"),
+                ("param/src_mac", "02:00:00:00:00:aa"),
+            ],
+        )
+    };
+    let port_config = KeyOpFieldValues::set(
+        r#"FIXED_PORT_CONFIG_TABLE:{"match/port":"Ethernet8"}"#,
+        [
+            ("action", "set_port_config"),
+            ("param/router_mac", "02:00:00:00:00:aa"),
+        ],
+    );
+    let known_now = nexthop("0x8", "Ethernet8");
+    let never = nexthop("0x9", "Ethernet77");
+    let res = apply(
+        &sonic,
+        &[port_config.clone(), known_now.clone(), never.clone()],
+    )
+    .await;
+    assert_eq!(res[&port_config.key].0, StatusCode::Success, "{res:?}");
+    assert_eq!(
+        res[&known_now.key].0,
+        StatusCode::Success,
+        "{:?}; plugin log {}",
+        res[&known_now.key],
+        log.display()
+    );
+    assert_eq!(
+        res[&never.key].0,
+        StatusCode::InvalidParam,
+        "{:?}",
+        res[&never.key]
+    );
+    assert!(
+        res[&never.key].1.contains("unknown port"),
+        "{:?}",
+        res[&never.key]
+    );
+
+    let d = dump(&sw);
+    let on_port_3 = d["tables"]["ingress.nexthop.nexthop_table"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|e| e["match"]["nexthop_id"] == 8 && e["params"]["egress_port"] == 3);
+    assert!(on_port_3, "nexthop 8 not on port 3: {d}");
     drop(plugin);
     let _ = std::fs::remove_file(&log);
 }

@@ -346,22 +346,11 @@ impl Bed {
         )
     }
 
-    /// `weft apply FILE --timeout T`, again while it fails (up to 4 attempts, each printed): a
-    /// plugin still starting on a loaded machine may miss the deadline or refuse an entry whose
-    /// port its CONFIG_DB has not given an id yet, and apply writes only what is missing, so a
-    /// later attempt converges as it would for an operator.
+    /// `weft apply FILE --timeout T`, once: an operator's first apply after `testbed up` (or a
+    /// plugin restart) must succeed, so a failure is a failure.
     pub fn apply(&self, file: &Path, timeout: &str) {
-        let mut last = String::new();
-        for attempt in 1..=4 {
-            let (code, out) = self.weft(&["apply", &file.to_string_lossy(), "--timeout", timeout]);
-            if code == 0 {
-                return;
-            }
-            println!("weft apply attempt {attempt} failed:\n{out}");
-            last = out;
-            std::thread::sleep(Duration::from_secs(3));
-        }
-        panic!("weft apply {} never succeeded:\n{last}", file.display());
+        let (code, out) = self.weft(&["apply", &file.to_string_lossy(), "--timeout", timeout]);
+        assert_eq!(code, 0, "weft apply {} failed:\n{out}", file.display());
     }
 
     /// Pings every host pair until all answer or `deadline` passes: (reachable, pairs).
