@@ -282,27 +282,7 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
 
     let apply = timed(weft, &["apply", "--no-wait", f], &out);
     report("weft apply --no-wait (empty fabric, real DBs)", &[apply]);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let t1 = Instant::now();
-    let answered: usize = rt.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for db in dbs.clone() {
-            set.spawn(async move { respond(&db).await });
-        }
-        let mut n = 0;
-        while let Some(r) = set.join_next().await {
-            n += r.expect("responder");
-        }
-        n
-    });
-    println!(
-        "  responder: {answered} entries answered into APPL_STATE_DB in {:.1} s",
-        t1.elapsed().as_secs_f64()
-    );
+    answer_all(&dbs);
 
     let mut off = Vec::new();
     let mut on = Vec::new();
@@ -355,6 +335,32 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
         std::process::exit(1);
     }
     drop(started);
+}
+
+/// Answers every entry `weft apply` wrote into each switch's APPL_STATE_DB, as the plugins would.
+fn answer_all(dbs: &[String]) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let t1 = Instant::now();
+    let answered: usize = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for db in dbs {
+            let db = db.clone();
+            set.spawn(async move { respond(&db).await });
+        }
+        let mut n = 0;
+        while let Some(r) = set.join_next().await {
+            n += r.expect("responder");
+        }
+        n
+    });
+    println!(
+        "  responder: {answered} entries answered into APPL_STATE_DB in {:.1} s",
+        t1.elapsed().as_secs_f64()
+    );
 }
 
 /// `weft run` to converged on a fabric that holds nothing, `runs()` times: before each, every

@@ -113,7 +113,7 @@ fn ring_allreduce_and_alltoall_deliver_every_byte_and_spraying_beats_colliding_e
                 .join(" ")
         };
         println!(
-            "{k}: spray iterations {} s; ECMP {} s; U = {u} of {} pairs where spray was not {margin}× faster (critical {critical} at {ALPHA}; P(U ≤ {u}) = {p:.4} if spray were no better); at 1.0× U = {}",
+            "{k}: spray iterations {} s; ECMP {} s; U = {u} of {} pairs where spray was not {margin:.1}× faster (critical {critical} at {ALPHA}; P(U ≤ {u}) = {p:.4} if spray were no better); at 1.0× U = {}",
             ms(&spray),
             ms(&ecmp),
             spray.len() * ecmp.len(),
@@ -121,7 +121,7 @@ fn ring_allreduce_and_alltoall_deliver_every_byte_and_spraying_beats_colliding_e
         );
         if u > critical {
             slower.push(format!(
-                "{k}: U = {u} > {critical}: spraying is not shown {margin}× faster than ECMP (P = {p:.3})"
+                "{k}: U = {u} > {critical}: spraying is not shown {margin:.1}× faster than ECMP (P = {p:.3})"
             ));
         }
     }
