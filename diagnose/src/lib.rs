@@ -125,6 +125,12 @@ pub struct PortSample {
     pub depth_histogram: Vec<u64>,
     #[serde(default)]
     pub histogram_shift: u8,
+    /// RoCE requests sent out of this port whose PSN skipped ahead, and older PSNs (the
+    /// pipeline counts them per egress port); `None`: not published (unknown, not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psn_out_of_order: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psn_regressions: Option<u64>,
 }
 
 fn all_zero(a: &[u64; PRIORITIES]) -> bool {
@@ -161,7 +167,8 @@ pub struct SwitchSample {
     /// Drops by reason (`no_route`, `pfc_watchdog`, …).
     #[serde(default)]
     pub drops: BTreeMap<String, u64>,
-    /// RoCE PSN anomalies at this switch's host-facing ports (sum over QP slots).
+    /// RoCE PSN anomalies at this switch's host-facing ports (sum over the ports; per port in
+    /// [`PortSample`]).
     #[serde(default)]
     pub psn_out_of_order: u64,
     #[serde(default)]
@@ -339,6 +346,11 @@ impl<'a> Deltas<'a> {
         self.pair(&e.node)
             .and_then(|(a, b)| Some(sub(f(b.ports.get(&e.port)?), f(a.ports.get(&e.port)?))))
             .unwrap_or(0)
+    }
+    /// A counter of `e` the first and the last sample both have; `None`: unknown.
+    fn port_known(&self, e: &End, f: impl Fn(&PortSample) -> Option<u64>) -> Option<u64> {
+        let (a, b) = self.pair(&e.node)?;
+        Some(sub(f(b.ports.get(&e.port)?)?, f(a.ports.get(&e.port)?)?))
     }
     fn queue(&self, sw: &str, key: &str, f: impl Fn(&QueueSample) -> u64) -> u64 {
         self.pair(sw)
@@ -1212,73 +1224,115 @@ fn black_holes(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     }
 }
 
-/// RoCE PSN out-of-order counts at a leaf, attributed to the host it sends the most to.
+/// RoCE PSN out-of-order counts at a leaf's host ports, each attributed to the host its port
+/// faces (the pipeline counts them per egress port): one finding per host that sees them. A
+/// switch that publishes only its total (no per-port counts) gives one finding on the switch:
+/// which of its hosts is not known, and not guessed.
 fn reordering(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
+    let per_packet: Vec<String> = fab
+        .routing
+        .iter()
+        .filter(|(_, m)| matches!(m.as_str(), "spray" | "adaptive"))
+        .map(|(c, m)| format!("{c}: {m}"))
+        .collect();
+    let cause = if per_packet.is_empty() {
+        "no class routes per packet: look for a path change (flowlet gaps, failover) or a misbehaving sender".to_string()
+    } else {
+        format!(
+            "per-packet routing ({}) over paths of unequal latency",
+            per_packet.join(", ")
+        )
+    };
     for sw in &fab.switches {
-        let ooo = d.switch(sw, |s| s.psn_out_of_order);
-        if ooo < th.min_ooo {
-            continue;
-        }
-        let regress = d.switch(sw, |s| s.psn_regressions);
-        // Host ports of the switch, by packets sent toward the host.
-        let mut hosts: Vec<(u64, String, String)> = switch_ports(d, sw)
+        // Host ports of the switch: (port, host).
+        let hosts: Vec<(String, String)> = switch_ports(d, sw)
             .into_iter()
             .filter_map(|p| {
-                let e = End::new(sw, p);
-                let peer = fab.peer(&e)?;
+                let peer = fab.peer(&End::new(sw, p))?;
                 fab.is_host(&peer.node)
-                    .then(|| (d.port(&e, |x| x.tx_packets), peer.node.clone(), p.clone()))
+                    .then(|| (p.clone(), peer.node.clone()))
             })
             .collect();
-        hosts.sort_by(|a, b| b.cmp(a));
-        let toward: u64 = hosts.iter().map(|h| h.0).sum();
-        let fraction = ooo as f64 / toward.max(1) as f64;
-        if fraction < th.min_ooo_fraction {
-            continue;
-        }
-        let Some((_, host, port)) = hosts.first().cloned() else {
-            continue;
-        };
-        let mut ev = vec![d.ev(sw, None, "WEFT_PSN_OUT_OF_ORDER_PKTS", ooo)];
-        if regress > 0 {
-            ev.push(d.ev(sw, None, "WEFT_PSN_REGRESSION_PKTS", regress));
-        }
-        ev.push(d.ev(
-            sw,
-            Some(&port),
-            "SAI_PORT_STAT_IF_OUT_UCAST_PKTS",
-            hosts[0].0,
-        ));
-        let per_packet: Vec<String> = fab
-            .routing
+        let counted: Vec<(&String, &String, u64)> = hosts
             .iter()
-            .filter(|(_, m)| matches!(m.as_str(), "spray" | "adaptive"))
-            .map(|(c, m)| format!("{c}: {m}"))
+            .filter_map(|(p, h)| {
+                let ooo = d.port_known(&End::new(sw, p), |x| x.psn_out_of_order)?;
+                Some((p, h, ooo))
+            })
             .collect();
-        let cause = if per_packet.is_empty() {
-            "no class routes per packet: look for a path change (flowlet gaps, failover) or a misbehaving sender".to_string()
-        } else {
-            format!(
-                "per-packet routing ({}) over paths of unequal latency",
-                per_packet.join(", ")
-            )
-        };
-        out.push(Finding {
-            kind: Kind::Reordering,
-            target: host.clone(),
-            confidence: (0.65 + fraction).min(0.9),
-            summary: format!(
-                "reordering toward {host} ({sw}:{port}): {ooo} RoCE packets out of order ({:.1}% of {toward} sent to {sw}'s hosts), {regress} PSN regressions (retransmissions or late packets); {cause}",
-                fraction * 100.0
-            ),
-            evidence: ev,
-            victims: hosts.iter().skip(1).map(|h| h.1.clone()).collect(),
-            action: format!(
-                "Find the slower path toward {sw} (a link with extra latency or a deep queue: weft trace); NICs without out-of-order placement retransmit: use flowlet or ECMP for them"
-            ),
-        });
+        if counted.is_empty() {
+            reordering_at_switch(d, th, sw, &hosts, &cause, out);
+            continue;
+        }
+        for (port, host, ooo) in counted {
+            let e = End::new(sw, port);
+            let sent = d.port(&e, |x| x.tx_packets);
+            let fraction = ooo as f64 / sent.max(1) as f64;
+            if ooo < th.min_ooo || fraction < th.min_ooo_fraction {
+                continue;
+            }
+            let regress = d.port_known(&e, |x| x.psn_regressions).unwrap_or(0);
+            let mut ev = vec![d.ev(sw, Some(port), "WEFT_PSN_OUT_OF_ORDER_PKTS", ooo)];
+            if regress > 0 {
+                ev.push(d.ev(sw, Some(port), "WEFT_PSN_REGRESSION_PKTS", regress));
+            }
+            ev.push(d.ev(sw, Some(port), "SAI_PORT_STAT_IF_OUT_UCAST_PKTS", sent));
+            out.push(Finding {
+                kind: Kind::Reordering,
+                target: host.clone(),
+                confidence: (0.65 + fraction).min(0.9),
+                summary: format!(
+                    "reordering toward {host} ({sw}:{port}): {ooo} RoCE requests out of order ({:.1}% of {sent} packets sent to it), {regress} PSN regressions (retransmissions or late packets); {cause}",
+                    fraction * 100.0
+                ),
+                evidence: ev,
+                victims: Vec::new(),
+                action: format!(
+                    "Find the slower path toward {sw} (a link with extra latency or a deep queue: weft trace); NICs without out-of-order placement retransmit: use flowlet or ECMP for them"
+                ),
+            });
+        }
     }
+}
+
+/// Reordering a switch counts only in total: a finding on the switch, its hosts the victims.
+fn reordering_at_switch(
+    d: &Deltas<'_>,
+    th: &Thresholds,
+    sw: &str,
+    hosts: &[(String, String)],
+    cause: &str,
+    out: &mut Vec<Finding>,
+) {
+    let ooo = d.switch(sw, |s| s.psn_out_of_order);
+    let toward: u64 = hosts
+        .iter()
+        .map(|(p, _)| d.port(&End::new(sw, p), |x| x.tx_packets))
+        .sum();
+    let fraction = ooo as f64 / toward.max(1) as f64;
+    if ooo < th.min_ooo || fraction < th.min_ooo_fraction {
+        return;
+    }
+    let regress = d.switch(sw, |s| s.psn_regressions);
+    let mut ev = vec![d.ev(sw, None, "WEFT_PSN_OUT_OF_ORDER_PKTS", ooo)];
+    if regress > 0 {
+        ev.push(d.ev(sw, None, "WEFT_PSN_REGRESSION_PKTS", regress));
+    }
+    out.push(Finding {
+        kind: Kind::Reordering,
+        target: sw.to_string(),
+        confidence: (0.6 + fraction).min(0.8),
+        summary: format!(
+            "reordering toward {sw}'s hosts: {ooo} RoCE requests out of order ({:.1}% of {toward} packets sent to them), {regress} PSN regressions; which host is unknown ({sw} publishes no per-port PSN counts); {cause}",
+            fraction * 100.0
+        ),
+        evidence: ev,
+        victims: hosts.iter().map(|(_, h)| h.clone()).collect(),
+        action: format!(
+            "Find the slower path toward {sw} (weft trace); upgrade its plugin to count PSN anomalies per port to name the host"
+        ),
+    });
 }
 
 #[cfg(test)]

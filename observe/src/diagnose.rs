@@ -179,6 +179,8 @@ pub fn switch_sample(
                     tx_packets: p.tx_packets.unwrap_or(0),
                     depth_histogram: p.depth_histogram.map(|h| h.to_vec()).unwrap_or_default(),
                     histogram_shift: p.histogram_shift.unwrap_or(0).min(32) as u8,
+                    psn_out_of_order: p.psn_out_of_order,
+                    psn_regressions: p.psn_regressions,
                     ..Default::default()
                 };
                 for (i, c) in p.pfc.iter().enumerate() {

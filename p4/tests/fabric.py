@@ -186,10 +186,11 @@ def bth(opcode=0x04, dst_qp=0x11, psn=0, ack_req=0):
                        (ack_req << 31) | (psn & 0xFFFFFF)) + b"p" * 16 + b"\0" * 4
 
 
-def roce4(dst="10.0.2.1", src="10.0.1.1", dst_qp=0x11, psn=0, sport=49152, tos=0x02, port_in=1):
+def roce4(dst="10.0.2.1", src="10.0.1.1", dst_qp=0x11, psn=0, sport=49152, tos=0x02, port_in=1,
+          opcode=0x04):
     return (Ether(dst=mac_str(router_mac(port_in)), src=HOST_MAC)
             / IP(src=src, dst=dst, ttl=64, tos=tos) / UDP(sport=sport, dport=4791)
-            / Raw(bth(dst_qp=dst_qp, psn=psn)))
+            / Raw(bth(opcode=opcode, dst_qp=dst_qp, psn=psn)))
 
 
 def send_paced(port, frames, gap=0.002):

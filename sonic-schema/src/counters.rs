@@ -37,8 +37,9 @@ pub struct PfcCounts {
     pub tx_resume: Option<u64>,
 }
 
-/// `COUNTERS:EthernetN`: a port's packets and bytes, PFC per priority and the queue-depth
-/// histogram (bucket b: packets that found `[b << shift, (b+1) << shift)` packets queued).
+/// `COUNTERS:EthernetN`: a port's packets and bytes, PFC per priority, the queue-depth
+/// histogram (bucket b: packets that found `[b << shift, (b+1) << shift)` packets queued) and
+/// the RoCE PSN anomalies of packets leaving it (host-facing ports: the host they go to).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PortCounters {
     pub port: String,
@@ -49,6 +50,8 @@ pub struct PortCounters {
     pub pfc: [PfcCounts; QUEUES],
     pub depth_histogram: Option<[u64; HIST_BUCKETS]>,
     pub histogram_shift: Option<u64>,
+    pub psn_out_of_order: Option<u64>,
+    pub psn_regressions: Option<u64>,
 }
 
 const RX_PKTS: &str = "SAI_PORT_STAT_IF_IN_UCAST_PKTS";
@@ -138,6 +141,18 @@ impl Row for PortCounters {
             optional: true,
             doc: "bucket width is `1 << shift` packets",
         },
+        FieldDoc {
+            name: PSN_OOO,
+            expected: "packets",
+            optional: true,
+            doc: "RoCE requests sent out of this (host-facing) port whose PSN skipped ahead (psn_out_of_order_counter[port])",
+        },
+        FieldDoc {
+            name: PSN_REGRESSION,
+            expected: "packets",
+            optional: true,
+            doc: "RoCE requests sent out of this port with an older PSN (psn_regression_counter[port])",
+        },
     ];
     fn key(&self) -> String {
         self.port.clone()
@@ -161,6 +176,8 @@ impl Row for PortCounters {
             }
         }
         put(&mut o, HIST_SHIFT, self.histogram_shift);
+        put(&mut o, PSN_OOO, self.psn_out_of_order);
+        put(&mut o, PSN_REGRESSION, self.psn_regressions);
         o
     }
     fn from_fields(key: &str, f: &FieldValues) -> Result<Self, SchemaError> {
@@ -171,6 +188,8 @@ impl Row for PortCounters {
             tx_packets: get(f, TX_PKTS),
             tx_bytes: get(f, TX_OCTETS),
             histogram_shift: get(f, HIST_SHIFT),
+            psn_out_of_order: get(f, PSN_OOO),
+            psn_regressions: get(f, PSN_REGRESSION),
             ..Default::default()
         };
         for q in 0..QUEUES {
@@ -322,7 +341,8 @@ impl Row for QueueCounters {
 pub struct SwitchCounters {
     /// Reason label (lower case, as the pipeline names it) → (packets, bytes).
     pub drops: BTreeMap<String, (u64, u64)>,
-    /// RoCE PSN anomalies at the host-facing ports, summed over the pipeline's QP slots.
+    /// RoCE PSN anomalies at the host-facing ports, summed over the ports (per port: each
+    /// port's row).
     pub psn_out_of_order: Option<u64>,
     pub psn_regressions: Option<u64>,
     /// Unix time (ms, the plugin's clock) of the counter poll that wrote these rows, written in
@@ -363,7 +383,7 @@ impl Row for SwitchCounters {
             name: PSN_OOO,
             expected: "packets",
             optional: true,
-            doc: "RoCE packets toward a host whose PSN skipped ahead (psn_out_of_order_counter, all slots)",
+            doc: "RoCE requests toward a host whose PSN skipped ahead (psn_out_of_order_counter, sum over the ports)",
         },
         FieldDoc {
             name: PSN_REGRESSION,
@@ -539,6 +559,8 @@ mod tests {
         };
         p.pfc[3].rx_pause = Some(4);
         p.depth_histogram = Some([1; HIST_BUCKETS]);
+        p.psn_out_of_order = Some(7);
+        p.psn_regressions = Some(0);
         let q = QueueCounters {
             port: "Ethernet0".into(),
             queue: 3,

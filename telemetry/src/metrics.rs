@@ -144,7 +144,7 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         "weft_roce_psn_out_of_order_packets_total",
         "counter",
         S,
-        "RoCE packets toward host ports whose PSN skipped ahead (psn_out_of_order_counter, all QP slots).",
+        "RoCE requests toward host ports whose PSN skipped ahead (psn_out_of_order_counter, summed over the ports).",
     ),
     fam(
         "weft_roce_psn_regressions_total",

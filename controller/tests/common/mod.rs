@@ -1,13 +1,10 @@
 //! Shared by the testbed scenarios: the SKIPPED/required policy and the root check.
 
-/// Without BMv2 (or root) a scenario prints a loud SKIPPED line and passes, unless
-/// WEFT_REQUIRE_BMV2=1 asks for a failure instead.
+/// A BMv2 scenario that cannot run: a failure where BMv2 is installed (unless
+/// `WEFT_REQUIRE_BMV2=0`) or under `WEFT_REQUIRE_BMV2=1`, else a loud SKIPPED line; recorded in
+/// `scripts/test.sh`'s ledger either way (`weft_tests::bmv2`).
 pub fn skip_or_fail(test: &str, why: &str) {
-    if std::env::var_os("WEFT_REQUIRE_BMV2").is_some_and(|v| v == "1") {
-        panic!("WEFT_REQUIRE_BMV2=1 but {why}");
-    }
-    println!("SKIPPED: {test}: {why}");
-    eprintln!("SKIPPED: {test}: {why}");
+    weft_tests::bmv2::skip_or_fail(test, why);
 }
 
 /// Network namespaces and veths need root.
@@ -47,3 +44,4 @@ pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
 
 pub mod bed;
 pub mod browser;
+pub mod stats;
