@@ -15,7 +15,15 @@
 //!   BUFFER_PG|EthernetN|<tc>       profile
 //!   PFC_WD|EthernetN, PFC_WD|GLOBAL  watchdog action and times (ms), poll interval
 //!   WEFT_ECN_ENVELOPE|EthernetN|<tc>  the run-time tuner's bounds, under the pause threshold
+//!   SWITCH_TRIMMING|GLOBAL         trimmed size, DSCP and queue (a class is trimmable)
+//!   BUFFER_PROFILE|q_lossy_trim_profile  packet_discard_action trim
+//!   BUFFER_QUEUE|EthernetN|<tc>    that profile, for every trimmable class's queue
 //! ```
+//!
+//! Packet trimming follows SONiC's design (`SWITCH_TRIMMING|GLOBAL` size, `dscp_value`,
+//! `queue_index`; the queue's buffer profile `packet_discard_action: trim`); the trimmed DSCP
+//! joins `DSCP_TO_TC_MAP` toward the trimmed queue, so the next switch keeps trimmed packets
+//! there too.
 //!
 //! Validation refuses intents whose buffers cannot hold the headroom or whose ECN thresholds
 //! lie above the pause threshold; the compiler checks the same again on every row it emits
@@ -24,9 +32,9 @@
 use std::collections::BTreeMap;
 
 use weft_sonic_schema::config::{
-    self as c, AdminStatus, BufferPg, BufferProfile, CableLength, ConfigRow, DscpToTcMap,
-    EcnEnvelope, EcnMode, MAP_NAME, PfcWd, PfcWdAction, PfcWdGlobal, Port, PortQosMap, Queue,
-    TcToPriorityGroupMap, TcToQueueMap, WredProfile,
+    self as c, AdminStatus, BufferPg, BufferProfile, BufferQueue, CableLength, ConfigRow,
+    DiscardAction, DscpToTcMap, EcnEnvelope, EcnMode, MAP_NAME, PfcWd, PfcWdAction, PfcWdGlobal,
+    Port, PortQosMap, Queue, SwitchTrimming, TcToPriorityGroupMap, TcToQueueMap, WredProfile,
 };
 use weft_sonic_schema::{ClassList, Metres};
 use weft_topology::qos::PortQos;
@@ -88,6 +96,27 @@ pub fn compile_switch(t: &Topology, s: SwitchIdx) -> Result<Vec<ConfigRow>, QosE
             poll_interval: Some(millis(wd.poll_interval.as_millis())),
         }));
     }
+    if let Some(tr) = &q.trim {
+        out.rows.push(ConfigRow::SwitchTrimming(SwitchTrimming {
+            name: c::SWITCH_TRIMMING_KEY.into(),
+            size: u32::try_from(tr.size.0).unwrap_or(u32::MAX),
+            dscp_value: tr.dscp,
+            queue_index: tr.traffic_class,
+        }));
+        // SONiC's own example profile: a dynamic share of the lossy pool, trimmed on failure.
+        out.profiles.insert(
+            c::TRIM_PROFILE.into(),
+            BufferProfile {
+                name: c::TRIM_PROFILE.into(),
+                pool: Some("egress_lossy_pool".into()),
+                xon: None,
+                xoff: None,
+                size: Some(0),
+                dynamic_th: Some(3),
+                packet_discard_action: Some(DiscardAction::Trim),
+            },
+        );
+    }
     for p in &sw.ports {
         out.port(t, s, p, &lossless)?;
     }
@@ -116,6 +145,9 @@ fn maps(q: &Qos) -> Vec<ConfigRow> {
         for d in &c.dscp {
             dscp.insert(*d, c.traffic_class);
         }
+    }
+    if let Some(tr) = &q.trim {
+        dscp.insert(tr.dscp, tr.traffic_class);
     }
     let identity: BTreeMap<u8, u8> = (0..8).map(|i| (i, i)).collect();
     vec![
@@ -215,6 +247,13 @@ impl SwitchRows {
                 pq: &pq,
             };
             self.queue(&at);
+            if c.trimmable {
+                self.rows.push(ConfigRow::BufferQueue(BufferQueue {
+                    port: p.name.clone(),
+                    queues: ClassList::single(c.traffic_class),
+                    profile: c::TRIM_PROFILE.into(),
+                }));
+            }
             if lossless_here {
                 let first_lossless = c.traffic_class == lossless[0].traffic_class;
                 self.lossless(q, &at, first_lossless);
@@ -263,6 +302,7 @@ impl SwitchRows {
                 xoff: Some(pq.headroom.xoff.0),
                 size: Some(pq.headroom.size.0),
                 dynamic_th: Some(0),
+                packet_discard_action: None,
             });
         self.rows.push(ConfigRow::BufferPg(BufferPg {
             port: at.port.to_string(),
@@ -371,6 +411,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_trimmable_class_gets_sonics_trimming_rows_and_no_pfc() {
+        let t = weft_topology::load_file(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topology/examples/leaf-spine-trim.yaml"
+        ))
+        .expect("example");
+        let leaf = t.switch_index("leaf1").expect("leaf1");
+        let rows = compile_switch(&t, leaf).expect("safe");
+        let trimming: Vec<&SwitchTrimming> = rows
+            .iter()
+            .filter_map(|r| match r {
+                ConfigRow::SwitchTrimming(x) => Some(x),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(trimming.len(), 1);
+        assert_eq!(
+            (
+                trimming[0].size,
+                trimming[0].dscp_value,
+                trimming[0].queue_index
+            ),
+            (256, 11, 7)
+        );
+        let db = c::ConfigDb::from_rows(
+            rows.iter()
+                .map(|r| (r.table(), r.key(), r.to_fields()))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(|(t, k, f)| (*t, k.as_str(), f)),
+        );
+        assert!(db.errors.is_empty(), "{:?}", db.errors);
+        // Every connected port's RoCE queue trims, no other queue does, and nothing is paused.
+        let connected: Vec<&str> = t.switches[leaf]
+            .ports
+            .iter()
+            .filter(|p| !matches!(p.peer, Peer::None))
+            .map(|p| p.name.as_str())
+            .collect();
+        assert!(!connected.is_empty());
+        for p in &connected {
+            assert!(db.trims(p, 3), "{p}");
+            assert!((0..8).filter(|q| *q != 3).all(|q| !db.trims(p, q)), "{p}");
+            assert!(db.pfc_enabled(p).iter().next().is_none(), "{p}");
+        }
+        assert!(!rows.iter().any(|r| matches!(r, ConfigRow::BufferPg(_))));
+        // The trimmed DSCP reaches the trimmed queue on the next switch too.
+        assert_eq!(db.dscp_to_tc[MAP_NAME].map.get(&11), Some(&7));
+        assert_eq!(db.dscp_to_tc[MAP_NAME].map.get(&26), Some(&3));
     }
 
     #[test]

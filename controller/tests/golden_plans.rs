@@ -63,6 +63,22 @@ fn small_leaf_spine_plan_matches_its_golden_file() {
 }
 
 #[test]
+fn trimmed_leaf_spine_plan_matches_its_golden_file() {
+    // RoCE lossy with packet trimming: SWITCH_TRIMMING|GLOBAL, the trim buffer profile on every
+    // RoCE queue, DSCP 11 toward queue 7, no PFC.
+    check(
+        "leaf-spine-trim.plan.json",
+        &[
+            "plan",
+            &example("leaf-spine-trim.yaml"),
+            "--offline",
+            "--output",
+            "json",
+        ],
+    );
+}
+
+#[test]
 fn small_leaf_spine_plan_with_a_link_down_matches_its_golden_file() {
     check(
         "leaf-spine-small.leaf1-Ethernet8-down.plan.json",

@@ -14,9 +14,10 @@
 //!                    the PFC watchdog declaring the queue stormed       pause graph
 //!  slow_receiver     a host pausing in stretches while its leaf's      the host
 //!                    queue toward it builds (ECN marks / PAUSE sent)
-//!  congestion        an egress queue marking ECN toward a host that    the host, its senders,
-//!                    does not pause (incast); PAUSE sent by a switch   ECN before PFC or not
-//!                    that is not paused itself (back-pressure origin)
+//!  congestion        an egress queue marking ECN, deep, or trimming    the host, its senders,
+//!                    packets, toward a host that does not pause        ECN before PFC or not,
+//!                    (incast); PAUSE sent by a switch that is not      trimming
+//!                    paused itself (back-pressure origin)
 //!  slow_link         an egress queue marking ECN toward a switch       SW:PORT
 //!                    (a link that drains slower than it is fed)
 //!  lossy_link        tx at one end ≠ rx at the other                   both ends, loss rate
@@ -142,6 +143,9 @@ fn all_zero(a: &[u64; PRIORITIES]) -> bool {
 pub struct QueueSample {
     pub packets: u64,
     pub ecn_marked: u64,
+    /// Packets of the queue trimmed (cut to their headers and sent on: packet trimming).
+    #[serde(default)]
+    pub trimmed: u64,
     #[serde(default)]
     pub wd_stormed: bool,
     #[serde(default)]
@@ -249,6 +253,7 @@ pub struct Finding {
 /// and fractions, not absolute counts, except the minimum counts that keep a few stray packets
 /// from making a finding.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Thresholds {
     /// Findings below this confidence are not reported.
     pub report: f64,
@@ -259,6 +264,10 @@ pub struct Thresholds {
     /// Minimum ECN marks on a queue, and marks per departure, for congestion.
     pub min_marks: u64,
     pub min_mark_fraction: f64,
+    /// Minimum packets a port trimmed in the window, and per departure, for congestion: a
+    /// trimming queue is one past its threshold again and again, not a stray burst.
+    pub min_trims: u64,
+    pub min_trim_fraction: f64,
     /// A queue this deep (packets) counts as deep; a port whose histogram counted at least
     /// `min_histogram` packets in the window, `min_deep_fraction` of them deep, is congested.
     pub deep_queue: u64,
@@ -292,6 +301,8 @@ impl Default for Thresholds {
             min_pauses: 5,
             min_marks: 20,
             min_mark_fraction: 0.02,
+            min_trims: 20,
+            min_trim_fraction: 0.01,
             deep_queue: 8,
             min_histogram: 20,
             min_deep_fraction: 0.5,
@@ -746,6 +757,7 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
 struct Congestion {
     marks: u64,
     departures: u64,
+    trimmed: u64,
     /// (packets that found ≥ deep_queue packets queued, packets counted by the histogram).
     deep: (u64, u64),
 }
@@ -754,12 +766,14 @@ fn congestion(d: &Deltas<'_>, th: &Thresholds, e: &End) -> Congestion {
     let mut c = Congestion {
         marks: 0,
         departures: 0,
+        trimmed: 0,
         deep: (0, 0),
     };
     for q in 0..PRIORITIES {
         let (m, dep) = queue_marks(d, e, q);
         c.marks += m;
         c.departures += dep;
+        c.trimmed += d.queue(&e.node, &format!("{}:{q}", e.port), |x| x.trimmed);
     }
     if let Some((a, b)) = d.pair(&e.node)
         && let (Some(pa), Some(pb)) = (a.ports.get(&e.port), b.ports.get(&e.port))
@@ -793,13 +807,21 @@ impl Congestion {
     fn queued(&self, th: &Thresholds) -> bool {
         self.deep.1 >= th.min_histogram && self.deep_fraction() >= th.min_deep_fraction
     }
-    fn congested(&self, th: &Thresholds) -> bool {
-        self.marking(th) || self.queued(th)
+    /// Persistent trimming: the queue crossed the trim threshold again and again.
+    fn trimming(&self, th: &Thresholds) -> bool {
+        self.trimmed >= th.min_trims
+            && self.trimmed as f64 >= th.min_trim_fraction * self.departures.max(1) as f64
     }
-    /// How strongly: the larger of the marked share and the deep share.
+    fn congested(&self, th: &Thresholds) -> bool {
+        self.marking(th) || self.queued(th) || self.trimming(th)
+    }
+    /// How strongly: the largest of the marked, the trimmed and the deep share.
     fn strength(&self) -> f64 {
-        let marked = self.marks as f64 / self.departures.max(1) as f64;
-        marked.max(self.deep_fraction()).min(1.0)
+        let per_departure = |n: u64| n as f64 / self.departures.max(1) as f64;
+        per_departure(self.marks)
+            .max(per_departure(self.trimmed))
+            .max(self.deep_fraction())
+            .min(1.0)
     }
     fn describe(&self) -> String {
         let mut parts = Vec::new();
@@ -807,6 +829,12 @@ impl Congestion {
             parts.push(format!(
                 "{} of {} departures ECN-marked",
                 self.marks, self.departures
+            ));
+        }
+        if self.trimmed > 0 {
+            parts.push(format!(
+                "{} packets trimmed (receivers asked for each again)",
+                self.trimmed
             ));
         }
         if self.deep.1 > 0 {
@@ -828,6 +856,14 @@ impl Congestion {
                 self.marks,
             ));
         }
+        if self.trimmed > 0 {
+            ev.push(d.ev(
+                &e.node,
+                Some(&e.port),
+                "SAI_QUEUE_STAT_TRIM_PACKETS (all queues)",
+                self.trimmed,
+            ));
+        }
         if self.deep.0 > 0 {
             ev.push(d.ev(
                 &e.node,
@@ -837,6 +873,25 @@ impl Congestion {
             ));
         }
         ev
+    }
+}
+
+/// Which of ECN, PFC and trimming acted on a congested port, for the finding's summary.
+fn what_acted(marked: bool, pfc_sent: u64, trimmed: bool) -> String {
+    match (marked, pfc_sent > 0) {
+        (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
+        (true, true) => {
+            format!("PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough")
+        }
+        (false, true) => format!(
+            "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
+        ),
+        (false, false) if trimmed => {
+            "trimming acted, no ECN marks nor PAUSE (lossy class)".to_string()
+        }
+        (false, false) => {
+            "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)".to_string()
+        }
     }
 }
 
@@ -875,19 +930,7 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     pfc_sent,
                 ));
             }
-            let ecn_first = match (c.marks > 0, pfc_sent > 0) {
-                (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
-                (true, true) => format!(
-                    "PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough"
-                ),
-                (false, true) => format!(
-                    "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
-                ),
-                (false, false) => {
-                    "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)"
-                        .to_string()
-                }
-            };
+            let ecn_first = what_acted(c.marks > 0, pfc_sent, c.trimmed > 0);
             let strength = c.strength();
             if fab.is_host(&peer.node) {
                 // Senders: hosts whose leaf received most in the window.

@@ -283,6 +283,21 @@ fn scenario(name: &str) -> Window {
             m.port("leaf4", "Ethernet8").pfc_tx_pause[3] += 20 * SECS;
             m.port("spine1", "Ethernet12").pfc_rx_pause[3] += 20 * SECS;
         }
+        "incast_trimmed" => {
+            // The lossy trimmed class: leaf4 trims what it cannot queue toward leaf4-h1; no
+            // ECN marks, no PAUSE.
+            for s in ["leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf1-h2"] {
+                m.flow(&f, s, "leaf4-h1", 125 * SECS, 1);
+                m.flow(&f, s, "leaf4-h1", 125 * SECS, 2);
+            }
+            m.queue("leaf4", "Ethernet0:3").trimmed += 60 * SECS;
+        }
+        "stray_trims" => {
+            // A handful of trims under heavy traffic: one burst, not congestion.
+            m.flow(&f, "leaf1-h1", "leaf4-h1", 100 * SECS, 1);
+            m.flow(&f, "leaf1-h1", "leaf4-h1", 100 * SECS, 2);
+            m.queue("leaf4", "Ethernet0:3").trimmed += 6;
+        }
         "lossy_link" => {
             // 20% of what spine2 sends to leaf3 is lost on the cable, both ways.
             m.flow(&f, "leaf1-h1", "leaf3-h2", 50 * SECS, 2);
@@ -377,6 +392,8 @@ const SCENARIOS: &[(&str, Option<(Kind, &str)>)] = &[
     ("stuck_receiver", Some((Kind::SlowReceiver, "leaf3-h2"))),
     ("incast", Some((Kind::Congestion, "leaf4-h1"))),
     ("incast_with_pfc", Some((Kind::Congestion, "leaf4-h1"))),
+    ("incast_trimmed", Some((Kind::Congestion, "leaf4-h1"))),
+    ("stray_trims", None),
     ("lossy_link", Some((Kind::LossyLink, "spine2:Ethernet8"))),
     ("loss_everywhere", None),
     ("slow_link", Some((Kind::SlowLink, "leaf1:Ethernet12"))),
@@ -487,6 +504,25 @@ fn incast_tells_whether_ecn_acts_before_pfc_and_names_the_senders() {
     }
     let b = &diagnose(&scenario("incast_with_pfc"), &th)[0];
     assert!(b.summary.contains("PFC engaged too"), "{}", b.summary);
+}
+
+#[test]
+fn persistent_trimming_is_congestion_evidence_and_a_stray_burst_is_not() {
+    let th = Thresholds::default();
+    let f = &diagnose(&scenario("incast_trimmed"), &th)[0];
+    assert!(
+        f.summary.contains("600 packets trimmed") && f.summary.contains("trimming acted"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.counter.starts_with("SAI_QUEUE_STAT_TRIM_PACKETS") && e.delta == 600),
+        "{:?}",
+        f.evidence
+    );
+    assert!(diagnose(&scenario("stray_trims"), &th).is_empty());
 }
 
 #[test]

@@ -194,6 +194,7 @@ pub fn switch_sample(
                 // recorded windows); the rules read a missing queue as zeros.
                 if q.packets.unwrap_or(0) == 0
                     && q.ecn_marked.unwrap_or(0) == 0
+                    && q.trimmed.unwrap_or(0) == 0
                     && q.wd_detected.unwrap_or(0) == 0
                 {
                     continue;
@@ -203,6 +204,7 @@ pub fn switch_sample(
                     QueueSample {
                         packets: q.packets.unwrap_or(0),
                         ecn_marked: q.ecn_marked.unwrap_or(0),
+                        trimmed: q.trimmed.unwrap_or(0),
                         wd_stormed: q.wd_status == Some(WdStatus::Stormed),
                         wd_detected: q.wd_detected.unwrap_or(0),
                     },

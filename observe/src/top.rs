@@ -48,6 +48,8 @@ pub struct QueueRow {
     pub queue: u8,
     pub tx_pps: f64,
     pub ecn_marked_per_s: f64,
+    /// Packets of the queue trimmed per second (packet trimming).
+    pub trimmed_per_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -258,7 +260,7 @@ impl Pair<'_> {
         links
     }
 
-    /// Queues that sent or marked, by ECN marks/s.
+    /// Queues that sent, marked or trimmed, by ECN marks + trims per second.
     fn queues(&self) -> Vec<QueueRow> {
         let mut queues: Vec<QueueRow> = self
             .q1
@@ -271,14 +273,15 @@ impl Pair<'_> {
                     queue: q,
                     tx_pps: rate(o.and_then(|x| x.packets), c.packets, self.dt),
                     ecn_marked_per_s: rate(o.and_then(|x| x.ecn_marked), c.ecn_marked, self.dt),
+                    trimmed_per_s: rate(o.and_then(|x| x.trimmed), c.trimmed, self.dt),
                 }
             })
-            .filter(|r| r.tx_pps > 0.0 || r.ecn_marked_per_s > 0.0)
+            .filter(|r| r.tx_pps > 0.0 || r.ecn_marked_per_s > 0.0 || r.trimmed_per_s > 0.0)
             .filter(|r| self.keep(&format!("{}:{}", r.switch, r.port)))
             .collect();
         queues.sort_by(|a, b| {
-            b.ecn_marked_per_s
-                .total_cmp(&a.ecn_marked_per_s)
+            (b.ecn_marked_per_s + b.trimmed_per_s)
+                .total_cmp(&(a.ecn_marked_per_s + a.trimmed_per_s))
                 .then(b.tx_pps.total_cmp(&a.tx_pps))
         });
         queues
@@ -575,6 +578,7 @@ mod tests {
             queue: 3,
             packets: Some(10),
             ecn_marked: Some(5),
+            trimmed: Some(3),
             ..Default::default()
         });
         if s0 == s1 {
@@ -608,6 +612,7 @@ mod tests {
         assert_eq!(v.links[0].a_to_b_bps, Some(40_000_000.0));
         assert_eq!(v.links[1].link, weft_reconcile::core::link_name(&t, 0));
         assert_eq!(v.queues[0].ecn_marked_per_s, 5.0);
+        assert_eq!(v.queues[0].trimmed_per_s, 3.0);
         let filtered = view(
             &t,
             &prev,

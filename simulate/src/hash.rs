@@ -115,6 +115,15 @@ impl FlowKey {
     pub fn selector_hash(&self, seed: u32) -> u16 {
         crc16(&self.flow_hash().wrapping_mul(seed | 1).to_be_bytes())
     }
+
+    /// The selector's hash in ENTROPY mode: the UDP source port alone, times `seed | 1`.
+    pub fn entropy_hash(&self, seed: u32) -> u16 {
+        crc16(
+            &u32::from(self.src_port)
+                .wrapping_mul(seed | 1)
+                .to_be_bytes(),
+        )
+    }
 }
 
 /// The hash seed of the switch with `device_id`: must equal `weft_p4::hash_seed` (a test in

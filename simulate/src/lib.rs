@@ -19,6 +19,7 @@ pub mod ideal;
 pub mod maxmin;
 pub mod model;
 pub mod place;
+pub mod transport;
 
 pub use fabric::Fabric;
 pub use fib::{Fib, Group, Member, Mode, Next, SwitchFib};

@@ -24,6 +24,15 @@ word_enum! {
 }
 
 word_enum! {
+    /// What a queue does with a packet its buffer cannot admit (SONiC's packet trimming).
+    pub enum DiscardAction {
+        Drop = "drop",
+        /// Trim it to `SWITCH_TRIMMING|GLOBAL` `size` and send it on, re-marked.
+        Trim = "trim",
+    }
+}
+
+word_enum! {
     /// Whether the plugin may move the ECN thresholds at run time.
     pub enum Tuning { Auto = "auto", Off = "off" }
 }
@@ -34,6 +43,10 @@ pub const MAP_NAME: &str = "WEFT";
 pub const CABLE_LENGTH_NAME: &str = "AZURE";
 /// The one `PFC_WD` row that is not a port.
 pub const PFC_WD_GLOBAL: &str = "GLOBAL";
+/// The one `SWITCH_TRIMMING` row.
+pub const SWITCH_TRIMMING_KEY: &str = "GLOBAL";
+/// The buffer profile of trimmable queues (SONiC's own example name).
+pub const TRIM_PROFILE: &str = "q_lossy_trim_profile";
 
 row! {
     /// A front-panel port. The plugin maps SONiC port names in P4RT entries to P4Runtime port
@@ -124,6 +137,34 @@ row! {
         /// Bytes.
         pub size: Option<u64> = "size",
         pub dynamic_th: Option<i32> = "dynamic_th",
+        /// `trim`: a packet the queue cannot admit is trimmed (SONiC's packet trimming),
+        /// otherwise dropped.
+        pub packet_discard_action: Option<DiscardAction> = "packet_discard_action",
+    }
+}
+
+row! {
+    /// A queue's buffer profile (its `packet_discard_action` makes it trimmable). SONiC allows a
+    /// class range (`3-4`) in the key.
+    pub struct BufferQueue in ConfigDb "BUFFER_QUEUE" by Controller, key "EthernetN|tc" {
+        pub port: String,
+        pub queues: ClassList;
+        pub profile: String = "profile",
+    }
+}
+
+row! {
+    /// Packet trimming, switch-wide (SONiC's packet trimming design): what a trimmed packet
+    /// keeps and where it goes. Which queues trim is their buffer profile's
+    /// `packet_discard_action`.
+    pub struct SwitchTrimming in ConfigDb "SWITCH_TRIMMING" by Controller, key "GLOBAL" {
+        pub name: String;
+        /// Bytes a trimmed packet keeps (a shorter packet is sent whole).
+        pub size: u32 = "size",
+        /// DSCP of trimmed packets.
+        pub dscp_value: u8 = "dscp_value",
+        /// Queue trimmed packets leave by.
+        pub queue_index: u8 = "queue_index",
     }
 }
 
@@ -216,6 +257,8 @@ pub enum ConfigRow {
     PfcWdGlobal(PfcWdGlobal),
     EcnEnvelope(EcnEnvelope),
     Telemetry(Telemetry),
+    BufferQueue(BufferQueue),
+    SwitchTrimming(SwitchTrimming),
 }
 
 macro_rules! each_row {
@@ -235,6 +278,8 @@ macro_rules! each_row {
             ConfigRow::PfcWdGlobal($r) => $e,
             ConfigRow::EcnEnvelope($r) => $e,
             ConfigRow::Telemetry($r) => $e,
+            ConfigRow::BufferQueue($r) => $e,
+            ConfigRow::SwitchTrimming($r) => $e,
         }
     };
 }
@@ -289,6 +334,10 @@ impl ConfigRow {
                 EcnEnvelope::from_fields(key, fields).map(ConfigRow::EcnEnvelope)
             }
             "WEFT_TELEMETRY" => Telemetry::from_fields(key, fields).map(ConfigRow::Telemetry),
+            "BUFFER_QUEUE" => BufferQueue::from_fields(key, fields).map(ConfigRow::BufferQueue),
+            "SWITCH_TRIMMING" => {
+                SwitchTrimming::from_fields(key, fields).map(ConfigRow::SwitchTrimming)
+            }
             _ => return None,
         })
     }
@@ -305,12 +354,14 @@ impl ConfigRow {
             ConfigRow::Port(_)
             | ConfigRow::CableLength(_)
             | ConfigRow::PfcWdGlobal(_)
-            | ConfigRow::Telemetry(_) => 1,
+            | ConfigRow::Telemetry(_)
+            | ConfigRow::SwitchTrimming(_) => 1,
             ConfigRow::PortQosMap(_)
             | ConfigRow::Queue(_)
             | ConfigRow::BufferPg(_)
             | ConfigRow::PfcWd(_)
-            | ConfigRow::EcnEnvelope(_) => 2,
+            | ConfigRow::EcnEnvelope(_)
+            | ConfigRow::BufferQueue(_) => 2,
         }
     }
 }
@@ -358,6 +409,8 @@ pub struct ConfigDb {
     pub envelopes: std::collections::BTreeMap<(String, u8), EcnEnvelope>,
     pub cable_length: Option<CableLength>,
     pub telemetry: Option<Telemetry>,
+    pub buffer_queues: Vec<BufferQueue>,
+    pub switch_trimming: Option<SwitchTrimming>,
     /// Rows that did not parse; the rest is used.
     pub errors: Vec<crate::SchemaError>,
 }
@@ -407,6 +460,8 @@ impl ConfigDb {
                 self.envelopes.insert((r.port.clone(), r.tc), r);
             }
             ConfigRow::Telemetry(r) => self.telemetry = Some(r),
+            ConfigRow::BufferQueue(r) => self.buffer_queues.push(r),
+            ConfigRow::SwitchTrimming(r) => self.switch_trimming = Some(r),
         }
     }
 
@@ -424,6 +479,18 @@ impl ConfigDb {
             .iter()
             .filter(|b| b.port == port && b.classes.contains(class))
             .find_map(|b| self.buffer_profiles.get(&b.profile))
+    }
+
+    /// Whether `(port, queue)` trims: its `BUFFER_QUEUE` profile's `packet_discard_action` is
+    /// `trim` (without `SWITCH_TRIMMING|GLOBAL` nothing trims).
+    pub fn trims(&self, port: &str, queue: u8) -> bool {
+        self.switch_trimming.is_some()
+            && self
+                .buffer_queues
+                .iter()
+                .filter(|b| b.port == port && b.queues.contains(queue))
+                .filter_map(|b| self.buffer_profiles.get(&b.profile))
+                .any(|p| p.packet_discard_action == Some(DiscardAction::Trim))
     }
 
     /// Classes PFC protects on `port`.
@@ -456,6 +523,8 @@ pub(crate) fn catalogue() -> Vec<TableDoc> {
         doc_of::<PfcWdGlobal>(),
         doc_of::<EcnEnvelope>(),
         doc_of::<Telemetry>(),
+        doc_of::<BufferQueue>(),
+        doc_of::<SwitchTrimming>(),
     ]
 }
 
@@ -556,6 +625,60 @@ mod tests {
         );
         let e = Queue::from_fields("Ethernet0", &vec![]).expect_err("key has no queue");
         assert!(e.to_string().contains("EthernetN|tc"), "{e}");
+    }
+
+    #[test]
+    fn trimming_rows_read_like_sonics_design_writes_them_and_say_which_queues_trim() {
+        // SONiC's packet trimming design, "Data sample" / "Configuration sample".
+        let f = |v: &[(&str, &str)]| -> crate::FieldValues {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let rows = [
+            (
+                "SWITCH_TRIMMING",
+                "GLOBAL",
+                f(&[("size", "128"), ("dscp_value", "48"), ("queue_index", "6")]),
+            ),
+            (
+                "BUFFER_PROFILE",
+                "q_lossy_trim_profile",
+                f(&[
+                    ("dynamic_th", "3"),
+                    ("pool", "egress_lossy_pool"),
+                    ("size", "0"),
+                    ("packet_discard_action", "trim"),
+                ]),
+            ),
+            (
+                "BUFFER_QUEUE",
+                "Ethernet0|3",
+                f(&[("profile", "q_lossy_trim_profile")]),
+            ),
+        ];
+        let db = ConfigDb::from_rows(rows.iter().map(|(t, k, v)| (*t, *k, v)));
+        assert!(db.errors.is_empty(), "{:?}", db.errors);
+        let st = db.switch_trimming.clone().expect("global row");
+        assert_eq!((st.size, st.dscp_value, st.queue_index), (128, 48, 6));
+        assert!(db.trims("Ethernet0", 3));
+        assert!(!db.trims("Ethernet0", 4) && !db.trims("Ethernet4", 3));
+        for r in [
+            ConfigRow::SwitchTrimming(st),
+            ConfigRow::BufferQueue(db.buffer_queues[0].clone()),
+            ConfigRow::BufferProfile(db.buffer_profiles[TRIM_PROFILE].clone()),
+        ] {
+            let back = ConfigRow::from_fields(r.table(), &r.key(), &r.to_fields())
+                .expect("known table")
+                .expect("parses");
+            assert_eq!(back, r);
+        }
+        // Without the switch-wide row, a trim profile trims nothing.
+        let db = ConfigDb::from_rows(rows[1..].iter().map(|(t, k, v)| (*t, *k, v)));
+        assert!(!db.trims("Ethernet0", 3));
+        let bad = f(&[("packet_discard_action", "shred")]);
+        let e = BufferProfile::from_fields("p", &bad).expect_err("unknown action");
+        assert!(e.to_string().contains("shred"), "{e}");
     }
 
     #[test]

@@ -224,6 +224,8 @@ pub struct QueueCounters {
     pub packets: Option<u64>,
     pub bytes: Option<u64>,
     pub ecn_marked: Option<u64>,
+    /// Packets of this queue the switch trimmed (packet trimming) instead of queueing them.
+    pub trimmed: Option<u64>,
     pub wd_status: Option<crate::state::WdStatus>,
     pub wd_action: Option<crate::config::PfcWdAction>,
     pub wd_detected: Option<u64>,
@@ -233,6 +235,7 @@ pub struct QueueCounters {
 const Q_PKTS: &str = "SAI_QUEUE_STAT_PACKETS";
 const Q_BYTES: &str = "SAI_QUEUE_STAT_BYTES";
 const Q_ECN: &str = "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS";
+const Q_TRIM: &str = "SAI_QUEUE_STAT_TRIM_PACKETS";
 const WD_STATUS: &str = "PFC_WD_STATUS";
 const WD_ACTION: &str = "PFC_WD_ACTION";
 const WD_DETECTED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED";
@@ -262,6 +265,12 @@ impl Row for QueueCounters {
             expected: "packets",
             optional: true,
             doc: "CE-marked departures",
+        },
+        FieldDoc {
+            name: Q_TRIM,
+            expected: "packets",
+            optional: true,
+            doc: "packets of this queue trimmed (cut to the trim size and sent on in the trimmed queue) because the port was congested",
         },
         FieldDoc {
             name: WD_STATUS,
@@ -296,6 +305,7 @@ impl Row for QueueCounters {
         put(&mut o, Q_PKTS, self.packets);
         put(&mut o, Q_BYTES, self.bytes);
         put(&mut o, Q_ECN, self.ecn_marked);
+        put(&mut o, Q_TRIM, self.trimmed);
         if let Some(s) = self.wd_status {
             o.push((WD_STATUS.into(), s.as_str().into()));
         }
@@ -326,6 +336,7 @@ impl Row for QueueCounters {
             packets: get(f, Q_PKTS),
             bytes: get(f, Q_BYTES),
             ecn_marked: get(f, Q_ECN),
+            trimmed: get(f, Q_TRIM),
             wd_status: word(WD_STATUS).and_then(<crate::state::WdStatus as crate::Field>::parse),
             wd_action: word(WD_ACTION)
                 .and_then(<crate::config::PfcWdAction as crate::Field>::parse),
@@ -565,6 +576,7 @@ mod tests {
             port: "Ethernet0".into(),
             queue: 3,
             ecn_marked: Some(2),
+            trimmed: Some(6),
             ..Default::default()
         };
         let mut s = SwitchCounters::default();

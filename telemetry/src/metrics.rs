@@ -99,6 +99,12 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         "Packets the queue marked CE (ecn_mark_counter).",
     ),
     fam(
+        "weft_queue_trimmed_packets_total",
+        "counter",
+        SPQ,
+        "Packets of the queue trimmed because the port was congested (SAI_QUEUE_STAT_TRIM_PACKETS).",
+    ),
+    fam(
         "weft_pfc_pause_rx_frames_total",
         "counter",
         SPP,
@@ -307,6 +313,7 @@ pub struct QueueSample {
     pub packets: Option<u64>,
     pub bytes: Option<u64>,
     pub ecn_marked: Option<u64>,
+    pub trimmed: Option<u64>,
 }
 
 /// A depth histogram: per bucket (inclusive upper edge in packets, packets in the bucket),
@@ -359,6 +366,7 @@ impl SwitchSnapshot {
                             packets: q.packets,
                             bytes: q.bytes,
                             ecn_marked: q.ecn_marked,
+                            trimmed: q.trimmed,
                         },
                     );
                 }
@@ -446,10 +454,11 @@ impl Collector for SwitchCollector {
         let queue =
             |p: &str, q: u8| labels(&[("switch", sw), ("port", p), ("queue", &q.to_string())]);
         type QueueField = fn(&QueueSample) -> Option<u64>;
-        let queue_fields: [(&str, QueueField); 3] = [
+        let queue_fields: [(&str, QueueField); 4] = [
             ("weft_queue_tx_packets_total", |q| q.packets),
             ("weft_queue_tx_bytes_total", |q| q.bytes),
             ("weft_queue_ecn_marked_packets_total", |q| q.ecn_marked),
+            ("weft_queue_trimmed_packets_total", |q| q.trimmed),
         ];
         for (name, f) in queue_fields {
             counters(
@@ -969,6 +978,7 @@ mod tests {
                 packets: Some(5),
                 bytes: Some(500),
                 ecn_marked: Some(4),
+                trimmed: Some(8),
             },
         );
         s.drops.insert("NO_ROUTE".into(), (7, 700));
@@ -992,6 +1002,7 @@ mod tests {
         // Values: a few spot checks, with the labels Prometheus users will write in queries.
         for line in [
             r#"weft_queue_ecn_marked_packets_total{switch="leaf1",port="Ethernet0",queue="3"} 4"#,
+            r#"weft_queue_trimmed_packets_total{switch="leaf1",port="Ethernet0",queue="3"} 8"#,
             r#"weft_drops_packets_total{switch="leaf1",reason="no_route"} 7"#,
             r#"weft_pfc_pause_rx_frames_total{switch="leaf1",port="Ethernet0",priority="3"} 1"#,
             r#"weft_multipath_member_packets_total{switch="leaf1",nexthop="0x5"} 3"#,

@@ -446,6 +446,25 @@ pub struct TrafficClassSpec {
     pub lossless: Option<bool>,
     /// Per-class ECN overrides.
     pub ecn: Option<EcnSpec>,
+    /// Lossy with packet trimming instead of lossless: a packet of this class that meets a
+    /// congested queue is cut to `size` and sent on, re-marked, in a queue of its own, so the
+    /// receiver asks for it again at once (Ultra Ethernet; SONiC's SWITCH_TRIMMING).
+    pub trim: Option<TrimSpec>,
+}
+
+/// What a trimmed packet becomes. One setting per fabric (SONiC's is switch-wide): every
+/// trimmable class names the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrimSpec {
+    /// Bytes a trimmed packet keeps, Ethernet header included: at least the headers the
+    /// receiver needs to ask for it again (Ethernet + IP + UDP + BTH + RETH: 70 bytes, 90 with
+    /// IPv6), at most the MTU.
+    pub size: Bytes,
+    /// DSCP of the trimmed packet (every switch maps it to the trimmed queue).
+    pub dscp: u8,
+    /// Queue of the trimmed packet: one no class uses. Default: the highest free queue.
+    pub traffic_class: Option<u8>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]

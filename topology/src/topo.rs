@@ -155,6 +155,19 @@ pub struct TrafficClass {
     pub ecn: EcnOverride,
     pub routing: RoutingMode,
     pub flowlet_gap: Duration,
+    /// Trimmed rather than dropped when a queue is congested ([`Qos::trim`] says how).
+    pub trimmable: bool,
+}
+
+/// Packet trimming, switch-wide (SONiC's `SWITCH_TRIMMING|GLOBAL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Trimming {
+    /// Bytes a trimmed packet keeps, Ethernet header included.
+    pub size: Bytes,
+    /// DSCP of trimmed packets.
+    pub dscp: u8,
+    /// The queue (traffic class) trimmed packets take: no class uses it.
+    pub traffic_class: u8,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -183,6 +196,8 @@ pub struct Qos {
     pub xon: Option<Bytes>,
     pub port_buffer: Option<Bytes>,
     pub watchdog: Watchdog,
+    /// Packet trimming, when a class is trimmable.
+    pub trim: Option<Trimming>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -39,6 +39,9 @@ pub mod opcode {
 pub mod syndrome {
     pub const ACK: u8 = 0x00;
     pub const NAK_PSN_SEQUENCE: u8 = 0x60;
+    /// NACK of a trimmed packet: send this PSN again, only it (Ultra Ethernet's NACK; a NAK
+    /// code IBA leaves reserved, so a RoCE NIC never sends it).
+    pub const NAK_TRIMMED: u8 = 0x7f;
 }
 
 /// The 24-bit PSN space.

@@ -71,6 +71,16 @@ pub fn source_port(local_qp: u32) -> u16 {
     0xc000 | (local_qp & 0x3fff) as u16
 }
 
+/// Entropy values (UDP source ports) a QP may spray over: at most this many.
+pub const MAX_ENTROPY_VALUES: u16 = 16;
+
+/// UDP source port `k` (0..[`MAX_ENTROPY_VALUES`]) of a spraying QP: 0x8000 | the low 10 bits
+/// of the local QP number << 4 | k, below [`source_port`]'s range, so a QP's entropy values are
+/// its own (for QP numbers below 0x400: ranks up to 47 at 16 lanes).
+pub fn entropy_port(local_qp: u32, k: u16) -> u16 {
+    0x8000 | (((local_qp & 0x3ff) as u16) << 4) | (k % MAX_ENTROPY_VALUES)
+}
+
 /// One transfer of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transfer {

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::bth::{Aeth, Bth, DATA_OVERHEAD, Packet, ROCEV2_PORT, UDP_IP_ETH, opcode, syndrome};
-use crate::collective::{Collective, Step, qp_number, source_port};
+use crate::collective::{
+    Collective, MAX_ENTROPY_VALUES, Step, entropy_port, qp_number, source_port,
+};
 use crate::dcqcn::{DcqcnParams, Nanos};
 use crate::net::Net;
 use crate::receiver::{Placement, PsnTracker, Reply, RxCounters, RxParams};
@@ -60,6 +62,28 @@ pub struct RankPlan {
     pub deadline_ms: u64,
     /// After finishing, keep answering peers (ACKs to retransmissions) this long.
     pub linger_ms: u64,
+    /// DSCP switches give a trimmed packet (the fabric's `trim.dscp`): a data packet arriving
+    /// with it lost its payload on the way and is answered with a NACK of its PSN at once.
+    /// None: the fabric does not trim.
+    #[serde(default)]
+    pub trim_dscp: Option<u8>,
+    /// Spray each QP's packets over several UDP source ports (entropy values): a fabric that
+    /// hashes the 5-tuple puts each value on its own path. None: one source port per QP.
+    #[serde(default)]
+    pub entropy: Option<Entropy>,
+}
+
+/// How a QP sprays: its packets take source port [`entropy_port`]`(qp, k)`, k going round
+/// `values` values, moving on every `every` packets (1: per packet; the window of a flowlet-like
+/// burst otherwise). Round robin, not random, so every value carries the same share and a
+/// retransmission takes the value after the one that was trimmed: usually another path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entropy {
+    /// 1..=16.
+    pub values: u16,
+    /// Packets per value before the next, at least 1.
+    pub every: u32,
 }
 
 fn default_port() -> u16 {
@@ -115,6 +139,8 @@ impl RankPlan {
             deadline_ms: 60_000,
             // Longer than a retransmission timeout: a peer that missed our last ACK retries.
             linger_ms: (8 * (30 * pkt_ns).max(20_000_000)) / 1_000_000 + 200,
+            trim_dscp: None,
+            entropy: None,
         }
     }
 
@@ -168,7 +194,10 @@ pub struct Out {
 }
 
 struct Qp {
+    local: u32,
     remote: u32,
+    /// Data packets sent (the entropy value rotates on it).
+    sent: u64,
     peer_addr: SocketAddrV4,
     src_port: u16,
     tx: QpSender,
@@ -224,7 +253,9 @@ impl Endpoint {
                 by_local.insert(local, qps.len());
                 by_peer.entry(p).or_default().push(qps.len());
                 qps.push(Qp {
+                    local,
                     remote,
+                    sent: 0,
                     peer_addr: SocketAddrV4::new(ip, plan.port),
                     src_port: source_port(local),
                     // Both halves start at PSN 0: the PSN of a connection is agreed at setup.
@@ -360,6 +391,7 @@ impl Endpoint {
         let (psn, syn) = match r {
             Reply::Ack { psn } => (psn, syndrome::ACK),
             Reply::Nak { psn } => (psn, syndrome::NAK_PSN_SEQUENCE),
+            Reply::Trimmed { psn } => (psn, syndrome::NAK_TRIMMED),
         };
         Packet::Ack {
             bth: Bth {
@@ -385,6 +417,9 @@ impl Endpoint {
 
     /// One arriving datagram; returns what to send back.
     pub fn on_datagram(&mut self, now: Nanos, tos: u8, data: &[u8]) -> Vec<Out> {
+        if self.plan.trim_dscp == Some(tos >> 2) {
+            return self.on_trimmed(now, data);
+        }
         let mut out = Vec::new();
         let Ok(pkt) = Packet::decode(data) else {
             self.bad_packets += 1;
@@ -435,16 +470,38 @@ impl Endpoint {
             }
             Packet::Ack { bth, aeth } => {
                 let q = &mut self.qps[qi];
-                if aeth.syndrome == syndrome::ACK {
-                    q.tx.on_ack(now, bth.psn);
-                } else {
-                    q.tx.on_nak(now, bth.psn);
+                match aeth.syndrome {
+                    syndrome::ACK => q.tx.on_ack(now, bth.psn),
+                    syndrome::NAK_TRIMMED => q.tx.on_trim_nak(now, bth.psn),
+                    _ => q.tx.on_nak(now, bth.psn),
                 }
             }
             Packet::Cnp { .. } => self.qps[qi].tx.on_cnp(now),
         }
         self.progress(now);
         out
+    }
+
+    /// A data packet a switch trimmed: only its BTH is needed (the trim size may have cut the
+    /// RETH and the ICRC); the reply is the NACK of its PSN.
+    fn on_trimmed(&mut self, now: Nanos, data: &[u8]) -> Vec<Out> {
+        let bth = match Bth::decode(data) {
+            Ok(b) if (opcode::RC_WRITE_FIRST..=opcode::RC_WRITE_ONLY).contains(&b.opcode) => b,
+            _ => {
+                self.bad_packets += 1;
+                return Vec::new();
+            }
+        };
+        let Some(&qi) = self.by_local.get(&bth.dest_qp) else {
+            self.bad_packets += 1;
+            return Vec::new();
+        };
+        let mut buf = Vec::with_capacity(64);
+        let reply = self.qps[qi].rx.on_trimmed(now, bth.psn);
+        reply
+            .map(|r| self.reply(&self.qps[qi], r, &mut buf))
+            .into_iter()
+            .collect()
     }
 
     /// Timers (retransmission, loss detection); returns NAKs to send.
@@ -468,11 +525,21 @@ impl Endpoint {
             return None;
         }
         let n = self.qps.len();
+        let entropy = self.plan.entropy;
         for k in 0..n {
             let i = (self.rr + k) % n;
             let q = &mut self.qps[i];
             if let Some(d) = q.tx.next_packet(now, RankPlan::wire_bytes) {
                 self.rr = i + 1;
+                let src_port = match entropy {
+                    Some(e) => {
+                        let values = u64::from(e.values.clamp(1, MAX_ENTROPY_VALUES));
+                        let v = (q.sent / u64::from(e.every.max(1))) % values;
+                        entropy_port(q.local, v as u16)
+                    }
+                    None => q.src_port,
+                };
+                q.sent += 1;
                 let mut buf = Vec::with_capacity(d.payload + DATA_OVERHEAD);
                 Packet::Data {
                     bth: Bth {
@@ -492,7 +559,7 @@ impl Endpoint {
                 // As the QPs' pacing: a late wake-up catches up at most two packets.
                 self.nic_free = self.nic_free.max(now.saturating_sub(2 * t)) + t;
                 return Some(Out {
-                    src_port: q.src_port,
+                    src_port,
                     to: q.peer_addr,
                     tos: self.tos(),
                     data: buf,
@@ -533,6 +600,8 @@ impl Endpoint {
             tx.naks += t.naks;
             tx.timeouts += t.timeouts;
             tx.cnps += t.cnps;
+            tx.retransmitted_bytes += t.retransmitted_bytes;
+            tx.trim_naks += t.trim_naks;
             let r = q.rx.counters;
             rx.packets += r.packets;
             rx.placed += r.placed;
@@ -544,6 +613,7 @@ impl Endpoint {
             rx.beyond_window += r.beyond_window;
             rx.losses_detected += r.losses_detected;
             rx.naks += r.naks;
+            rx.trimmed += r.trimmed;
             message_ns.extend(q.tx.completed.iter().map(|c| c.acked - c.posted));
             bytes_received += q.received.values().sum::<u64>();
         }

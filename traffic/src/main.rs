@@ -15,6 +15,7 @@ use weft_traffic::receiver::Placement;
 /// Examples:
 ///   weft-traffic recv --bind 10.0.0.18 --from 10.0.0.2 --bytes 1048576 --rate-pps 300
 ///   weft-traffic send --bind 10.0.0.2 --to 10.0.0.18 --bytes 1048576 --rate-pps 300
+///   weft-traffic send ... --spray 8 --trim-dscp 11   (lossy trimmed class, source port per packet)
 ///   weft-traffic rank --plan rank3.json          (a collective's rank; `weft testbed workload`
 ///                                                 writes the plans)
 #[derive(Parser)]
@@ -68,6 +69,13 @@ struct Transfer {
     /// Start at this Unix time in ns (both ends the same), else at once.
     #[arg(long)]
     start_at: Option<u64>,
+    /// DSCP switches give trimmed packets (the fabric's `trim.dscp`): answered with a NACK of
+    /// their PSN at once.
+    #[arg(long)]
+    trim_dscp: Option<u8>,
+    /// Rotate the UDP source port over this many entropy values (1..=16), one per packet.
+    #[arg(long)]
+    spray: Option<u16>,
     #[arg(long, default_value = "60000")]
     deadline_ms: u64,
 }
@@ -82,6 +90,10 @@ fn transfer_plan(rank: u32, addresses: Vec<Ipv4Addr>, t: &Transfer, p: Placement
     let mut plan = RankPlan::defaults(rank, addresses, c, line, t.mtu, p);
     plan.dscp = t.dscp;
     plan.start_at_unix_ns = t.start_at;
+    plan.trim_dscp = t.trim_dscp;
+    plan.entropy = t
+        .spray
+        .map(|values| weft_traffic::engine::Entropy { values, every: 1 });
     plan.deadline_ms = t.deadline_ms;
     plan
 }

@@ -9,6 +9,11 @@
 //!   lost and a NAK asks for go-back-N from the hole (packets already placed come again and are
 //!   counted as duplicates).
 //!
+//! A trimmed packet (a switch cut it to its headers under congestion and re-marked it) carries
+//! no payload to place: either kind answers it at once with a NACK of its PSN alone
+//! ([`Reply::Trimmed`]), and the hole it leaves is filled by that one retransmission; the loss
+//! timers stay as the fallback for a NACK that is itself lost.
+//!
 //! Independent of the kind, network reordering is measured on first transmissions: a packet
 //! whose PSN is below the highest PSN already seen is out of order, by `highest − psn`
 //! (its reorder depth, RFC 4737's extent).
@@ -59,6 +64,9 @@ pub struct RxCounters {
     /// Holes declared lost (out-of-order placement) or sequence errors (go-back-N).
     pub losses_detected: u64,
     pub naks: u64,
+    /// Trimmed packets received (each answered with a NACK of its PSN, unless already placed).
+    #[serde(default)]
+    pub trimmed: u64,
 }
 
 /// What the receiver wants sent back.
@@ -68,6 +76,8 @@ pub enum Reply {
     Ack { psn: u32 },
     /// Go back to `psn`.
     Nak { psn: u32 },
+    /// Send `psn` again, only it: it arrived trimmed.
+    Trimmed { psn: u32 },
 }
 
 /// What happened to one arriving packet.
@@ -222,6 +232,34 @@ impl PsnTracker {
             placed: true,
             reply,
         }
+    }
+
+    /// A trimmed packet of `psn`: nothing is placed; a NACK asks for exactly that PSN unless
+    /// it is already placed (then the ACK is repeated) or beyond what the receiver can hold.
+    pub fn on_trimmed(&mut self, now: Nanos, psn: u32) -> Option<Reply> {
+        self.counters.packets += 1;
+        self.counters.trimmed += 1;
+        let d = psn_diff(psn, self.expected);
+        if d < 0
+            || (d > 0 && self.p.placement == Placement::OutOfOrder && {
+                let s = self.slot(psn);
+                (d as u32) < self.p.window && self.held[s]
+            })
+        {
+            self.counters.duplicates += 1;
+            return Some(Reply::Ack {
+                psn: psn_add(self.expected, PSN_MASK),
+            });
+        }
+        if d as u32 >= self.p.window {
+            self.counters.beyond_window += 1;
+            return None;
+        }
+        if d > 0 && self.hole_since.is_none() {
+            self.hole_since = Some(now);
+        }
+        self.counters.naks += 1;
+        Some(Reply::Trimmed { psn })
     }
 
     fn ack(&mut self) -> Option<Reply> {
@@ -400,6 +438,36 @@ mod tests {
         assert!(!t.on_data(0, 4, 100, false, false).placed);
         assert_eq!(t.counters.beyond_window, 1);
         assert!(t.on_data(0, 3, 100, false, false).placed);
+    }
+
+    #[test]
+    fn a_trimmed_packet_is_nacked_alone_and_its_retransmission_fills_the_hole() {
+        let mut t = PsnTracker::new(params(Placement::OutOfOrder), 0);
+        feed(&mut t, 0, &[0, 1]);
+        assert_eq!(t.on_trimmed(5, 2), Some(Reply::Trimmed { psn: 2 }));
+        // What follows is placed: nothing is dropped and nothing else is asked for.
+        let a = feed(&mut t, 6, &[3, 4]);
+        assert!(
+            a.iter()
+                .all(|x| x.placed && !matches!(x.reply, Some(Reply::Nak { .. })))
+        );
+        assert_eq!(t.expected(), 2);
+        assert!(t.on_data(7, 2, 100, true, false).placed);
+        assert_eq!(t.expected(), 5);
+        assert_eq!(t.counters.trimmed, 1);
+        assert_eq!(t.counters.losses_detected, 0);
+        assert_eq!(t.poll(2_000_000), Some(Reply::Ack { psn: 4 }));
+        assert_eq!(t.next_deadline(), None, "no loss timer left running");
+    }
+
+    #[test]
+    fn a_trimmed_copy_of_a_placed_packet_repeats_the_ack_instead() {
+        let mut t = PsnTracker::new(params(Placement::OutOfOrder), 0);
+        feed(&mut t, 0, &[0, 2]);
+        assert_eq!(t.on_trimmed(1, 0), Some(Reply::Ack { psn: 0 }));
+        assert_eq!(t.on_trimmed(1, 2), Some(Reply::Ack { psn: 0 }));
+        assert_eq!(t.on_trimmed(1, 1), Some(Reply::Trimmed { psn: 1 }));
+        assert_eq!(t.on_trimmed(1, 65), None, "beyond the window");
     }
 
     #[test]

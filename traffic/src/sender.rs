@@ -1,7 +1,9 @@
 //! The requester side of one QP: messages become a PSN stream, paced by the QP's DCQCN rate,
-//! acknowledged cumulatively, repeated from a NAK'd PSN or after a timeout (go-back-N).
+//! acknowledged cumulatively, repeated from a NAK'd PSN or after a timeout (go-back-N), and
+//! packet by packet when the receiver NACKs a trimmed one: that PSN alone goes out again
+//! before any new data, without waiting for a timeout and whatever the window.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +32,12 @@ pub struct TxCounters {
     pub naks: u64,
     pub timeouts: u64,
     pub cnps: u64,
+    /// Payload bytes sent again (go-back-N, timeouts and trimmed packets together).
+    #[serde(default)]
+    pub retransmitted_bytes: u64,
+    /// NACKs of trimmed packets received (each asks for one PSN).
+    #[serde(default)]
+    pub trim_naks: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +80,9 @@ pub struct QpSender {
     stream_end: u32,
     /// Next PSN to assign to a posted message.
     tail: u32,
+    /// PSNs the receiver reported trimmed, to send again before anything else.
+    resend: VecDeque<u32>,
+    resend_set: BTreeSet<u32>,
     /// When each unacknowledged PSN (from `acked` on) was last sent: the retransmission timer
     /// runs from the oldest, so a QP waiting its turn at a shared NIC does not time out.
     sent_at: VecDeque<(Nanos, bool)>,
@@ -95,6 +106,8 @@ impl QpSender {
             next: first,
             stream_end: first,
             tail: first,
+            resend: VecDeque::new(),
+            resend_set: BTreeSet::new(),
             sent_at: VecDeque::new(),
             srtt: None,
             rttvar: 0.0,
@@ -132,17 +145,46 @@ impl QpSender {
         psn_diff(self.tail, self.next) > 0
     }
 
-    /// The next packet, if the QP's rate and window allow one now. `wire` is the packet's size
-    /// on the link for `payload` bytes, which the pacing accounts.
+    /// The oldest trimmed PSN still unacknowledged, taken off the resend queue.
+    fn take_resend(&mut self) -> Option<u32> {
+        while let Some(psn) = self.resend.pop_front() {
+            self.resend_set.remove(&psn);
+            if psn_diff(psn, self.acked) >= 0 && psn_diff(psn, self.stream_end) < 0 {
+                return Some(psn);
+            }
+        }
+        None
+    }
+
+    /// The next packet, if the QP's rate and window allow one now: a trimmed packet the
+    /// receiver asked for again comes first (the window does not hold it back: it is already
+    /// counted as outstanding), then the stream. `wire` is the packet's size on the link for
+    /// `payload` bytes, which the pacing accounts.
     pub fn next_packet(&mut self, now: Nanos, wire: impl Fn(usize) -> usize) -> Option<DataOut> {
-        if !self.has_data() || now < self.next_allowed {
+        if now < self.next_allowed {
             return None;
         }
-        if self.outstanding() >= self.p.max_outstanding {
+        if let Some(psn) = self.take_resend() {
+            self.rate.advance(now);
+            return self.packet_at(now, psn, false, &wire);
+        }
+        if !self.has_data() || self.outstanding() >= self.p.max_outstanding {
             return None;
         }
         self.rate.advance(now);
         let psn = self.next;
+        self.packet_at(now, psn, true, &wire)
+    }
+
+    /// Builds and accounts the packet of `psn`; `in_stream`: it is `next` (advanced past it),
+    /// not a resend of a trimmed packet out of turn.
+    fn packet_at(
+        &mut self,
+        now: Nanos,
+        psn: u32,
+        in_stream: bool,
+        wire: &impl Fn(usize) -> usize,
+    ) -> Option<DataOut> {
         let m = *self.messages.iter().find(|m| {
             psn_diff(psn, m.first_psn) >= 0 && psn_diff(psn, m.first_psn) < m.packets as i32
         })?;
@@ -160,6 +202,7 @@ impl QpSender {
         let retransmission = psn_diff(psn, self.stream_end) < 0;
         if retransmission {
             self.counters.retransmitted += 1;
+            self.counters.retransmitted_bytes += payload as u64;
         } else {
             self.stream_end = psn_add(psn, 1);
         }
@@ -169,7 +212,9 @@ impl QpSender {
         } else {
             self.sent_at.push_back((now, retransmission));
         }
-        self.next = psn_add(psn, 1);
+        if in_stream {
+            self.next = psn_add(psn, 1);
+        }
         self.counters.packets += 1;
         self.counters.payload_bytes += payload as u64;
         let gap = (wire(payload) as f64 / self.rate.rate().max(1.0) * 1e9) as Nanos;
@@ -226,6 +271,21 @@ impl QpSender {
         }
     }
 
+    /// NACK of a trimmed packet: `psn` alone is sent again, next, whatever else is in flight
+    /// (the receiver places out of order: nothing after it needs repeating). A trimmed packet
+    /// met a queue over the trim threshold: the rate is cut as for a CNP (once per round trip,
+    /// DCQCN's rule), or the repeat meets the same queue and is trimmed again.
+    pub fn on_trim_nak(&mut self, now: Nanos, psn: u32) {
+        self.counters.trim_naks += 1;
+        self.rate.on_cnp(now);
+        if psn_diff(psn, self.acked) >= 0
+            && psn_diff(psn, self.stream_end) < 0
+            && self.resend_set.insert(psn)
+        {
+            self.resend.push_back(psn);
+        }
+    }
+
     /// NAK: the receiver holds everything before `psn` and wants `psn` again.
     pub fn on_nak(&mut self, now: Nanos, psn: u32) {
         self.counters.naks += 1;
@@ -276,6 +336,9 @@ impl QpSender {
         {
             self.counters.timeouts += 1;
             self.next = self.acked;
+            // Going back covers every PSN a trimmed packet's NACK asked for.
+            self.resend.clear();
+            self.resend_set.clear();
             self.sent_at.clear();
             self.last_progress = now;
             self.backoff += 1;
@@ -284,8 +347,9 @@ impl QpSender {
 
     /// When this QP may next send a packet (None: nothing to send, or the window is full).
     pub fn send_deadline(&self) -> Option<Nanos> {
-        (self.has_data() && self.outstanding() < self.p.max_outstanding)
-            .then_some(self.next_allowed)
+        ((self.has_data() && self.outstanding() < self.p.max_outstanding)
+            || !self.resend.is_empty())
+        .then_some(self.next_allowed)
     }
 
     /// When the retransmission timer fires, if anything is unacknowledged: `rto` after the
@@ -472,6 +536,58 @@ mod tests {
         s.poll(30_000_000 + before);
         assert_eq!(s.counters.timeouts, 1);
         assert_eq!(s.rto(), 2 * before);
+    }
+
+    #[test]
+    fn a_trim_nack_resends_that_psn_alone_next_even_with_the_window_full() {
+        let mut s = sender();
+        s.post(0, 1, 20_000);
+        let mut sent = Vec::new();
+        for t in 0..10 {
+            sent.extend(drain(&mut s, t * 1_000_000).iter().map(|p| p.psn));
+        }
+        // The window (8) is full: nothing new goes out.
+        assert_eq!(sent, (100..108).collect::<Vec<_>>());
+        assert_eq!(s.send_deadline(), None);
+        s.on_trim_nak(10_000_000, 103);
+        s.on_trim_nak(10_000_000, 103);
+        assert!(s.send_deadline().is_some());
+        let again = drain(&mut s, 10_000_000);
+        assert_eq!(
+            again.len(),
+            1,
+            "one NACK, one packet, however often it came"
+        );
+        assert_eq!((again[0].psn, again[0].reth.va), (103, 3000));
+        assert!(again[0].reth.retransmission());
+        assert_eq!(s.counters.retransmitted, 1);
+        assert_eq!(s.counters.retransmitted_bytes, 1000);
+        assert_eq!(s.counters.trim_naks, 2);
+        assert_eq!(s.counters.timeouts, 0);
+        // A trimmed packet is congestion: the rate was cut, as for a CNP.
+        assert!(s.rate.rate() < 1e6, "{}", s.rate.rate());
+        // The stream goes on where it was once the window opens: no go-back.
+        s.on_ack(11_000_000, 107);
+        let next = drain(&mut s, 20_000_000);
+        assert_eq!(next.first().map(|p| p.psn), Some(108));
+        assert!(!next[0].reth.retransmission());
+    }
+
+    #[test]
+    fn a_trim_nack_for_a_psn_already_acknowledged_or_never_sent_sends_nothing() {
+        let mut s = sender();
+        s.post(0, 1, 5000);
+        drain(&mut s, 0);
+        drain(&mut s, 1_000_000);
+        s.on_ack(2_000_000, 100);
+        s.on_trim_nak(2_000_000, 100);
+        s.on_trim_nak(2_000_000, 150);
+        assert!(
+            drain(&mut s, 2_000_000)
+                .iter()
+                .all(|p| !p.reth.retransmission())
+        );
+        assert_eq!(s.counters.retransmitted, 0);
     }
 
     #[test]

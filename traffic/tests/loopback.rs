@@ -23,7 +23,15 @@ enum Act {
     /// Deliver after this many later packets.
     Hold(u32),
     MarkCe,
+    /// What a trimming switch does: cut to `TRIM_SIZE` on the wire, re-mark to `TRIM_DSCP`.
+    Trim,
 }
+
+/// The fabric's trim size (Ethernet included) and trimmed DSCP.
+const TRIM_SIZE: usize = 128;
+const TRIM_DSCP: u8 = 11;
+/// Ethernet + IPv4 + UDP: what the trim size covers besides the datagram.
+const ETH_IP_UDP: usize = 14 + 20 + 8;
 
 type Rule = Box<dyn FnMut(&Packet) -> Act + Send>;
 
@@ -49,7 +57,7 @@ impl Net for Shim {
         let Some(mut r) = self.inner.recv(buf, timeout)? else {
             return Ok(None);
         };
-        let data = buf[..r.len].to_vec();
+        let mut data = buf[..r.len].to_vec();
         let act = match Packet::decode(&data) {
             Ok(p) => (self.rule)(&p),
             Err(_) => Act::Pass,
@@ -61,6 +69,11 @@ impl Net for Shim {
                 return Ok(None);
             }
             Act::MarkCe => r.tos |= CE,
+            Act::Trim => {
+                data.truncate(TRIM_SIZE - ETH_IP_UDP);
+                r.len = data.len();
+                r.tos = (TRIM_DSCP << 2) | (r.tos & 3);
+            }
             Act::Pass => {}
         }
         self.ready.push_back((r, data));
@@ -222,6 +235,107 @@ fn a_lost_packet_costs_go_back_n_the_window_behind_it_and_ooo_placement_only_its
         ooo_tx.tx.retransmitted,
         "{ooo_rx:?} {ooo_tx:?}"
     );
+}
+
+#[test]
+fn a_trimmed_packet_is_nacked_and_sent_again_at_once_without_a_timeout_or_a_go_back() {
+    let trim = || -> Option<Rule> {
+        Some(Box::new(|p: &Packet| {
+            if original(p, 40) || original(p, 41) || original(p, 120) {
+                Act::Trim
+            } else {
+                Act::Pass
+            }
+        }))
+    };
+    let mut p = plans(
+        Kind::Incast,
+        &addrs(37, 2),
+        200 * MTU as u64,
+        Placement::OutOfOrder,
+    );
+    for x in &mut p {
+        x.trim_dscp = Some(TRIM_DSCP);
+    }
+    let mut r = run_all(p, vec![trim()]);
+    let tx = r.pop().expect("sender");
+    let rx = r.pop().expect("receiver");
+    assert!(rx.complete && tx.complete, "{rx:?}\n{tx:?}");
+    assert_eq!(
+        rx.bytes_received,
+        200 * MTU as u64,
+        "every byte delivered once"
+    );
+    assert_eq!(rx.rx.trimmed, 3, "{rx:?}");
+    assert_eq!(tx.tx.trim_naks, 3, "{tx:?}");
+    // Exactly the three trimmed packets again: no timeout, no go-back-N, no loss declared.
+    assert_eq!(tx.tx.retransmitted, 3, "{tx:?}");
+    assert_eq!(tx.tx.retransmitted_bytes, 3 * MTU as u64);
+    assert_eq!((tx.tx.timeouts, tx.tx.naks), (0, 0), "{tx:?}");
+    assert_eq!(rx.rx.losses_detected, 0, "{rx:?}");
+    assert_eq!(rx.bad_packets, 0);
+}
+
+#[test]
+fn a_spraying_sender_rotates_its_source_port_per_packet_over_its_entropy_values() {
+    let ports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = ports.clone();
+    let mut p = plans(
+        Kind::Incast,
+        &addrs(38, 2),
+        40 * MTU as u64,
+        Placement::OutOfOrder,
+    );
+    for x in &mut p {
+        x.entropy = Some(weft_traffic::engine::Entropy {
+            values: 4,
+            every: 1,
+        });
+    }
+    let rank0 = std::thread::spawn({
+        let p0 = p[0].clone();
+        move || {
+            let net = UdpNet::bind(p0.addresses[0], p0.port).expect("bind");
+            let mut s = PortLog { inner: net, seen };
+            run(p0, &mut s)
+        }
+    });
+    let tx = run_all(vec![p[1].clone()], vec![]).pop().expect("sender");
+    let rx = rank0.join().expect("receiver");
+    assert!(rx.complete && tx.complete, "{rx:?}\n{tx:?}");
+    let ports = ports.lock().expect("log").clone();
+    assert_eq!(ports.len(), 40, "{ports:?}");
+    let qp = weft_traffic::collective::qp_number(0, 0);
+    let want: Vec<u16> = (0..40)
+        .map(|i| weft_traffic::collective::entropy_port(qp, (i % 4) as u16))
+        .collect();
+    assert_eq!(ports, want);
+}
+
+/// Logs the source port of every data packet rank 0 receives.
+struct PortLog {
+    inner: UdpNet,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u16>>>,
+}
+
+impl Net for PortLog {
+    fn local(&self) -> SocketAddrV4 {
+        self.inner.local()
+    }
+    fn send(&mut self, p: u16, to: SocketAddrV4, tos: u8, d: &[u8]) -> io::Result<()> {
+        self.inner.send(p, to, tos, d)
+    }
+    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<Recv>> {
+        let r = self.inner.recv(buf, timeout)?;
+        if let Some(r) = &r
+            && let Ok(Packet::Data { reth, .. }) = Packet::decode(&buf[..r.len])
+            && !reth.retransmission()
+            && let Ok(mut v) = self.seen.lock()
+        {
+            v.push(r.from.port());
+        }
+        Ok(r)
+    }
 }
 
 #[test]

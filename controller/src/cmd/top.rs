@@ -104,19 +104,21 @@ fn render(v: &TopView, rows: usize) {
     }
     outln!();
     outln!(
-        "{:<24} {:>5} {:>10} {:>12}",
-        "queues (by ECN marks)",
+        "{:<24} {:>5} {:>10} {:>12} {:>10}",
+        "queues (by ECN marks, trims)",
         "queue",
         "tx pps",
-        "ECN marks/s"
+        "ECN marks/s",
+        "trimmed/s"
     );
     for q in v.queues.iter().take(rows) {
         outln!(
-            "{:<24} {:>5} {:>10.0} {:>12.1}",
+            "{:<24} {:>5} {:>10.0} {:>12.1} {:>10.1}",
             format!("{}:{}", q.switch, q.port),
             q.queue,
             q.tx_pps,
-            q.ecn_marked_per_s
+            q.ecn_marked_per_s,
+            q.trimmed_per_s
         );
     }
     if !v.depth.is_empty() {

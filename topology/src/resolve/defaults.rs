@@ -29,6 +29,7 @@ pub(super) fn default_classes() -> Vec<TrafficClassSpec> {
             traffic_class: 3,
             lossless: Some(true),
             ecn: None,
+            trim: None,
         },
         TrafficClassSpec {
             name: "cnp".into(),
@@ -36,6 +37,7 @@ pub(super) fn default_classes() -> Vec<TrafficClassSpec> {
             traffic_class: 6,
             lossless: Some(false),
             ecn: None,
+            trim: None,
         },
         TrafficClassSpec {
             name: "default".into(),
@@ -43,6 +45,7 @@ pub(super) fn default_classes() -> Vec<TrafficClassSpec> {
             traffic_class: 0,
             lossless: Some(false),
             ecn: None,
+            trim: None,
         },
     ]
 }

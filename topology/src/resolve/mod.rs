@@ -10,6 +10,7 @@
 //!     → explicit fields (names, addresses, MACs, endpoints)           fields.rs, endpoints.rs
 //!     → allocation (explicit values reserved first) → uniqueness      alloc.rs
 //!     → QoS (contradictions; every connected port's ECN/PFC values)   qos.rs
+//!     → packet trimming (trimmable classes, size, DSCP, trimmed queue) trim.rs
 //!     → reachability (partition; valley-free paths), only when nothing above failed  reach.rs
 //!     → failover, telemetry                                           failover.rs, telemetry.rs
 //! ```
@@ -40,6 +41,7 @@ mod switches;
 mod telemetry;
 #[cfg(test)]
 mod testing;
+mod trim;
 
 use std::collections::HashMap;
 
@@ -50,6 +52,8 @@ use crate::{Diagnostic, Limits};
 use ctx::{Ctx, check_name_at};
 use expand::Expanded;
 use origin::{FabricDefaults, Src};
+
+pub use trim::min_trim_size;
 
 pub use defaults::{
     DEFAULT_CABLE, DEFAULT_MTU, DEFAULT_POSTCARD_SAMPLE, DEFAULT_SPEED, MAX_WATCHED_FLOWS,
@@ -106,7 +110,9 @@ pub fn resolve(
         &mut built.switches,
         &mut built.hosts,
     );
-    let qos = qos::resolve_qos(&mut cx, intent);
+    let mut qos = qos::resolve_qos(&mut cx, intent);
+    let ipv6 = built.hosts.iter().any(|h| h.ipv6.is_some());
+    qos.trim = trim::resolve_trim(&mut cx, intent, &mut qos.classes, mtu, ipv6);
     qos::check_ports(&mut cx, &qos, intent, &built.ports(), mtu);
     if structural_errors == 0 {
         reach::check(

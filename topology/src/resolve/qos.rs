@@ -60,6 +60,7 @@ pub(super) fn resolve_qos(cx: &mut Ctx, intent: &Intent) -> Qos {
         xon: q.pfc.xon,
         port_buffer: q.pfc.port_buffer,
         watchdog,
+        trim: None,
     }
 }
 
@@ -185,6 +186,7 @@ fn traffic_class(
             .flowlet_gap
             .or(intent.routing.default.flowlet_gap)
             .unwrap_or(DEFAULT_FLOWLET_GAP),
+        trimmable: false,
     }
 }
 
