@@ -68,6 +68,7 @@ pub fn fabric_of(t: &Topology) -> Fabric {
                 )
             })
             .collect(),
+        ..Default::default()
     }
 }
 
