@@ -234,6 +234,7 @@ fn rows_of(s: &SwitchSample) -> Vec<(String, FieldValues)> {
         drops: s.drops.iter().map(|(r, p)| (r.clone(), (*p, 0))).collect(),
         psn_out_of_order: Some(s.psn_out_of_order),
         psn_regressions: Some(s.psn_regressions),
+        ..Default::default()
     };
     rows.push((sc.key(), sc.to_fields()));
     rows

@@ -316,7 +316,8 @@ impl Row for QueueCounters {
     }
 }
 
-/// `COUNTERS:WEFT_SWITCH`: packets and bytes dropped, by the pipeline's drop reason.
+/// `COUNTERS:WEFT_SWITCH`: packets and bytes dropped, by the pipeline's drop reason; and when
+/// the plugin last wrote the counters, so a reader tells current counters from a dead poller's.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SwitchCounters {
     /// Reason label (lower case, as the pipeline names it) → (packets, bytes).
@@ -324,10 +325,20 @@ pub struct SwitchCounters {
     /// RoCE PSN anomalies at the host-facing ports, summed over the pipeline's QP slots.
     pub psn_out_of_order: Option<u64>,
     pub psn_regressions: Option<u64>,
+    /// Unix time (ms, the plugin's clock) of the counter poll that wrote these rows, written in
+    /// the same merge as them. Absent from an older plugin.
+    pub poll_time_ms: Option<u64>,
+    /// The plugin's counter polling interval (ms): readers call rows older than a few
+    /// intervals stale.
+    pub poll_interval_ms: Option<u64>,
 }
 
 const PSN_OOO: &str = "WEFT_PSN_OUT_OF_ORDER_PKTS";
 const PSN_REGRESSION: &str = "WEFT_PSN_REGRESSION_PKTS";
+/// [`SwitchCounters::poll_time_ms`]'s field.
+pub const POLL_TIME: &str = "WEFT_POLL_TIME_MS";
+/// [`SwitchCounters::poll_interval_ms`]'s field.
+pub const POLL_INTERVAL: &str = "WEFT_POLL_INTERVAL_MS";
 
 impl Row for SwitchCounters {
     const TABLE: &'static str = "COUNTERS";
@@ -360,6 +371,18 @@ impl Row for SwitchCounters {
             optional: true,
             doc: "RoCE packets toward a host with an older PSN: retransmissions or late packets",
         },
+        FieldDoc {
+            name: POLL_TIME,
+            expected: "unix ms",
+            optional: true,
+            doc: "when the counter poll that wrote the COUNTERS rows ran (the plugin's clock); readers judge staleness by it",
+        },
+        FieldDoc {
+            name: POLL_INTERVAL,
+            expected: "ms",
+            optional: true,
+            doc: "the plugin's counter polling interval",
+        },
     ];
     fn key(&self) -> String {
         SWITCH_KEY.to_string()
@@ -373,6 +396,8 @@ impl Row for SwitchCounters {
         }
         put(&mut o, PSN_OOO, self.psn_out_of_order);
         put(&mut o, PSN_REGRESSION, self.psn_regressions);
+        put(&mut o, POLL_TIME, self.poll_time_ms);
+        put(&mut o, POLL_INTERVAL, self.poll_interval_ms);
         o
     }
     fn from_fields(_key: &str, f: &FieldValues) -> Result<Self, SchemaError> {
@@ -394,6 +419,8 @@ impl Row for SwitchCounters {
             drops,
             psn_out_of_order: get(f, PSN_OOO),
             psn_regressions: get(f, PSN_REGRESSION),
+            poll_time_ms: get(f, POLL_TIME),
+            poll_interval_ms: get(f, POLL_INTERVAL),
         })
     }
 }
