@@ -404,6 +404,32 @@ impl<'a> Deltas<'a> {
     fn rate(&self, d: u64) -> f64 {
         round2(d as f64 / self.secs)
     }
+    /// The highest rate of a port counter between two successive samples that hold it, timed
+    /// by the switch's polls when it publishes them.
+    fn peak_rate(&self, e: &End, f: impl Fn(&PortSample) -> u64) -> f64 {
+        let mut prev: Option<(u64, Option<u64>, u64)> = None;
+        let mut best: f64 = 0.0;
+        for s in &self.w.samples {
+            let Some(sw) = s.switches.get(&e.node) else {
+                continue;
+            };
+            let Some(p) = sw.ports.get(&e.port) else {
+                continue;
+            };
+            let now = (s.t_ms, sw.poll_ms, f(p));
+            if let Some((t0, p0, v0)) = prev {
+                let ms = match (p0, now.1) {
+                    (Some(a), Some(b)) => b.saturating_sub(a),
+                    _ => now.0.saturating_sub(t0),
+                };
+                if ms > 0 && now.2 >= v0 {
+                    best = best.max((now.2 - v0) as f64 * 1000.0 / ms as f64);
+                }
+            }
+            prev = Some(now);
+        }
+        round2(best)
+    }
     fn ev(&self, sw: &str, port: Option<&str>, counter: impl Into<String>, d: u64) -> Evidence {
         Evidence {
             switch: sw.to_string(),
@@ -648,7 +674,8 @@ fn pausing_host(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, h: &str) -> Opt
     let p = PausingHost {
         host: h,
         victims: g.victims_of(h),
-        rate: d.rate(rx),
+        // The busiest stretch: a storm that began late in the window is as fast as ever.
+        rate: d.rate(rx).max(d.peak_rate(&leaf, |x| x.pfc_rx_pause[prio])),
         wd: wd_detected > 0 || wd_now,
         wd_drops,
         evidence: ev,
@@ -656,12 +683,32 @@ fn pausing_host(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, h: &str) -> Opt
     };
     // A storm pauses continuously: PAUSE refreshed faster than storm_pause_rate. A host that
     // stalls in stretches pauses less often; the watchdog may fire on either (a stretch longer
-    // than detection_time), so it only adds confidence.
+    // than detection_time), so it only adds confidence. Pausing that began in the window's
+    // last interval, slower than a storm, may be a storm's first moments: the next window
+    // tells.
+    if p.rate < th.storm_pause_rate && began_last(d, &p.leaf, |x| x.pfc_rx_pause[prio]) {
+        return None;
+    }
     Some(if p.rate >= th.storm_pause_rate {
         storm(d, th, g, p)
     } else {
         slow_receiver(d, th, prio, p)
     })
+}
+
+/// A counter of `e` that moved only in the last of three or more samples.
+fn began_last(d: &Deltas<'_>, e: &End, f: impl Fn(&PortSample) -> u64) -> bool {
+    let s = &d.w.samples;
+    if s.len() < 3 {
+        return false;
+    }
+    let at = |i: usize| {
+        s[i].switches
+            .get(&e.node)
+            .and_then(|x| x.ports.get(&e.port))
+            .map(&f)
+    };
+    matches!((at(0), at(s.len() - 2)), (Some(a), Some(b)) if a == b)
 }
 
 fn storm(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, p: PausingHost) -> Finding {
@@ -784,22 +831,25 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
             .map(|p| (queue_marks(d, &End::new(sw, p), prio).0, p.clone()))
             .max();
         let victims = g.victims_of(sw);
-        let (target, what) = match hottest {
+        // Toward a host: many senders to one (incast). Toward a switch: a link that drains
+        // slower than it is fed (a slow link, its queue the origin of the back-pressure).
+        let (kind, target, what) = match hottest {
             Some((m, p)) if m > 0 => {
                 let e = End::new(sw, &p);
-                let t = match fab.peer(&e) {
-                    Some(peer) if fab.is_host(&peer.node) => peer.node.clone(),
-                    _ => e.to_string(),
+                let (kind, t) = match fab.peer(&e) {
+                    Some(peer) if fab.is_host(&peer.node) => (Kind::Congestion, peer.node.clone()),
+                    _ => (Kind::SlowLink, e.to_string()),
                 };
                 (
+                    kind,
                     t,
                     format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)"),
                 )
             }
-            _ => (sw.clone(), "no queue of it marks ECN".to_string()),
+            _ => (Kind::Congestion, sw.clone(), "no queue of it marks ECN".to_string()),
         };
         out.push(Finding {
-            kind: Kind::Congestion,
+            kind,
             target,
             confidence: 0.55,
             summary: format!(

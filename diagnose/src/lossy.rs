@@ -3,9 +3,11 @@
 //! The two ends are read by two plugins polling on their own clocks, so their counters are
 //! of different instants. When the samples carry each switch's poll time
 //! ([`crate::SwitchSample::poll_ms`]) the rates are exact per end (packets over that end's own
-//! polled span), and what two offset spans still disagree on is bounded by how much the
-//! sender's rate changed over the window times one poll interval. Without poll times, a loss
-//! must exceed `counter_skew_s` of the sender's traffic, as before.
+//! polled span); two spans offset by up to one poll interval still disagree by as much as the
+//! rates changed, so each end must have polled at least three times in the window and the
+//! spread of its rates between polls is allowed for (a steady flow: nearly nothing; a flow
+//! that started, stopped or was paused in the window: judged in a later one). Without poll
+//! times, a loss must exceed `counter_skew_s` of the sender's traffic, as before.
 //!
 //! A loss is judged on every sub-window from the first or second sample to the last or
 //! second-to-last (one late sample is no loss), and never across a counter reset or at a
@@ -39,27 +41,32 @@ fn span(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// The sender's rate (per ms) between samples `i` and `j`, by its own poll times.
-fn rate(d: &Deltas<'_>, e: &End, i: usize, j: usize) -> Option<f64> {
-    let (a, pa) = at(d, i, e, |p| p.tx_packets)?;
-    let (b, pb) = at(d, j, e, |p| p.tx_packets)?;
-    (b >= a).then_some(())?;
-    Some((b - a) as f64 / span(pa, pb)? as f64)
-}
-
-/// The longest time between two of `e`'s switch's successive polls in the window (ms): how
-/// old a counter read at any instant may be.
-fn poll_interval(d: &Deltas<'_>, e: &End) -> Option<f64> {
-    let polls: Vec<u64> =
-        d.w.samples
-            .iter()
-            .filter_map(|s| s.switches.get(&e.node)?.poll_ms)
-            .collect();
-    polls
-        .windows(2)
-        .filter_map(|w| span(Some(w[0]), Some(w[1])))
-        .max()
-        .map(|x| x as f64)
+/// How much an end's counter rate varied over the window: (max − min) / mean of its rates
+/// between successive polls (timed by its own poll times). `None` when it polled fewer than
+/// three times or a counter went back (a restart): its steadiness is not known.
+fn variation(d: &Deltas<'_>, e: &End, f: fn(&PortSample) -> u64) -> Option<f64> {
+    let mut points: Vec<(u64, u64)> = Vec::new();
+    for i in 0..d.w.samples.len() {
+        if let Some((v, Some(p))) = at(d, i, e, f)
+            && points.last().is_none_or(|l| p > l.0)
+        {
+            points.push((p, v));
+        }
+    }
+    let mut rates = Vec::new();
+    for w in points.windows(2) {
+        if w[1].1 < w[0].1 {
+            return None;
+        }
+        rates.push((w[1].1 - w[0].1) as f64 / (w[1].0 - w[0].0) as f64);
+    }
+    if rates.len() < 2 {
+        return None;
+    }
+    let max = rates.iter().cloned().fold(f64::MIN, f64::max);
+    let min = rates.iter().cloned().fold(f64::MAX, f64::min);
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    Some(if mean > 0.0 { (max - min) / mean } else { 0.0 })
 }
 
 /// Loss beyond what the ends' clocks explain from `from` to `to` between samples `i` and `j`:
@@ -82,20 +89,17 @@ fn excess(
     }
     let (tx, rx) = (tb - ta, rb - ra);
     let s = &d.w.samples;
-    let n = s.len();
-    if let (Some(sf), Some(st)) = (span(pa, pb), span(qa, qb))
-        && n >= 3
-    {
-        // Exact rates per end; the spans are offset by up to one poll interval, which matters
-        // as much as the sender's rate changed over the window.
+    let stamped = [pa, pb, qa, qb].iter().any(Option::is_some);
+    if stamped {
+        // Exact rates per end, each over its own polled span (an end that did not poll in
+        // between says nothing). The spans are offset by up to one poll interval, which
+        // matters as much as the rates changed over the window: each end's rates between its
+        // successive polls must be known, and their spread is allowed for.
+        let (sf, st) = (span(pa, pb)?, span(qa, qb)?);
+        let vary = variation(d, from, |p| p.tx_packets)? + variation(d, to, |p| p.rx_packets)?;
         let tx_rate = tx as f64 / sf as f64;
         let rx_rate = rx as f64 / st as f64;
-        let interval = poll_interval(d, from).unwrap_or(sf as f64 / (j - i) as f64);
-        let change = match (rate(d, from, 0, 1), rate(d, from, n - 2, n - 1)) {
-            (Some(a), Some(b)) => (a - b).abs(),
-            _ => tx_rate,
-        };
-        let allowance = change * interval / sf as f64 + tx_rate * STAMPED_FLOOR;
+        let allowance = tx_rate * (vary + STAMPED_FLOOR);
         let lost = (tx_rate - rx_rate - allowance).max(0.0) * sf as f64;
         return Some((lost as u64, tx));
     }
