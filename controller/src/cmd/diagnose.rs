@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 use weft_diagnose::{Finding, Thresholds, Window};
-use weft_observe::diagnose::watch;
+use weft_observe::source::{Source, watch};
 use weft_topology::Topology;
 
 use super::Outcome;
@@ -35,6 +35,10 @@ pub struct DiagnoseArgs {
     /// Diagnose recorded samples instead of reading the switches.
     #[arg(long, value_name = "FILE", conflicts_with = "record")]
     pub replay: Option<PathBuf>,
+    /// Where the counters come from: `db` (every switch's DBs) or `prometheus=http://HOST:PORT`
+    /// (the plugins' metrics as a Prometheus scraping them holds them: the last WINDOW).
+    #[arg(long, default_value = "db", value_name = "SOURCE")]
+    pub source: Source,
     /// Also list findings below the reporting threshold (they do not change the exit status).
     #[arg(long)]
     pub all: bool,
@@ -66,12 +70,13 @@ async fn window(
             .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         return Ok((w, BTreeMap::new()));
     }
-    let (w, errors) = watch(t, a.window, a.interval).await;
+    let (w, watched) = watch(t, &a.source, a.window, a.interval).await?;
     Ok((
         w,
-        errors
-            .into_iter()
-            .map(|(sw, e)| (sw, e.to_string()))
+        watched
+            .unjudged
+            .into_values()
+            .map(|u| (u.switch.clone(), format!("{}: {}", u.data, u.detail)))
             .collect(),
     ))
 }
@@ -108,7 +113,7 @@ fn print_text(t: &Topology, w: &Window, window_ms: u64, findings: &[Finding]) {
             );
         }
         if !f.victims.is_empty() {
-            outln!("   affected: {}", f.victims.join(", "));
+            outln!("   affected: {}", weft_diagnose::summarize(&f.victims, 12));
         }
         outln!("   action: {}", f.action);
     }
