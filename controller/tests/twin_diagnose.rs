@@ -51,7 +51,8 @@ fn env(name: &str, default: u64) -> u64 {
 }
 
 #[test]
-fn what_the_reader_reads_through_the_dbs_is_what_the_rows_say_and_missing_or_dead_switches_are_named() {
+fn what_the_reader_reads_through_the_dbs_is_what_the_rows_say_and_missing_or_dead_switches_are_named()
+ {
     let dir = temp("reader");
     let bed = Bed::start(4, "tw4", 2, &dir);
     let rt = runtime();
@@ -87,7 +88,10 @@ fn what_the_reader_reads_through_the_dbs_is_what_the_rows_say_and_missing_or_dea
                 );
             }
             let names: Vec<&str> = sweep.unjudged.iter().map(|u| u.switch.as_str()).collect();
-            assert!(names.contains(&twin.topo.switches[3].name.as_str()), "{names:?}");
+            assert!(
+                names.contains(&twin.topo.switches[3].name.as_str()),
+                "{names:?}"
+            );
             assert_eq!(
                 names.contains(&twin.topo.switches[5].name.as_str()),
                 t >= 3000,
@@ -99,7 +103,12 @@ fn what_the_reader_reads_through_the_dbs_is_what_the_rows_say_and_missing_or_dea
         let leaf = &twin.topo.switches[twin.topo.hosts[host].switch].name;
         let sweep = through.reader.sweep(twin.cfg.epoch_ms + 6000).await;
         let s = &sweep.switches[leaf];
-        assert!(s.queues.values().any(|q| q.wd_stormed && q.wd_detected == 1), "{s:?}");
+        assert!(
+            s.queues
+                .values()
+                .any(|q| q.wd_stormed && q.wd_detected == 1),
+            "{s:?}"
+        );
         assert!(s.ports.values().any(|p| p.pfc_rx_pause[3] > 1000), "{s:?}");
     });
 }
@@ -170,7 +179,11 @@ fn a_small_seeded_campaign_of_faults_on_a_k8_twin_is_named_with_no_finding_in_he
 }
 
 /// The twin on the wall clock, written every 100 ms, until `stop`.
-async fn live(twin: std::sync::Arc<tokio::sync::Mutex<weft_twin::Twin>>, mut through: Through, stop: tokio::sync::watch::Receiver<bool>) {
+async fn live(
+    twin: std::sync::Arc<tokio::sync::Mutex<weft_twin::Twin>>,
+    mut through: Through,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
     let epoch = twin.lock().await.cfg.epoch_ms;
     while !*stop.borrow() {
         {
@@ -185,7 +198,14 @@ async fn live(twin: std::sync::Arc<tokio::sync::Mutex<weft_twin::Twin>>, mut thr
 
 fn diagnose(file: &std::path::Path) -> (i32, serde_json::Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["diagnose", &file.to_string_lossy(), "--window", "3s", "--interval", "1s"])
+        .args([
+            "diagnose",
+            &file.to_string_lossy(),
+            "--window",
+            "3s",
+            "--interval",
+            "1s",
+        ])
         .args(["--output", "json"])
         .output()
         .expect("weft diagnose");
@@ -260,9 +280,11 @@ fn the_weft_diagnose_command_on_a_live_twin_names_an_injected_lossy_link_and_hea
     assert_eq!(code, 3, "{v}");
     let findings = v["findings"].as_array().expect("findings");
     assert!(
-        findings.iter().any(|f| f["kind"] == Kind::LossyLink.as_str()
-            && weft_twin::fault::Truth::normal(f["target"].as_str().unwrap_or(""))
-                == weft_twin::fault::Truth::normal(&want)),
+        findings
+            .iter()
+            .any(|f| f["kind"] == Kind::LossyLink.as_str()
+                && weft_twin::fault::Truth::normal(f["target"].as_str().unwrap_or(""))
+                    == weft_twin::fault::Truth::normal(&want)),
         "{want} not named: {v}"
     );
     assert_eq!(findings.len(), 1, "one fault, one finding: {v}");

@@ -29,7 +29,12 @@ use weft_twin::{Config, Twin};
 const TEST: &str = "twin_prometheus";
 
 /// The twin on the wall clock: advanced, written and exported every 100 ms until `stop`.
-async fn live(twin: Arc<Mutex<Twin>>, mut through: Through, mut exporter: Exporter, stop: watch::Receiver<bool>) {
+async fn live(
+    twin: Arc<Mutex<Twin>>,
+    mut through: Through,
+    mut exporter: Exporter,
+    stop: watch::Receiver<bool>,
+) {
     let epoch = twin.lock().await.cfg.epoch_ms;
     while !*stop.borrow() {
         {
@@ -58,7 +63,14 @@ fn prometheus_config(dir: &Path, targets: &[(String, String)]) -> PathBuf {
 /// (kind, target) pairs.
 fn diagnose(file: &Path, source: &str) -> (i32, BTreeSet<(String, String)>, serde_json::Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["diagnose", &file.to_string_lossy(), "--window", "3s", "--interval", "1s"])
+        .args([
+            "diagnose",
+            &file.to_string_lossy(),
+            "--window",
+            "3s",
+            "--interval",
+            "1s",
+        ])
         .args(["--source", source, "--output", "json"])
         .output()
         .expect("weft diagnose");
@@ -86,7 +98,10 @@ fn diagnose(file: &Path, source: &str) -> (i32, BTreeSet<(String, String)>, serd
 /// Whether Prometheus has scraped every one of `n` targets.
 fn all_up(url: &str, n: usize) -> bool {
     let q = format!("{url}/api/v1/query?query=sum(up)");
-    let Ok(out) = Command::new("curl").args(["-s", "--max-time", "2", &q]).output() else {
+    let Ok(out) = Command::new("curl")
+        .args(["-s", "--max-time", "2", &q])
+        .output()
+    else {
         return false;
     };
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -104,16 +119,21 @@ fn loaded_link(twin: &Twin) -> (u32, u32) {
             let Peer::Switch(q) = port.peer else {
                 return None;
             };
-            (twin.ports.tier[port.switch] == 2 && twin.base.egress[p as usize] > 0.0).then_some((p, q))
+            (twin.ports.tier[port.switch] == 2 && twin.base.egress[p as usize] > 0.0)
+                .then_some((p, q))
         })
         .expect("a loaded spine port")
 }
 
 #[test]
-fn diagnose_from_prometheus_names_the_same_faults_as_from_the_dbs_on_a_twin_scraped_by_a_real_prometheus() {
+fn diagnose_from_prometheus_names_the_same_faults_as_from_the_dbs_on_a_twin_scraped_by_a_real_prometheus()
+ {
     let prometheus = PathBuf::from("/usr/bin/prometheus");
     if !prometheus.exists() {
-        common::skip_or_fail(TEST, "prometheus not installed (scripts/setup.sh installs it)");
+        common::skip_or_fail(
+            TEST,
+            "prometheus not installed (scripts/setup.sh installs it)",
+        );
         return;
     }
     let dir = std::env::temp_dir().join(format!("weft-{TEST}-{}", std::process::id()));
@@ -145,7 +165,10 @@ fn diagnose_from_prometheus_names_the_same_faults_as_from_the_dbs_on_a_twin_scra
         "prometheus",
         Command::new(&prometheus)
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
             .stderr(std::fs::File::create(dir.join("prometheus.err")).expect("log"))
@@ -195,7 +218,10 @@ fn diagnose_from_prometheus_names_the_same_faults_as_from_the_dbs_on_a_twin_scra
             .map(|f| {
                 t.inject(f, now);
                 let truth = t.faults.last().expect("injected").truth.clone();
-                (truth.kind.as_str().to_string(), Truth::normal(&truth.target))
+                (
+                    truth.kind.as_str().to_string(),
+                    Truth::normal(&truth.target),
+                )
             })
             .collect()
     });
@@ -208,7 +234,10 @@ fn diagnose_from_prometheus_names_the_same_faults_as_from_the_dbs_on_a_twin_scra
     println!("injected {want:?}\ndb: {db_found:?}\nprometheus: {pr_found:?}");
     assert_eq!((db_code, pr_code), (3, 3), "faults:\n{v_db}\n{v_pr}");
     assert_eq!(db_found, want, "from the DBs:\n{v_db}");
-    assert_eq!(pr_found, db_found, "Prometheus and the DBs disagree:\n{v_pr}\n{v_db}");
+    assert_eq!(
+        pr_found, db_found,
+        "Prometheus and the DBs disagree:\n{v_pr}\n{v_db}"
+    );
     drop(_prom);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -846,7 +846,11 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
                     format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)"),
                 )
             }
-            _ => (Kind::Congestion, sw.clone(), "no queue of it marks ECN".to_string()),
+            _ => (
+                Kind::Congestion,
+                sw.clone(),
+                "no queue of it marks ECN".to_string(),
+            ),
         };
         out.push(Finding {
             kind,

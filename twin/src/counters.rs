@@ -245,7 +245,12 @@ impl Written {
 
 /// A port row and its queues' rows with the fields that differ from `prev` (all of them when
 /// `prev` is `None`: a first write, as the plugin's first poll).
-pub fn port_rows(port: &str, w: &Written, prev: Option<&Written>, lossless: usize) -> Vec<CountersRow> {
+pub fn port_rows(
+    port: &str,
+    w: &Written,
+    prev: Option<&Written>,
+    lossless: usize,
+) -> Vec<CountersRow> {
     let changed = |a: u64, b: Option<u64>| -> Option<u64> { (Some(a) != b).then_some(a) };
     let pv = |f: fn(&Written) -> u64| prev.map(f);
     let mut pc = PortCounters {
@@ -257,7 +262,11 @@ pub fn port_rows(port: &str, w: &Written, prev: Option<&Written>, lossless: usiz
         ..Default::default()
     };
     for (q, pfc) in pc.pfc.iter_mut().enumerate() {
-        let (rx, tx) = if q == lossless { (w.pfc_rx, w.pfc_tx) } else { (0, 0) };
+        let (rx, tx) = if q == lossless {
+            (w.pfc_rx, w.pfc_tx)
+        } else {
+            (0, 0)
+        };
         let (prx, ptx) = match prev {
             Some(p) if q == lossless => (Some(p.pfc_rx), Some(p.pfc_tx)),
             Some(_) => (Some(0), Some(0)),
@@ -296,7 +305,13 @@ pub fn port_rows(port: &str, w: &Written, prev: Option<&Written>, lossless: usiz
 /// them), PSN anomalies, the poll's time and interval.
 pub fn switch_row(c: &SwCum, poll_time_ms: u64, interval_ms: u64) -> SwitchCounters {
     let mut drops: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for r in ["no_route", "no_nexthop", "pfc_watchdog", "ttl_expired", "acl"] {
+    for r in [
+        "no_route",
+        "no_nexthop",
+        "pfc_watchdog",
+        "ttl_expired",
+        "acl",
+    ] {
         let p = c.drops.get(r).copied().unwrap_or(0.0).max(0.0);
         drops.insert(r.to_string(), (p as u64, (p * PACKET) as u64));
     }

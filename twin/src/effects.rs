@@ -70,15 +70,22 @@ pub struct Effects {
 
 impl Effects {
     pub fn port(&mut self, fault: u32, p: PortId, from: u64, to: u64, fx: Fx) {
-        self.ports.entry(p).or_default().push(Span { fault, from, to, fx });
+        self.ports.entry(p).or_default().push(Span {
+            fault,
+            from,
+            to,
+            fx,
+        });
         self.change(from, to);
     }
 
     pub fn switch(&mut self, fault: u32, s: SwitchIdx, from: u64, to: u64, fx: SwFx) {
-        self.switches
-            .entry(s)
-            .or_default()
-            .push(Span { fault, from, to, fx });
+        self.switches.entry(s).or_default().push(Span {
+            fault,
+            from,
+            to,
+            fx,
+        });
         self.change(from, to);
     }
 

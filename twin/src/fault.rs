@@ -34,14 +34,44 @@ pub const READBACK_MS: u64 = 2000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
-    LossyLink { from: PortId, to: PortId, loss: f64, both: bool },
-    LossySwitch { switch: SwitchIdx, loss: f64 },
-    SlowLink { port: PortId, share: f64, pfc: bool },
-    BlackHole { port: PortId },
-    PfcStorm { host: HostIdx, rate: f64, watchdog: bool, depth: u8 },
-    SlowReceiver { host: HostIdx, rate: f64, watchdog: bool },
-    Incast { host: HostIdx, senders: Vec<HostIdx>, pfc: bool },
-    Reordering { leaf: SwitchIdx, fraction: f64 },
+    LossyLink {
+        from: PortId,
+        to: PortId,
+        loss: f64,
+        both: bool,
+    },
+    LossySwitch {
+        switch: SwitchIdx,
+        loss: f64,
+    },
+    SlowLink {
+        port: PortId,
+        share: f64,
+        pfc: bool,
+    },
+    BlackHole {
+        port: PortId,
+    },
+    PfcStorm {
+        host: HostIdx,
+        rate: f64,
+        watchdog: bool,
+        depth: u8,
+    },
+    SlowReceiver {
+        host: HostIdx,
+        rate: f64,
+        watchdog: bool,
+    },
+    Incast {
+        host: HostIdx,
+        senders: Vec<HostIdx>,
+        pfc: bool,
+    },
+    Reordering {
+        leaf: SwitchIdx,
+        fraction: f64,
+    },
 }
 
 /// What a diagnosis must name for a fault: the finding's kind and target.
@@ -96,7 +126,9 @@ impl Fault {
                 Kind::LossyLink,
                 format!("{}—{}", ports.name(t, *from), ports.name(t, *to)),
             ),
-            Fault::LossySwitch { switch, .. } => (Kind::LossyLink, t.switches[*switch].name.clone()),
+            Fault::LossySwitch { switch, .. } => {
+                (Kind::LossyLink, t.switches[*switch].name.clone())
+            }
             Fault::SlowLink { port, .. } => (Kind::SlowLink, ports.name(t, *port)),
             Fault::BlackHole { port } => (
                 Kind::BlackHole,
@@ -115,7 +147,12 @@ impl Fault {
         const END: u64 = u64::MAX;
         let ports = c.ports;
         match self {
-            Fault::LossyLink { from, to, loss, both } => {
+            Fault::LossyLink {
+                from,
+                to,
+                loss,
+                both,
+            } => {
                 e.port(id, *to, at, END, Fx::RxLoss(*loss));
                 if *both {
                     e.port(id, *from, at, END, Fx::RxLoss(*loss));
@@ -139,10 +176,17 @@ impl Fault {
                 }
             }
             Fault::BlackHole { port } => black_hole(c, e, id, *port, at),
-            Fault::PfcStorm { host, rate, watchdog, depth } => {
-                storm(c, e, id, *host, *rate, *watchdog, *depth, at)
-            }
-            Fault::SlowReceiver { host, rate, watchdog } => {
+            Fault::PfcStorm {
+                host,
+                rate,
+                watchdog,
+                depth,
+            } => storm(c, e, id, *host, *rate, *watchdog, *depth, at),
+            Fault::SlowReceiver {
+                host,
+                rate,
+                watchdog,
+            } => {
                 let p = ports.of_host[*host];
                 e.port(id, p, at, END, Fx::PauseRx(*rate));
                 e.port(id, p, at, END, Fx::TxScale(0.5));
@@ -152,7 +196,16 @@ impl Fault {
                     let sw = ports.get(p).switch;
                     let pps = 0.02 * c.loads.egress[p as usize] / PACKET;
                     e.switch(id, sw, at + 500, END, SwFx::Watchdog { port: p });
-                    e.switch(id, sw, at + 500, END, SwFx::Drops { reason: "pfc_watchdog", pps });
+                    e.switch(
+                        id,
+                        sw,
+                        at + 500,
+                        END,
+                        SwFx::Drops {
+                            reason: "pfc_watchdog",
+                            pps,
+                        },
+                    );
                 }
             }
             Fault::Incast { host, senders, pfc } => incast(c, e, id, *host, senders, *pfc, at),
@@ -163,7 +216,16 @@ impl Fault {
                     .map(|p| c.loads.egress[p as usize] / PACKET)
                     .sum();
                 let ooo = fraction * sent;
-                e.switch(id, *leaf, at, END, SwFx::Psn { ooo, regress: 0.02 * ooo });
+                e.switch(
+                    id,
+                    *leaf,
+                    at,
+                    END,
+                    SwFx::Psn {
+                        ooo,
+                        regress: 0.02 * ooo,
+                    },
+                );
             }
         }
     }
@@ -171,7 +233,15 @@ impl Fault {
 
 /// Port `f` pauses its peer at `rate` frames/s: the peer's egress toward `f` is held up (or,
 /// a host, sends less).
-fn pause(c: &Ctx<'_>, e: &mut Effects, id: u32, f: PortId, from: u64, to: u64, rate: f64) -> Option<PortId> {
+fn pause(
+    c: &Ctx<'_>,
+    e: &mut Effects,
+    id: u32,
+    f: PortId,
+    from: u64,
+    to: u64,
+    rate: f64,
+) -> Option<PortId> {
     e.port(id, f, from, to, Fx::PauseTx(rate));
     match c.ports.get(f).peer {
         Peer::Switch(q) => {
@@ -194,20 +264,44 @@ fn black_hole(c: &Ctx<'_>, e: &mut Effects, id: u32, port: PortId, at: u64) {
     let p = ports.get(port);
     e.port(id, port, at, u64::MAX, Fx::TxScale(0.0));
     let pps = c.loads.egress[port as usize] / PACKET;
-    e.switch(id, p.switch, at, u64::MAX, SwFx::Drops { reason: "no_route", pps });
+    e.switch(
+        id,
+        p.switch,
+        at,
+        u64::MAX,
+        SwFx::Drops {
+            reason: "no_route",
+            pps,
+        },
+    );
     if let Peer::Switch(q) = p.peer {
         let leaf = &t.switches[ports.get(q).switch];
         if let Some(net) = leaf.host_subnet_v4 {
             let key = format!(
                 "P4RT_TABLE:FIXED_IPV4_TABLE:{{\"match/ipv4_dst\":\"{net}\",\"match/vrf_id\":\"default\"}}"
             );
-            e.switch(id, p.switch, at + READBACK_MS, u64::MAX, SwFx::Drift { key });
+            e.switch(
+                id,
+                p.switch,
+                at + READBACK_MS,
+                u64::MAX,
+                SwFx::Drift { key },
+            );
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn storm(c: &Ctx<'_>, e: &mut Effects, id: u32, host: HostIdx, rate: f64, watchdog: bool, depth: u8, at: u64) {
+fn storm(
+    c: &Ctx<'_>,
+    e: &mut Effects,
+    id: u32,
+    host: HostIdx,
+    rate: f64,
+    watchdog: bool,
+    depth: u8,
+    at: u64,
+) {
     const END: u64 = u64::MAX;
     let ports = c.ports;
     let p = ports.of_host[host];
@@ -222,7 +316,16 @@ fn storm(c: &Ctx<'_>, e: &mut Effects, id: u32, host: HostIdx, rate: f64, watchd
         let d = at + WD_DETECT_MS;
         let pps = 0.95 * c.loads.egress[p as usize] / PACKET;
         e.switch(id, sw, d, END, SwFx::Watchdog { port: p });
-        e.switch(id, sw, d, END, SwFx::Drops { reason: "pfc_watchdog", pps });
+        e.switch(
+            id,
+            sw,
+            d,
+            END,
+            SwFx::Drops {
+                reason: "pfc_watchdog",
+                pps,
+            },
+        );
         spread(c, e, id, p, depth.min(1), at + HOP_MS, d, rate.min(2000.0));
     } else {
         spread(c, e, id, p, depth, at + HOP_MS, END, rate.min(2000.0));
@@ -232,7 +335,16 @@ fn storm(c: &Ctx<'_>, e: &mut Effects, id: u32, host: HostIdx, rate: f64, watchd
 /// The blocked egress `p` backs up: its switch pauses every port that feeds it, and so on up
 /// the pause graph for `depth` hops, each `HOP_MS` later.
 #[allow(clippy::too_many_arguments)]
-fn spread(c: &Ctx<'_>, e: &mut Effects, id: u32, p: PortId, depth: u8, from: u64, to: u64, rate: f64) {
+fn spread(
+    c: &Ctx<'_>,
+    e: &mut Effects,
+    id: u32,
+    p: PortId,
+    depth: u8,
+    from: u64,
+    to: u64,
+    rate: f64,
+) {
     if depth == 0 || from >= to {
         return;
     }
@@ -246,14 +358,30 @@ fn spread(c: &Ctx<'_>, e: &mut Effects, id: u32, p: PortId, depth: u8, from: u64
     }
 }
 
-fn incast(c: &Ctx<'_>, e: &mut Effects, id: u32, host: HostIdx, senders: &[HostIdx], pfc: bool, at: u64) {
+fn incast(
+    c: &Ctx<'_>,
+    e: &mut Effects,
+    id: u32,
+    host: HostIdx,
+    senders: &[HostIdx],
+    pfc: bool,
+    at: u64,
+) {
     const END: u64 = u64::MAX;
     let ports = c.ports;
     let p = ports.of_host[host];
     let cap = ports.get(p).cap;
     // The senders fill the port: what it did not carry yet, spread over their paths.
     let room = (cap - c.loads.egress[p as usize]).max(0.0);
-    let (eg, up) = extra(c.t, ports, c.model, senders, host, room, c.seed ^ u64::from(id));
+    let (eg, up) = extra(
+        c.t,
+        ports,
+        c.model,
+        senders,
+        host,
+        room,
+        c.seed ^ u64::from(id),
+    );
     for (q, b) in &eg {
         e.port(id, *q, at, END, Fx::Extra(*b));
     }

@@ -23,7 +23,10 @@ fn role(r: Role) -> &'static str {
 pub fn switches(k: u32) -> Result<Vec<(String, Role)>, TwinError> {
     let t = weft_topology::load_str(&base(k, "twin"), "twin.yaml")
         .map_err(|e| TwinError::Model(e.to_string()))?;
-    Ok(t.switches.iter().map(|s| (s.name.clone(), s.role)).collect())
+    Ok(t.switches
+        .iter()
+        .map(|s| (s.name.clone(), s.role))
+        .collect())
 }
 
 /// Switch `i` of `n` spread over `servers` (their endpoints): its endpoint with `db_base`.

@@ -30,7 +30,9 @@ pub mod write;
 
 use weft_sonic_schema::config::PfcWdAction;
 use weft_sonic_schema::counters::CountersRow;
-use weft_sonic_schema::state::{DriftKind, DriftState, PfcWdState, PluginState, PluginStatus, WdStatus};
+use weft_sonic_schema::state::{
+    DriftKind, DriftState, PfcWdState, PluginState, PluginStatus, WdStatus,
+};
 use weft_topology::{SwitchIdx, Topology};
 
 use counters::{Classes, Cum, SwCum, Written};
@@ -308,7 +310,12 @@ impl Twin {
         let mut out = Vec::new();
         for p in self.ports.of_switch[s].clone() {
             let name = &sw.ports[self.ports.get(p).index].name;
-            out.extend(counters::port_rows(name, &self.written(p), None, self.classes.lossless));
+            out.extend(counters::port_rows(
+                name,
+                &self.written(p),
+                None,
+                self.classes.lossless,
+            ));
         }
         out.extend(self.watchdog_queue_rows(s, at));
         out.push(CountersRow::Switch(counters::switch_row(
@@ -341,7 +348,9 @@ impl Twin {
                 e.0 = true;
             }
         }
-        by.into_iter().map(|(p, (a, b, c, d))| (p, a, b, c, d)).collect()
+        by.into_iter()
+            .map(|(p, (a, b, c, d))| (p, a, b, c, d))
+            .collect()
     }
 
     fn watchdog_queue_rows(&self, s: SwitchIdx, t: u64) -> Vec<CountersRow> {
@@ -352,7 +361,11 @@ impl Twin {
                 CountersRow::Queue(weft_sonic_schema::counters::QueueCounters {
                     port: sw.ports[self.ports.get(p).index].name.clone(),
                     queue: self.classes.lossless as u8,
-                    wd_status: Some(if stormed { WdStatus::Stormed } else { WdStatus::Operational }),
+                    wd_status: Some(if stormed {
+                        WdStatus::Stormed
+                    } else {
+                        WdStatus::Operational
+                    }),
                     wd_action: Some(PfcWdAction::Drop),
                     wd_detected: Some(det),
                     wd_restored: Some(res),
@@ -364,7 +377,10 @@ impl Twin {
 
     /// STATE_DB rows of switch `s` as of its last poll: the watchdog's, the read-back's drift,
     /// and the plugin's status row while it lives.
-    pub fn state_rows(&self, s: SwitchIdx) -> (Vec<PfcWdState>, Vec<DriftState>, Option<PluginStatus>) {
+    pub fn state_rows(
+        &self,
+        s: SwitchIdx,
+    ) -> (Vec<PfcWdState>, Vec<DriftState>, Option<PluginStatus>) {
         let Some(at) = self.polled[s] else {
             return (Vec::new(), Vec::new(), None);
         };
@@ -375,7 +391,11 @@ impl Twin {
             .map(|(p, stormed, det, res, ts)| PfcWdState {
                 port: sw.ports[self.ports.get(p).index].name.clone(),
                 priority: self.classes.lossless as u8,
-                status: if stormed { WdStatus::Stormed } else { WdStatus::Operational },
+                status: if stormed {
+                    WdStatus::Stormed
+                } else {
+                    WdStatus::Operational
+                },
                 action: PfcWdAction::Drop,
                 detected: det,
                 restored: res,

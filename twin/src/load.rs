@@ -65,7 +65,13 @@ pub fn place(t: &Topology, m: &Model, flows: &[(HostIdx, HostIdx, f64)], seed: u
     let fab = Fabric::new(t, &vec![false; t.links.len()]);
     let mut placer = Placer::new(&fab, &m.fib, seed, true);
     for (i, (s, d, b)) in flows.iter().enumerate() {
-        placer.place(&flow(t, *s, *d, *b, seed ^ (i as u64).wrapping_mul(0x9e37_79b9)));
+        placer.place(&flow(
+            t,
+            *s,
+            *d,
+            *b,
+            seed ^ (i as u64).wrapping_mul(0x9e37_79b9),
+        ));
     }
     placer.finish().bytes
 }
@@ -97,7 +103,14 @@ pub fn per_port(t: &Topology, ports: &Ports, dir: &[f64]) -> Loads {
 }
 
 /// The background: each host to `peers` others, scaled so the busiest port runs at `peak`.
-pub fn background(t: &Topology, ports: &Ports, m: &Model, peers: u32, peak: f64, seed: u64) -> Loads {
+pub fn background(
+    t: &Topology,
+    ports: &Ports,
+    m: &Model,
+    peers: u32,
+    peak: f64,
+    seed: u64,
+) -> Loads {
     let n = t.hosts.len();
     let mut flows = Vec::with_capacity(n * peers as usize);
     if n > 1 {
@@ -128,7 +141,15 @@ pub fn background(t: &Topology, ports: &Ports, m: &Model, peers: u32, peak: f64,
 /// The extra bytes per second per port of flows sending `rate` bytes/s in all from `senders`
 /// to `dst` (an incast), as the model places them: (port, egress added) and (host port,
 /// ingress added from its host).
-pub fn extra(t: &Topology, ports: &Ports, m: &Model, senders: &[HostIdx], dst: HostIdx, rate: f64, seed: u64) -> (Vec<(PortId, f64)>, Vec<(PortId, f64)>) {
+pub fn extra(
+    t: &Topology,
+    ports: &Ports,
+    m: &Model,
+    senders: &[HostIdx],
+    dst: HostIdx,
+    rate: f64,
+    seed: u64,
+) -> (Vec<(PortId, f64)>, Vec<(PortId, f64)>) {
     let each = rate / senders.len().max(1) as f64;
     let flows: Vec<(HostIdx, HostIdx, f64)> = senders.iter().map(|s| (*s, dst, each)).collect();
     let dir = place(t, m, &flows, seed);
@@ -137,9 +158,6 @@ pub fn extra(t: &Topology, ports: &Ports, m: &Model, senders: &[HostIdx], dst: H
         .filter(|&i| l.egress[i] > 0.0)
         .map(|i| (i as PortId, l.egress[i]))
         .collect();
-    let up = senders
-        .iter()
-        .map(|s| (ports.of_host[*s], each))
-        .collect();
+    let up = senders.iter().map(|s| (ports.of_host[*s], each)).collect();
     (eg, up)
 }

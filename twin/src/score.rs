@@ -62,7 +62,9 @@ pub const KINDS: &[&str] = &[
 
 /// The pod of a fat-tree switch (`podN-…`), if it has one.
 fn pod(name: &str) -> Option<&str> {
-    name.split_once('-').map(|(p, _)| p).filter(|p| p.starts_with("pod"))
+    name.split_once('-')
+        .map(|(p, _)| p)
+        .filter(|p| p.starts_with("pod"))
 }
 
 /// A fault of `kind` on switches in none of `avoid`'s pods (nor on those switches).
@@ -106,7 +108,8 @@ pub fn draw(twin: &Twin, rng: &mut Rng, kind: &str, avoid: &BTreeSet<SwitchIdx>)
             }
         }
         "lossy switch" => {
-            let spines: Vec<SwitchIdx> = switches.iter().copied().filter(|s| tier(*s) > 1).collect();
+            let spines: Vec<SwitchIdx> =
+                switches.iter().copied().filter(|s| tier(*s) > 1).collect();
             Fault::LossySwitch {
                 switch: *rng.pick(&spines)?,
                 loss: rng.range(0.10, 0.30),
@@ -162,7 +165,8 @@ pub fn draw(twin: &Twin, rng: &mut Rng, kind: &str, avoid: &BTreeSet<SwitchIdx>)
             }
         }
         "reordering" => {
-            let leaves: Vec<SwitchIdx> = switches.iter().copied().filter(|s| tier(*s) == 1).collect();
+            let leaves: Vec<SwitchIdx> =
+                switches.iter().copied().filter(|s| tier(*s) == 1).collect();
             Fault::Reordering {
                 leaf: *rng.pick(&leaves)?,
                 fraction: rng.range(0.08, 0.3),
@@ -189,7 +193,9 @@ pub fn switches_of(twin: &Twin, f: &Fault) -> Vec<SwitchIdx> {
             v
         }
         Fault::PfcStorm { host: h, .. } | Fault::SlowReceiver { host: h, .. } => vec![host(*h)],
-        Fault::Incast { host: h, senders, .. } => {
+        Fault::Incast {
+            host: h, senders, ..
+        } => {
             let mut v = vec![host(*h)];
             v.extend(senders.iter().map(|s| host(*s)));
             v
@@ -255,7 +261,14 @@ impl Score {
     /// Judges the findings of the window `[from, to]` (emulated ms); `latency_s`: what the
     /// last sample and the rules took.
     /// Returns how many of the findings were wrong.
-    pub fn window(&mut self, twin: &Twin, (from, to): (u64, u64), findings: &[Finding], latency_s: f64, deadline_ms: u64) -> usize {
+    pub fn window(
+        &mut self,
+        twin: &Twin,
+        (from, to): (u64, u64),
+        findings: &[Finding],
+        latency_s: f64,
+        deadline_ms: u64,
+    ) -> usize {
         let mut wrong = 0;
         let lag = twin.cfg.poll_ms;
         let active: Vec<&crate::Injected> = twin
@@ -282,7 +295,10 @@ impl Score {
                 }
                 None => {
                     wrong += 1;
-                    self.rows.entry(row_of(f.kind, &f.target)).or_default().wrong += 1;
+                    self.rows
+                        .entry(row_of(f.kind, &f.target))
+                        .or_default()
+                        .wrong += 1;
                     if self.wrong_examples.len() < 40 {
                         let faults: Vec<String> = active
                             .iter()
@@ -375,7 +391,11 @@ fn name_of(f: &Fault) -> &'static str {
 /// How a campaign samples the twin: writes (or serves) what changed and reads every switch.
 pub trait Sampler {
     /// One sample as of now; `changed`: the switches whose rows changed since the last call.
-    fn sample(&mut self, twin: &Twin, changed: &[SwitchIdx]) -> impl std::future::Future<Output = Result<Sample, TwinError>>;
+    fn sample(
+        &mut self,
+        twin: &Twin,
+        changed: &[SwitchIdx],
+    ) -> impl std::future::Future<Output = Result<Sample, TwinError>>;
 }
 
 #[derive(Debug, Clone)]
@@ -449,9 +469,9 @@ impl<S: Sampler> Run<'_, S> {
             self.score.sample_s.push(sample_s);
             let from = self.samples.front().map_or(now, |x| x.0);
             let deadline = self.c.deadline_ms;
-            let wrong = self
-                .score
-                .window(self.twin, (from, now), &found, sample_s + rules_s, deadline);
+            let wrong =
+                self.score
+                    .window(self.twin, (from, now), &found, sample_s + rules_s, deadline);
             if wrong > 0 {
                 self.record("wrong", &w);
             }
@@ -501,7 +521,10 @@ impl<S: Sampler> Run<'_, S> {
             self.step().await?;
         }
         let at = self.t + rng.below(self.c.interval_ms);
-        let ids: Vec<u32> = faults.into_iter().map(|f| self.twin.inject(f, at)).collect();
+        let ids: Vec<u32> = faults
+            .into_iter()
+            .map(|f| self.twin.inject(f, at))
+            .collect();
         loop {
             let now = self.step().await?;
             let named = ids.iter().all(|id| self.score.localised.contains_key(id));

@@ -81,9 +81,8 @@ impl Writer {
                 source,
             };
             let sonic = SonicDb::from_endpoint(&sw.db).map_err(db)?;
-            let (server, _) = weft_sonic_db::endpoint::db_identity(&sw.db).map_err(|e| {
-                TwinError::Model(format!("{}: {e}", sw.db))
-            })?;
+            let (server, _) = weft_sonic_db::endpoint::db_identity(&sw.db)
+                .map_err(|e| TwinError::Model(format!("{}: {e}", sw.db)))?;
             let i = match by.get(&server) {
                 Some(i) => *i,
                 None => {
@@ -147,7 +146,11 @@ impl Writer {
         if self.first[s] {
             let map = PortNameMap {
                 name: String::new(),
-                map: sw.ports.iter().map(|p| (p.name.clone(), p.name.clone())).collect(),
+                map: sw
+                    .ports
+                    .iter()
+                    .map(|p| (p.name.clone(), p.name.clone()))
+                    .collect(),
             };
             n += hset(pipe, PortNameMap::TABLE.to_string(), &map.to_fields());
             self.first[s] = false;
@@ -160,14 +163,31 @@ impl Writer {
         let (wd, drift, status) = twin.state_rows(s);
         let mut rows: Vec<(String, weft_sonic_db::FieldValues)> = Vec::new();
         for w in &wd {
-            rows.push((format!("{}|{}", weft_sonic_schema::state::PfcWdState::TABLE, w.key()), w.to_fields()));
+            rows.push((
+                format!(
+                    "{}|{}",
+                    weft_sonic_schema::state::PfcWdState::TABLE,
+                    w.key()
+                ),
+                w.to_fields(),
+            ));
         }
         for d in &drift {
-            rows.push((format!("{}|{}", weft_sonic_schema::state::DriftState::TABLE, d.key()), d.to_fields()));
+            rows.push((
+                format!(
+                    "{}|{}",
+                    weft_sonic_schema::state::DriftState::TABLE,
+                    d.key()
+                ),
+                d.to_fields(),
+            ));
         }
         if let Some(st) = &status {
             rows.push((
-                format!("{}|{PLUGIN_STATUS_KEY}", weft_sonic_schema::state::PluginStatus::TABLE),
+                format!(
+                    "{}|{PLUGIN_STATUS_KEY}",
+                    weft_sonic_schema::state::PluginStatus::TABLE
+                ),
                 st.to_fields(),
             ));
         }
@@ -187,7 +207,11 @@ impl Writer {
     }
 
     /// Writes what changed of `switches` (as the twin stands), every server at once.
-    pub async fn write(&mut self, twin: &Twin, switches: &[SwitchIdx]) -> Result<WriteStats, TwinError> {
+    pub async fn write(
+        &mut self,
+        twin: &Twin,
+        switches: &[SwitchIdx],
+    ) -> Result<WriteStats, TwinError> {
         let mut per: Vec<Vec<redis::Pipeline>> = vec![vec![redis::pipe()]; self.servers.len()];
         let mut counts: Vec<usize> = vec![0; self.servers.len()];
         let mut stats = WriteStats::default();
@@ -211,11 +235,13 @@ impl Writer {
             let endpoint = srv.endpoint.clone();
             async move {
                 for p in pipes {
-                    p.query_async::<()>(&mut conn).await.map_err(|source| TwinError::Redis {
-                        endpoint: endpoint.clone(),
-                        what: "writing counters".into(),
-                        source,
-                    })?;
+                    p.query_async::<()>(&mut conn)
+                        .await
+                        .map_err(|source| TwinError::Redis {
+                            endpoint: endpoint.clone(),
+                            what: "writing counters".into(),
+                            source,
+                        })?;
                 }
                 Ok::<(), TwinError>(())
             }

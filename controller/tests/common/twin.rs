@@ -134,9 +134,7 @@ pub struct Direct {
 
 impl Direct {
     pub fn new(t: &Topology) -> Direct {
-        Direct {
-            spec: Spec::of(t),
-        }
+        Direct { spec: Spec::of(t) }
     }
 
     pub fn switch(&self, twin: &Twin, s: SwitchIdx) -> Option<weft_diagnose::SwitchSample> {

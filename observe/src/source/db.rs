@@ -147,7 +147,12 @@ impl Spec {
     /// The packed values of one port's rows (`port`, and `port:q` per queue), as the script
     /// returns them: the in-process equivalent of the script, for rows already in hand.
     /// Rows of one key merge, the later fields winning (as `HSET`s of them would).
-    pub fn values_of(&self, rows: &HashMap<&str, Vec<&FieldValues>>, port: &str, out: &mut Vec<Option<String>>) {
+    pub fn values_of(
+        &self,
+        rows: &HashMap<&str, Vec<&FieldValues>>,
+        port: &str,
+        out: &mut Vec<Option<String>>,
+    ) {
         let pick = |row: Option<&Vec<&FieldValues>>, f: &str| -> Option<String> {
             row?.iter()
                 .rev()
@@ -163,7 +168,8 @@ impl Spec {
 }
 
 fn num(v: Option<&str>) -> Option<u64> {
-    v.filter(|s| !s.is_empty()).and_then(|s| s.trim().parse().ok())
+    v.filter(|s| !s.is_empty())
+        .and_then(|s| s.trim().parse().ok())
 }
 
 /// One switch's read: the packed values (`ports` in order), the switch row, STATE_DB's rows.
@@ -183,7 +189,10 @@ pub fn judge(name: &str, r: &SwitchRows<'_>, now_ms: u64) -> Result<(), Unjudged
         detail,
     };
     if r.values.iter().all(Option::is_none) && r.switch.is_empty() {
-        return Err(un("no-data", "no counters in its DB (no plugin has written any)".into()));
+        return Err(un(
+            "no-data",
+            "no counters in its DB (no plugin has written any)".into(),
+        ));
     }
     let Some(st) = &r.status else {
         return Err(un(
@@ -250,7 +259,11 @@ pub fn decode(spec: &Spec, ports: &[String], r: &SwitchRows<'_>) -> SwitchSample
         }
         for (k, q) in spec.queues.iter().enumerate() {
             let qv = &v[spec.port_fields.len() + k * QUEUE_FIELDS..][..QUEUE_FIELDS];
-            let (pk, ecn, det) = (num(qv[0]).unwrap_or(0), num(qv[1]).unwrap_or(0), num(qv[3]).unwrap_or(0));
+            let (pk, ecn, det) = (
+                num(qv[0]).unwrap_or(0),
+                num(qv[1]).unwrap_or(0),
+                num(qv[3]).unwrap_or(0),
+            );
             // A queue that never carried anything says nothing (as `diagnose::switch_sample`).
             if pk == 0 && ecn == 0 && det == 0 {
                 continue;
@@ -275,7 +288,10 @@ pub fn decode(spec: &Spec, ports: &[String], r: &SwitchRows<'_>) -> SwitchSample
     // STATE_DB PFC_WD_STATE is the watchdog's own record; it wins over the COUNTERS copy.
     for (k, f) in &r.wd {
         if let Ok(w) = PfcWdState::from_fields(k, f) {
-            let q = s.queues.entry(format!("{}:{}", w.port, w.priority)).or_default();
+            let q = s
+                .queues
+                .entry(format!("{}:{}", w.port, w.priority))
+                .or_default();
             q.wd_stormed = w.status == WdStatus::Stormed;
             q.wd_detected = q.wd_detected.max(w.detected);
         }
@@ -283,7 +299,11 @@ pub fn decode(spec: &Spec, ports: &[String], r: &SwitchRows<'_>) -> SwitchSample
     for (key, state) in &r.drift {
         s.drift.push(Drift {
             key: key.clone(),
-            state: if state.is_empty() { "differs".into() } else { state.clone() },
+            state: if state.is_empty() {
+                "differs".into()
+            } else {
+                state.clone()
+            },
         });
     }
     s
@@ -374,7 +394,13 @@ fn text(v: &Value) -> String {
 }
 
 /// A switch's script reply, decoded and judged.
-fn switch_of(spec: &Spec, name: &str, ports: &[String], reply: &Value, now_ms: u64) -> Result<SwitchSample, Unjudged> {
+fn switch_of(
+    spec: &Spec,
+    name: &str,
+    ports: &[String],
+    reply: &Value,
+    now_ms: u64,
+) -> Result<SwitchSample, Unjudged> {
     let Value::Array(parts) = reply else {
         return Err(Unjudged {
             switch: name.to_string(),
@@ -389,7 +415,10 @@ fn switch_of(spec: &Spec, name: &str, ports: &[String], reply: &Value, now_ms: u
     let values: Vec<Option<&str>> = if packed.is_empty() {
         Vec::new()
     } else {
-        packed.split(',').map(|v| (!v.is_empty()).then_some(v)).collect()
+        packed
+            .split(',')
+            .map(|v| (!v.is_empty()).then_some(v))
+            .collect()
     };
     let pairs = |i: usize| -> Vec<(String, Value)> {
         match parts.get(i) {
@@ -403,12 +432,19 @@ fn switch_of(spec: &Spec, name: &str, ports: &[String], reply: &Value, now_ms: u
             _ => Vec::new(),
         }
     };
-    let strip = |k: &str, t: &str| k.strip_prefix(t).and_then(|r| r.strip_prefix('|')).unwrap_or(k).to_string();
+    let strip = |k: &str, t: &str| {
+        k.strip_prefix(t)
+            .and_then(|r| r.strip_prefix('|'))
+            .unwrap_or(k)
+            .to_string()
+    };
     let status = parts
         .get(4)
         .map(flat_pairs)
         .filter(|f| !f.is_empty())
-        .and_then(|f| PluginStatus::from_fields(weft_sonic_schema::state::PLUGIN_STATUS_KEY, &f).ok());
+        .and_then(|f| {
+            PluginStatus::from_fields(weft_sonic_schema::state::PLUGIN_STATUS_KEY, &f).ok()
+        });
     let rows = SwitchRows {
         values,
         switch: parts.get(1).map(flat_pairs).unwrap_or_default(),
@@ -418,7 +454,12 @@ fn switch_of(spec: &Spec, name: &str, ports: &[String], reply: &Value, now_ms: u
             .collect(),
         drift: pairs(3)
             .into_iter()
-            .map(|(k, v)| (strip(&k, weft_sonic_schema::state::DriftState::TABLE), text(&v)))
+            .map(|(k, v)| {
+                (
+                    strip(&k, weft_sonic_schema::state::DriftState::TABLE),
+                    text(&v),
+                )
+            })
             .collect(),
         status,
     };
@@ -558,7 +599,10 @@ impl Reader {
 }
 
 async fn connect(db: &SonicDb, script: &redis::Script) -> Result<MultiplexedConnection, String> {
-    let mut c = db.connect(SonicDbId::CountersDb).await.map_err(|e| e.to_string())?;
+    let mut c = db
+        .connect(SonicDbId::CountersDb)
+        .await
+        .map_err(|e| e.to_string())?;
     let conn = c.raw().clone();
     let mut load = conn.clone();
     script
@@ -608,7 +652,10 @@ async fn read_server(
         Ok(Err(e)) => return (fail(format!("{endpoint}: {e}")), 0, false),
         Err(_) => {
             return (
-                fail(format!("{endpoint} did not answer within {}", crate::human_duration(bound))),
+                fail(format!(
+                    "{endpoint} did not answer within {}",
+                    crate::human_duration(bound)
+                )),
                 0,
                 false,
             );

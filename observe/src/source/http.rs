@@ -88,7 +88,11 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// GET `path_and_query` (after the URL's prefix): (status, body).
-pub async fn get(url: &Url, path_and_query: &str, after: Duration) -> Result<(u16, Vec<u8>), HttpError> {
+pub async fn get(
+    url: &Url,
+    path_and_query: &str,
+    after: Duration,
+) -> Result<(u16, Vec<u8>), HttpError> {
     let addr = url.addr();
     let io = |e: std::io::Error| HttpError::Io {
         addr: addr.clone(),
@@ -126,14 +130,18 @@ pub async fn get(url: &Url, path_and_query: &str, after: Duration) -> Result<(u1
     let header = |name: &str| {
         head.lines().skip(1).find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_ascii_lowercase())
         })
     };
     let raw = &buf[end + 4..];
     let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
         dechunk(raw).ok_or_else(|| bad("broken chunked body"))?
     } else if let Some(n) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
-        raw.get(..n).ok_or_else(|| bad("body shorter than Content-Length"))?.to_vec()
+        raw.get(..n)
+            .ok_or_else(|| bad("body shorter than Content-Length"))?
+            .to_vec()
     } else {
         raw.to_vec()
     };
@@ -172,16 +180,23 @@ mod tests {
             .build()
             .expect("runtime");
         rt.block_on(async {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
             let port = l.local_addr().expect("addr").port();
             let server = tokio::spawn(async move {
                 let (mut s, _) = l.accept().await.expect("accept");
                 let mut req = vec![0u8; 1024];
                 let n = s.read(&mut req).await.expect("read");
-                let line = String::from_utf8_lossy(&req[..n]).lines().next().map(str::to_string);
-                s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
-                    .await
-                    .expect("write");
+                let line = String::from_utf8_lossy(&req[..n])
+                    .lines()
+                    .next()
+                    .map(str::to_string);
+                s.write_all(
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                )
+                .await
+                .expect("write");
                 line
             });
             let url = Url::parse(&format!("http://127.0.0.1:{port}")).expect("url");
@@ -191,7 +206,9 @@ mod tests {
             assert_eq!((code, body.as_slice()), (200, &b"{}"[..]));
             let line = server.await.expect("server");
             assert_eq!(line.as_deref(), Some("GET /api/v1/query?query=up HTTP/1.1"));
-            let closed = get(&url, "/", Duration::from_secs(5)).await.expect_err("nobody listens");
+            let closed = get(&url, "/", Duration::from_secs(5))
+                .await
+                .expect_err("nobody listens");
             assert!(matches!(closed, HttpError::Io { .. }), "{closed}");
         });
     }

@@ -148,7 +148,10 @@ pub async fn watch(
             Ok((
                 w,
                 Watched {
-                    unjudged: unjudged.into_iter().map(|u| (u.switch.clone(), u)).collect(),
+                    unjudged: unjudged
+                        .into_iter()
+                        .map(|u| (u.switch.clone(), u))
+                        .collect(),
                     sweeps: Vec::new(),
                 },
             ))

@@ -67,7 +67,12 @@ pub struct Prometheus {
 
 /// The families the rules use, with the label matchers that keep only what they read.
 fn selectors(lossless: &[u8], queues: &[u8]) -> Vec<String> {
-    let alt = |v: &[u8]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("|");
+    let alt = |v: &[u8]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join("|")
+    };
     vec![
         r#"{__name__=~"weft_port_(rx|tx)_(packets|bytes)_total"}"#.to_string(),
         format!(
@@ -189,7 +194,10 @@ fn switch_at(series: &[&Series], t: u64) -> Option<SwitchSample> {
             }
             "weft_queue_tx_packets_total" | "weft_queue_ecn_marked_packets_total" => {
                 if v > 0 {
-                    let q = s.queues.entry(format!("{port}:{}", x.label("queue"))).or_default();
+                    let q = s
+                        .queues
+                        .entry(format!("{port}:{}", x.label("queue")))
+                        .or_default();
                     if x.name.contains("ecn") {
                         q.ecn_marked = v;
                     } else {
@@ -224,21 +232,24 @@ impl Prometheus {
     }
 
     /// Every raw sample of `selector` over `range_s` seconds before `end_s`.
-    async fn raw(&self, selector: &str, range_s: u64, end_s: f64) -> Result<Vec<Series>, PromError> {
+    async fn raw(
+        &self,
+        selector: &str,
+        range_s: u64,
+        end_s: f64,
+    ) -> Result<Vec<Series>, PromError> {
         let q = format!("{selector}[{range_s}s]");
-        let path = format!(
-            "/api/v1/query?query={}&time={end_s:.3}",
-            http::encode(&q)
-        );
+        let path = format!("/api/v1/query?query={}&time={end_s:.3}", http::encode(&q));
         let (status, body) = http::get(&self.url, &path, QUERY_TIMEOUT).await?;
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if status != 200 || v["status"] != "success" {
             return Err(PromError::Query {
                 query: q,
                 status,
-                detail: v["error"]
-                    .as_str()
-                    .map_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect(), str::to_string),
+                detail: v["error"].as_str().map_or_else(
+                    || String::from_utf8_lossy(&body).chars().take(200).collect(),
+                    str::to_string,
+                ),
             });
         }
         Ok(parse_result(&v))
@@ -270,7 +281,9 @@ impl Prometheus {
             }
         }
         let start = end_ms - win_ms;
-        let grid: Vec<u64> = (0..=win_ms / step_ms).map(|j| start + j * step_ms).collect();
+        let grid: Vec<u64> = (0..=win_ms / step_ms)
+            .map(|j| start + j * step_ms)
+            .collect();
         let mut samples = Vec::new();
         for g in &grid {
             let mut sample = Sample {
@@ -291,7 +304,10 @@ impl Prometheus {
                 .get(&sw.name)
                 .and_then(|v| v.iter().filter_map(|s| s.values.last().map(|x| x.0)).max());
             let why = match last {
-                None => Some(("no-data", "no series in Prometheus over the window".to_string())),
+                None => Some((
+                    "no-data",
+                    "no series in Prometheus over the window".to_string(),
+                )),
                 Some(l) if end_ms.saturating_sub(l) > stale_after => Some((
                     "stale",
                     format!(
@@ -322,8 +338,14 @@ impl Prometheus {
     }
 
     /// The last `window` before `end_ms` on a one-second grid.
-    pub async fn window(&self, t: &Topology, window: Duration, end_ms: u64) -> Result<(Window, Vec<Unjudged>), PromError> {
-        self.window_at(t, window, Duration::from_secs(1), end_ms).await
+    pub async fn window(
+        &self,
+        t: &Topology,
+        window: Duration,
+        end_ms: u64,
+    ) -> Result<(Window, Vec<Unjudged>), PromError> {
+        self.window_at(t, window, Duration::from_secs(1), end_ms)
+            .await
     }
 }
 
@@ -334,7 +356,10 @@ mod tests {
     fn series(name: &str, labels: &[(&str, &str)], values: &[(u64, f64)]) -> Series {
         Series {
             name: name.into(),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             values: values.to_vec(),
         }
     }
@@ -360,7 +385,11 @@ mod tests {
             ),
             series(
                 "weft_pfc_pause_rx_frames_total",
-                &[("switch", "leaf1"), ("port", "Ethernet0"), ("priority", "3")],
+                &[
+                    ("switch", "leaf1"),
+                    ("port", "Ethernet0"),
+                    ("priority", "3"),
+                ],
                 &[(1000, 1.0), (2000, 4.0)],
             ),
             series(
@@ -376,7 +405,13 @@ mod tests {
         assert_eq!(a.ports["Ethernet0"].tx_packets, 10);
         assert!(a.queues.is_empty());
         let b = switch_at(&refs, 2500).expect("scraped");
-        assert_eq!((b.ports["Ethernet0"].pfc_rx_pause[3], b.queues["Ethernet0:3"].ecn_marked), (4, 7));
+        assert_eq!(
+            (
+                b.ports["Ethernet0"].pfc_rx_pause[3],
+                b.queues["Ethernet0:3"].ecn_marked
+            ),
+            (4, 7)
+        );
         assert_eq!(b.poll_ms, Some(2000));
     }
 }
