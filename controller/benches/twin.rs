@@ -31,7 +31,7 @@ use twin_common::{Bed, Direct, Through, load, process_cpu, self_cpu};
 use weft_diagnose::{Sample, Thresholds, Window};
 use weft_twin::Config;
 use weft_twin::fault::Fault;
-use weft_twin::score::{Campaign, Sampler, run};
+use weft_twin::score::{Campaign, Sampler, Score, run};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -96,7 +96,9 @@ fn faults(twin: &mut weft_twin::Twin, at: u64) {
         let Peer::Switch(q) = port.peer else {
             return None;
         };
-        (twin.ports.tier[port.switch] == 2 && twin.base.egress[p as usize] > 0.0 && port.switch > 40)
+        (twin.ports.tier[port.switch] == 2
+            && twin.base.egress[p as usize] > 0.0
+            && port.switch > 40)
             .then_some((p, q))
     });
     if let Some((from, to)) = link {
@@ -144,14 +146,22 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
         }
         let changed = twin.advance(t);
         let w0 = Instant::now();
-        through.writer.write(&twin, &changed).await.expect("twin write");
+        through
+            .writer
+            .write(&twin, &changed)
+            .await
+            .expect("twin write");
         tm.write.push(w0.elapsed().as_secs_f64());
-        let (c_self, c_srv) = (self_cpu(), pids.iter().map(|p| process_cpu(*p)).sum::<f64>());
+        let (c_self, c_srv) = (
+            self_cpu(),
+            pids.iter().map(|p| process_cpu(*p)).sum::<f64>(),
+        );
         let r0 = Instant::now();
         let sweep = through.reader.sweep(twin.cfg.epoch_ms + t).await;
         tm.read.push(r0.elapsed().as_secs_f64());
         tm.read_cpu_self.push(self_cpu() - c_self);
-        tm.read_cpu_servers.push(pids.iter().map(|p| process_cpu(*p)).sum::<f64>() - c_srv);
+        tm.read_cpu_servers
+            .push(pids.iter().map(|p| process_cpu(*p)).sum::<f64>() - c_srv);
         tm.bytes = sweep.bytes;
         tm.unjudged = sweep.unjudged.len();
         let d0 = Instant::now();
@@ -178,7 +188,14 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
             tm.rules_faulty.push(rules);
             tm.findings = found
                 .iter()
-                .map(|f| format!("{} {} ({} affected)", f.kind.as_str(), f.target, f.victims.len()))
+                .map(|f| {
+                    format!(
+                        "{} {} ({} affected)",
+                        f.kind.as_str(),
+                        f.target,
+                        f.victims.len()
+                    )
+                })
                 .collect();
         } else if t < fault_at - 500 {
             tm.rules_healthy.push(rules);
@@ -202,9 +219,20 @@ fn realtime(k: u32, servers: usize, windows: usize) {
     );
     let rt = runtime();
     let tm = rt.block_on(realtime_run(&bed, windows));
-    let servers_rss: f64 = bed.servers.iter().filter_map(|s| s.pid()).map(|p| rss_mib(p).1).sum();
-    println!("  write of a second's polls (twin → DBs): {}", stats(&tm.write));
-    println!("  read of one sample of every switch:     {}", stats(&tm.read));
+    let servers_rss: f64 = bed
+        .servers
+        .iter()
+        .filter_map(|s| s.pid())
+        .map(|p| rss_mib(p).1)
+        .sum();
+    println!(
+        "  write of a second's polls (twin → DBs): {}",
+        stats(&tm.write)
+    );
+    println!(
+        "  read of one sample of every switch:     {}",
+        stats(&tm.read)
+    );
     println!(
         "    CPU in it: this process {}, redis-servers {}",
         stats(&tm.read_cpu_self),
@@ -215,9 +243,18 @@ fn realtime(k: u32, servers: usize, windows: usize) {
         tm.bytes as f64 / 1e6,
         tm.unjudged
     );
-    println!("  same decoding, rows in hand (no I/O):   {}", stats(&tm.direct));
-    println!("  rules over a 3-sample window, healthy:  {}", stats(&tm.rules_healthy));
-    println!("  rules over a 3-sample window, faults:   {}", stats(&tm.rules_faulty));
+    println!(
+        "  same decoding, rows in hand (no I/O):   {}",
+        stats(&tm.direct)
+    );
+    println!(
+        "  rules over a 3-sample window, healthy:  {}",
+        stats(&tm.rules_healthy)
+    );
+    println!(
+        "  rules over a 3-sample window, faults:   {}",
+        stats(&tm.rules_faulty)
+    );
     println!("    findings: {}", tm.findings.join("; "));
     println!(
         "  memory: this process peak {:.0} MiB; redis-servers {:.0} MiB in all; load {}",
@@ -229,6 +266,30 @@ fn realtime(k: u32, servers: usize, windows: usize) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Adds chunk `b`'s score into `a`.
+fn merge(a: &mut Score, b: Score) {
+    for (k, r) in b.rows {
+        let x = a.rows.entry(k).or_default();
+        x.faults += r.faults;
+        x.localised += r.localised;
+        x.right += r.right;
+        x.wrong += r.wrong;
+        x.t2l.extend(r.t2l);
+    }
+    a.windows += b.windows;
+    a.multi += b.multi;
+    a.healthy += b.healthy;
+    a.healthy_findings += b.healthy_findings;
+    a.wrong_examples.extend(b.wrong_examples);
+    a.rules_s.extend(b.rules_s);
+    a.sample_s.extend(b.sample_s);
+}
+
+/// Trials per chunk of a campaign: each chunk a twin of its own (its clock after the last
+/// one's), its score added and the table so far printed, so a campaign cut short still says
+/// what it scored.
+const CHUNK: usize = 20;
+
 fn campaign(k: u32, trials: usize, seed: u64, servers: usize) {
     let dir = std::env::temp_dir().join(format!("weft-twin-campaign-{k}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -237,42 +298,52 @@ fn campaign(k: u32, trials: usize, seed: u64, servers: usize) {
     let rt = runtime();
     let t0 = Instant::now();
     let (c0, l0) = (self_cpu(), load());
-    let score = rt.block_on(async {
-        let cfg = Config {
-            seed,
-            epoch_ms: 1_000_000,
-            ..Default::default()
-        };
-        let mut twin = twin_common::twin(&bed.topo, cfg, &[7, n / 2 + 1]);
-        let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
-        let mut through = Through::new(&twin).await;
-        let c = Campaign {
-            trials,
-            seed,
-            record: std::env::var_os("WEFT_TWIN_RECORD").map(Into::into),
-            ..Default::default()
-        };
-        run(&mut twin, &fabric, &c, &Thresholds::default(), &mut through)
-            .await
-            .expect("campaign")
-    });
-    let fault_windows = score.windows - score.healthy;
-    println!(
-        "campaign k={k} ({n} switches, {servers} redis-servers), {trials} trials, seed {seed}: {:.0} s wall, {:.0} s CPU of this process; load before {l0}, after {}",
-        t0.elapsed().as_secs_f64(),
-        self_cpu() - c0,
-        load()
-    );
-    println!(
-        "windows {}: healthy {}, with faults {}, with two or more {} ({:.0}% of those with faults)",
-        score.windows,
-        score.healthy,
-        fault_windows,
-        score.multi,
-        100.0 * f64::from(score.multi) / f64::from(fault_windows.max(1))
-    );
-    println!("read per sample {}; rules per window {}", stats(&score.sample_s), stats(&score.rules_s));
-    println!("{}", score.table());
+    let mut score = Score::default();
+    for (i, start) in (0..trials).step_by(CHUNK).enumerate() {
+        let chunk = CHUNK.min(trials - start);
+        let s = rt.block_on(async {
+            let cfg = Config {
+                seed: seed + i as u64,
+                epoch_ms: 1_000_000 + i as u64 * 100_000_000,
+                ..Default::default()
+            };
+            let mut twin = twin_common::twin(&bed.topo, cfg, &[7, n / 2 + 1]);
+            let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
+            let mut through = Through::new(&twin).await;
+            let c = Campaign {
+                trials: chunk,
+                seed: seed + i as u64,
+                record: std::env::var_os("WEFT_TWIN_RECORD").map(Into::into),
+                ..Default::default()
+            };
+            run(&mut twin, &fabric, &c, &Thresholds::default(), &mut through)
+                .await
+                .expect("campaign")
+        });
+        merge(&mut score, s);
+        let fault_windows = score.windows - score.healthy;
+        println!(
+            "campaign k={k} ({n} switches, {servers} redis-servers), {} of {trials} trials, seed {seed}: {:.0} s wall, {:.0} s CPU of this process; load before {l0}, now {}",
+            start + chunk,
+            t0.elapsed().as_secs_f64(),
+            self_cpu() - c0,
+            load()
+        );
+        println!(
+            "windows {}: healthy {}, with faults {}, with two or more {} ({:.0}% of those with faults)",
+            score.windows,
+            score.healthy,
+            fault_windows,
+            score.multi,
+            100.0 * f64::from(score.multi) / f64::from(fault_windows.max(1))
+        );
+        println!(
+            "read per sample {}; rules per window {}",
+            stats(&score.sample_s),
+            stats(&score.rules_s)
+        );
+        println!("{}", score.table());
+    }
     for w in &score.wrong_examples {
         println!("wrong: {w}");
     }
@@ -290,12 +361,20 @@ fn main() {
     }
     let servers: usize = env_or("WEFT_BENCH_SERVERS", "8").parse().unwrap_or(8);
     let windows: usize = env_or("WEFT_BENCH_WINDOWS", "6").parse().unwrap_or(6);
-    for k in env_or("WEFT_BENCH_K", "32,64").split(',').filter_map(|s| s.trim().parse().ok()) {
+    for k in env_or("WEFT_BENCH_K", "32,64")
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+    {
         realtime(k, servers, windows);
     }
     let c = env_or("WEFT_BENCH_CAMPAIGN", "32:160");
     let parts: Vec<u64> = c.split(':').filter_map(|s| s.trim().parse().ok()).collect();
     if let [k, trials, rest @ ..] = parts.as_slice() {
-        campaign(*k as u32, *trials as usize, rest.first().copied().unwrap_or(7), servers);
+        campaign(
+            *k as u32,
+            *trials as usize,
+            rest.first().copied().unwrap_or(7),
+            servers,
+        );
     }
 }
