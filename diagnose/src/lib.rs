@@ -958,6 +958,22 @@ impl Congestion {
     }
 }
 
+/// Whether ECN acted before PFC on a congested queue: its marks, the PAUSE its switch sent.
+fn ecn_before_pfc(marks: u64, pfc_sent: u64) -> String {
+    match (marks > 0, pfc_sent > 0) {
+        (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
+        (true, true) => {
+            format!("PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough")
+        }
+        (false, true) => format!(
+            "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
+        ),
+        (false, false) => {
+            "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)".to_string()
+        }
+    }
+}
+
 /// Congested egress ports: toward a host (incast) or toward a switch (a slow link).
 fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
@@ -994,19 +1010,7 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     pfc_sent,
                 ));
             }
-            let ecn_first = match (c.marks > 0, pfc_sent > 0) {
-                (true, false) => "ECN acts before PFC (no PAUSE sent)".to_string(),
-                (true, true) => format!(
-                    "PFC engaged too ({pfc_sent} PAUSE sent): ECN does not slow the senders enough"
-                ),
-                (false, true) => format!(
-                    "PFC engaged ({pfc_sent} PAUSE sent) without ECN marks: ECN thresholds above xoff?"
-                ),
-                (false, false) => {
-                    "neither ECN nor PFC acted (non-ECT traffic or thresholds above the queue)"
-                        .to_string()
-                }
-            };
+            let ecn_first = ecn_before_pfc(c.marks, pfc_sent);
             let strength = c.strength();
             if fab.is_host(&peer.node) {
                 // Senders: hosts whose leaf received most in the window.

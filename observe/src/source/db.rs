@@ -546,7 +546,7 @@ impl Reader {
         let mut jobs = Vec::new();
         for srv in &mut self.servers {
             if srv.conn.is_none() {
-                srv.conn = connect(&srv.db, &script).await.ok();
+                srv.conn = connect(&srv.db, &script).await;
             }
             let plan: Vec<(usize, Vec<String>)> = srv
                 .switches
@@ -598,19 +598,14 @@ impl Reader {
     }
 }
 
-async fn connect(db: &SonicDb, script: &redis::Script) -> Result<MultiplexedConnection, String> {
-    let mut c = db
-        .connect(SonicDbId::CountersDb)
-        .await
-        .map_err(|e| e.to_string())?;
+/// A connection to a server with the read script loaded; `None` if either fails (its
+/// switches are then unreachable for this sample, and the next sample connects again).
+async fn connect(db: &SonicDb, script: &redis::Script) -> Option<MultiplexedConnection> {
+    let mut c = db.connect(SonicDbId::CountersDb).await.ok()?;
     let conn = c.raw().clone();
     let mut load = conn.clone();
-    script
-        .prepare_invoke()
-        .load_async(&mut load)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(conn)
+    script.prepare_invoke().load_async(&mut load).await.ok()?;
+    Some(conn)
 }
 
 type Read = Vec<Result<(String, SwitchSample), Unjudged>>;
