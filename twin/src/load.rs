@@ -138,6 +138,9 @@ pub fn background(
     l
 }
 
+/// Loads per port (bytes/s), only the ports that carry some.
+pub type PortLoads = Vec<(PortId, f64)>;
+
 /// The extra bytes per second per port of flows sending `rate` bytes/s in all from `senders`
 /// to `dst` (an incast), as the model places them: (port, egress added) and (host port,
 /// ingress added from its host).
@@ -149,7 +152,7 @@ pub fn extra(
     dst: HostIdx,
     rate: f64,
     seed: u64,
-) -> (Vec<(PortId, f64)>, Vec<(PortId, f64)>) {
+) -> (PortLoads, PortLoads) {
     let each = rate / senders.len().max(1) as f64;
     let flows: Vec<(HostIdx, HostIdx, f64)> = senders.iter().map(|s| (*s, dst, each)).collect();
     let dir = place(t, m, &flows, seed);

@@ -192,17 +192,15 @@ fn switch_at(series: &[&Series], t: u64) -> Option<SwitchSample> {
                     q.wd_detected = v;
                 }
             }
-            "weft_queue_tx_packets_total" | "weft_queue_ecn_marked_packets_total" => {
-                if v > 0 {
-                    let q = s
-                        .queues
-                        .entry(format!("{port}:{}", x.label("queue")))
-                        .or_default();
-                    if x.name.contains("ecn") {
-                        q.ecn_marked = v;
-                    } else {
-                        q.packets = v;
-                    }
+            "weft_queue_tx_packets_total" | "weft_queue_ecn_marked_packets_total" if v > 0 => {
+                let q = s
+                    .queues
+                    .entry(format!("{port}:{}", x.label("queue")))
+                    .or_default();
+                if x.name.contains("ecn") {
+                    q.ecn_marked = v;
+                } else {
+                    q.packets = v;
                 }
             }
             "weft_queue_depth_packets_bucket" => hist.entry(port).or_default().push(x),
