@@ -111,6 +111,7 @@ fn what_the_reader_reads_through_the_dbs_is_what_the_rows_say_and_missing_or_dea
         );
         assert!(s.ports.values().any(|p| p.pfc_rx_pause[3] > 1000), "{s:?}");
     });
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -176,6 +177,7 @@ fn a_small_seeded_campaign_of_faults_on_a_k8_twin_is_named_with_no_finding_in_he
         "{} of {faulty} windows with faults had two or more",
         score.multi
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The twin on the wall clock, written every 100 ms, until `stop`.
@@ -288,4 +290,5 @@ fn the_weft_diagnose_command_on_a_live_twin_names_an_injected_lossy_link_and_hea
         "{want} not named: {v}"
     );
     assert_eq!(findings.len(), 1, "one fault, one finding: {v}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
