@@ -241,9 +241,11 @@ pub enum Command {
     ///   weft diagnose fabric.yaml --window 3s --output json
     ///   weft diagnose fabric.yaml --record window.json      (keep the samples, to replay or test)
     ///   weft diagnose fabric.yaml --replay window.json
+    ///   weft diagnose fabric.yaml --source prometheus=http://prom:9090 --window 5s
     ///
     /// Samples every switch's COUNTERS_DB and STATE_DB (PFC watchdog, drift) each --interval
-    /// for --window, then applies the rules (crate weft-diagnose) to what moved: the pause
+    /// for --window (or, with --source prometheus=URL, takes the last --window of the plugins'
+    /// metrics from a Prometheus that scrapes them), then applies the rules (crate weft-diagnose) to what moved: the pause
     /// graph followed to its origin, congested queues, links whose ends disagree, drops for
     /// lack of a route, RoCE PSN out-of-order counts. Findings are ranked by confidence, each
     /// with its evidence (which counters moved, where, by how much) and a suggested action.
@@ -405,6 +407,8 @@ impl Command {
             Command::Doctor(a) => ("doctor", a.output),
             Command::Diagnose(a) => ("diagnose", a.output),
             Command::Graph(_) => ("graph", text),
+            Command::Ui(_) => ("ui", text),
+            Command::PrometheusRules(_) => ("prometheus-rules", text),
             Command::Schema => ("schema", text),
             Command::Completions(_) => ("completions", text),
             Command::Manpages(_) => ("manpages", text),

@@ -395,7 +395,8 @@ const SCENARIOS: &[(&str, Option<(Kind, &str)>)] = &[
     ("incast_trimmed", Some((Kind::Congestion, "leaf4-h1"))),
     ("stray_trims", None),
     ("lossy_link", Some((Kind::LossyLink, "spine2:Ethernet8"))),
-    ("loss_everywhere", None),
+    // spine1 drops on three of its four links: one finding on the switch, not three cables.
+    ("loss_everywhere", Some((Kind::LossyLink, "spine1"))),
     ("slow_link", Some((Kind::SlowLink, "leaf1:Ethernet12"))),
     (
         "slow_link_queue",

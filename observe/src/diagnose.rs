@@ -161,6 +161,7 @@ pub fn fabric_of(t: &Topology) -> Fabric {
                 )
             })
             .collect(),
+        ..Default::default()
     }
 }
 

@@ -345,7 +345,10 @@ impl SwitchMetrics {
         if age > STALE_AFTER {
             SwitchRead::Stale {
                 data: (state, ms),
-                age,
+                why: crate::read::Staleness::Old {
+                    age,
+                    limit: STALE_AFTER,
+                },
             }
         } else {
             SwitchRead::Ok((state, ms))

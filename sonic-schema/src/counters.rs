@@ -54,13 +54,14 @@ pub struct PortCounters {
     pub psn_regressions: Option<u64>,
 }
 
-const RX_PKTS: &str = "SAI_PORT_STAT_IF_IN_UCAST_PKTS";
-const RX_OCTETS: &str = "SAI_PORT_STAT_IF_IN_OCTETS";
-const TX_PKTS: &str = "SAI_PORT_STAT_IF_OUT_UCAST_PKTS";
-const TX_OCTETS: &str = "SAI_PORT_STAT_IF_OUT_OCTETS";
-const HIST_SHIFT: &str = "WEFT_QUEUE_DEPTH_HISTOGRAM_SHIFT";
+pub const RX_PKTS: &str = "SAI_PORT_STAT_IF_IN_UCAST_PKTS";
+pub const RX_OCTETS: &str = "SAI_PORT_STAT_IF_IN_OCTETS";
+pub const TX_PKTS: &str = "SAI_PORT_STAT_IF_OUT_UCAST_PKTS";
+pub const TX_OCTETS: &str = "SAI_PORT_STAT_IF_OUT_OCTETS";
+pub const HIST_SHIFT: &str = "WEFT_QUEUE_DEPTH_HISTOGRAM_SHIFT";
 
-fn pfc_names(q: usize) -> [String; 4] {
+/// Priority `q`'s PFC fields of a port row: PAUSE received, sent, RESUME received, sent.
+pub fn pfc_names(q: usize) -> [String; 4] {
     [
         format!("SAI_PORT_STAT_PFC_{q}_RX_PKTS"),
         format!("SAI_PORT_STAT_PFC_{q}_TX_PKTS"),
@@ -69,7 +70,8 @@ fn pfc_names(q: usize) -> [String; 4] {
     ]
 }
 
-fn bucket_name(b: usize) -> String {
+/// Bucket `b`'s field of a port row's queue-depth histogram.
+pub fn bucket_name(b: usize) -> String {
     format!("WEFT_QUEUE_DEPTH_BUCKET_{b}_PKTS")
 }
 
@@ -232,14 +234,14 @@ pub struct QueueCounters {
     pub wd_restored: Option<u64>,
 }
 
-const Q_PKTS: &str = "SAI_QUEUE_STAT_PACKETS";
-const Q_BYTES: &str = "SAI_QUEUE_STAT_BYTES";
-const Q_ECN: &str = "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS";
-const Q_TRIM: &str = "SAI_QUEUE_STAT_TRIM_PACKETS";
-const WD_STATUS: &str = "PFC_WD_STATUS";
-const WD_ACTION: &str = "PFC_WD_ACTION";
-const WD_DETECTED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED";
-const WD_RESTORED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED";
+pub const Q_PKTS: &str = "SAI_QUEUE_STAT_PACKETS";
+pub const Q_BYTES: &str = "SAI_QUEUE_STAT_BYTES";
+pub const Q_TRIM: &str = "SAI_QUEUE_STAT_TRIM_PACKETS";
+pub const Q_ECN: &str = "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS";
+pub const WD_STATUS: &str = "PFC_WD_STATUS";
+pub const WD_ACTION: &str = "PFC_WD_ACTION";
+pub const WD_DETECTED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED";
+pub const WD_RESTORED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED";
 
 impl Row for QueueCounters {
     const TABLE: &'static str = "COUNTERS";

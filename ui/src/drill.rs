@@ -13,9 +13,7 @@ fn read_word<T>(r: Option<&SwitchRead<T>>) -> String {
     match r {
         Some(SwitchRead::Ok(_)) => "read".into(),
         Some(SwitchRead::NoData) => "no data".into(),
-        Some(SwitchRead::Stale { age, .. }) => {
-            format!("stale ({} old)", weft_observe::human_duration(*age))
-        }
+        Some(SwitchRead::Stale { why, .. }) => format!("stale: {why}"),
         Some(SwitchRead::Unreachable(e)) => format!("unreachable: {e}"),
         None => "not read yet".into(),
     }

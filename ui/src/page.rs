@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 use weft_diagnose::{Fabric, Finding, Sample, Thresholds, Window};
-use weft_observe::read::SwitchRead;
+use weft_observe::read::{Staleness, SwitchRead};
 use weft_topology::Topology;
 
 use crate::history::{self, History};
@@ -568,13 +568,17 @@ fn switch_state(
     match &s.plugin {
         SwitchRead::Unreachable(e) => (b'X', Some(format!("unreachable: {e}"))),
         SwitchRead::NoData => (b'U', Some(no_plugin.to_string())),
-        SwitchRead::Stale { age, .. } => (
+        SwitchRead::Stale {
+            why: Staleness::Old { age, .. },
+            ..
+        } => (
             b'U',
             Some(format!(
                 "plugin last heard of {} ago",
                 weft_observe::human_duration(*age)
             )),
         ),
+        SwitchRead::Stale { why, .. } => (b'U', Some(format!("plugin: {why}"))),
         SwitchRead::Ok(p) if p.state == "running" => match not_converged {
             Some(w) => (b'N', Some(w.clone())),
             None => (b'R', None),

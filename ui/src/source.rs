@@ -241,7 +241,7 @@ fn prom_reading(
             uptime_s: None,
             pending_keys: None,
         }),
-        SwitchRead::Stale { data, age } => SwitchRead::Stale {
+        SwitchRead::Stale { data, why } => SwitchRead::Stale {
             data: PluginInfo {
                 state: data.0,
                 updated_ms: data.1,
@@ -249,7 +249,7 @@ fn prom_reading(
                 uptime_s: None,
                 pending_keys: None,
             },
-            age,
+            why,
         },
         SwitchRead::NoData => SwitchRead::NoData,
         SwitchRead::Unreachable(e) => SwitchRead::Unreachable(e),

@@ -9,8 +9,9 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 use weft_diagnose::{Finding, Thresholds, Window};
-use weft_observe::diagnose::{Unreadable, fabric_mismatch, fabric_of, unknown, watch};
+use weft_observe::diagnose::{Unreadable, fabric_mismatch, fabric_of, unknown};
 use weft_observe::read::Unknown;
+use weft_observe::source::{Source, watch};
 use weft_topology::Topology;
 
 use super::Outcome;
@@ -38,6 +39,10 @@ pub struct DiagnoseArgs {
     /// Also list findings below the reporting threshold (they do not change the exit status).
     #[arg(long)]
     pub all: bool,
+    /// Where the counters come from: `db` (every switch's DBs) or `prometheus=http://HOST:PORT`
+    /// (the plugins' metrics as a Prometheus scraping them holds them: the last WINDOW).
+    #[arg(long, default_value = "db", value_name = "SOURCE")]
+    pub source: Source,
     /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
@@ -73,7 +78,8 @@ async fn window(t: &Topology, a: &DiagnoseArgs) -> anyhow::Result<(Window, Unrea
         }
         return Ok((w, Unreadable::new()));
     }
-    Ok(watch(t, a.window, a.interval).await)
+    let (w, watched) = watch(t, &a.source, a.window, a.interval).await?;
+    Ok((w, watched.unjudged))
 }
 
 fn print_text(t: &Topology, w: &Window, window_ms: u64, findings: &[Finding], unknown: &[Unknown]) {
@@ -118,7 +124,7 @@ fn print_text(t: &Topology, w: &Window, window_ms: u64, findings: &[Finding], un
             );
         }
         if !f.victims.is_empty() {
-            outln!("   affected: {}", f.victims.join(", "));
+            outln!("   affected: {}", weft_diagnose::summarize(&f.victims, 12));
         }
         outln!("   action: {}", f.action);
     }
