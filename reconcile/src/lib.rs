@@ -16,3 +16,4 @@ pub mod planfile;
 pub mod planning;
 pub mod run;
 pub mod targets;
+pub mod writer;

@@ -34,6 +34,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use weft_p4rt::{Client, ClientConfig, Event, P4Info, PipelineConfig, PipelinePush};
 use weft_retry::RetryPolicy;
+use weft_sonic_db::zmq::{AsyncDbUpdater, ServerOptions, ZmqRequest, ZmqServer};
 use weft_sonic_db::{
     Digest, FieldValues, KeyOpFieldValues, SonicDb, SonicDbConfig, SonicDbError, SonicDbId, Table,
 };
@@ -75,6 +76,8 @@ pub enum DaemonError {
     Signal(#[source] std::io::Error),
     #[error("metrics: {0}")]
     Metrics(#[source] std::io::Error),
+    #[error("ZMQ endpoint: {0}")]
+    Zmq(#[from] weft_sonic_db::zmq::ZmqError),
 }
 
 /// Why a session ended, as the edge saw it.
@@ -116,6 +119,9 @@ pub struct Daemon {
     /// (`None` until the session read it): published in the status row, so `weft plan` reads
     /// the rows only when it differs from what it would write.
     appl_digest: Option<Digest>,
+    /// Batches over SONiC's ZMQ channel (`--zmq-endpoint`), bound across sessions: a request
+    /// that comes between two waits in its queue (the client waits for its reply).
+    zmq: Option<ZmqServer>,
 }
 
 /// One session's connections, tasks and channels.
@@ -129,6 +135,12 @@ struct Ctx {
     cfg_rx: mpsc::Receiver<()>,
     /// The Write out, if any (the core never asks for two).
     write: Option<JoinHandle<(Ticket, Result<(), weft_p4rt::Error>)>>,
+    /// Writes ZMQ batches into APPL_DB P4RT_TABLE on receipt (with `--zmq-endpoint`).
+    behind: Option<AsyncDbUpdater>,
+    /// ZMQ requests waiting for their answers, by [`Answered::batch`]. Dropped with the
+    /// session: each key is then answered SWSS_RC_UNKNOWN (the batch is in APPL_DB; the next
+    /// session replays it).
+    zmq_waiting: BTreeMap<u64, ZmqRequest>,
     _tasks: Tasks,
 }
 
@@ -187,6 +199,7 @@ impl Daemon {
             postcards: Postcards::default(),
             counter_polls: 0,
             appl_digest: None,
+            zmq: None,
             cfg,
         })
     }
@@ -213,6 +226,14 @@ impl Daemon {
             ),
             None => None,
         };
+        if let Some(ep) = &self.cfg.zmq_endpoint {
+            let server = ZmqServer::bind(
+                ep,
+                ServerOptions::default().serving("APPL_DB", weft_sonic_db::P4RT_TABLE),
+            )?;
+            tracing::info!(endpoint = %server.endpoint(), "taking P4RT_TABLE batches over ZMQ too");
+            self.zmq = Some(server);
+        }
         let mut backoff = SESSION_RETRY.backoff();
         loop {
             self.metrics.session();
@@ -362,8 +383,16 @@ impl Daemon {
                 self.cfg.counter_interval.map(|d| d * PSN_EVERY),
             )),
         ]);
+        let behind = match &self.zmq {
+            Some(_) => Some(
+                AsyncDbUpdater::start(&self.sonic, SonicDbId::ApplDb, weft_sonic_db::P4RT_TABLE)
+                    .await
+                    .map_err(redis_lost)?,
+            ),
+            None => None,
+        };
         let (responder, responder_failed, mut appl_digest) =
-            Responder::start(&self.sonic, live.clone(), &state_rows)
+            Responder::start(&self.sonic, live.clone(), &state_rows, behind.clone())
                 .await
                 .map_err(redis_lost)?;
         self.appl_digest = *appl_digest.borrow_and_update();
@@ -376,6 +405,8 @@ impl Daemon {
             batch_rx,
             cfg_rx,
             write: None,
+            behind,
+            zmq_waiting: BTreeMap::new(),
             _tasks: tasks,
         };
         let read = Input::SessionRead {
@@ -474,7 +505,11 @@ impl Daemon {
             (keys - failed) as u64,
             failed as u64,
         );
-        ctx.responder.send(a).await?;
+        let zmq = match a.batch {
+            0 => None,
+            n => ctx.zmq_waiting.remove(&n),
+        };
+        ctx.responder.send(a, zmq).await?;
         tracing::debug!(
             keys,
             failed,
@@ -593,6 +628,15 @@ impl Daemon {
                     Some(Err(e)) => Err(redis_lost(e)),
                     None => Err(Ended::Resync("consumer task ended".into())),
                 },
+                z = next_zmq(&mut self.zmq), if accepts => match z {
+                    Some(Ok(req)) => self.zmq_batch(ctx, req).await,
+                    // Refused whole and already answered (malformed, too large, unknown table).
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "ZMQ message refused");
+                        Ok(Woke::Done)
+                    }
+                    None => Err(Ended::Resync("ZMQ server stopped".into())),
+                },
                 w = async { match ctx.write.as_mut() { Some(h) => h.await, None => std::future::pending().await } } => {
                     ctx.write = None;
                     match w {
@@ -651,6 +695,26 @@ impl Daemon {
         let keys = ops.len();
         self.feed(ctx, Input::Batch { ops, term: None }).await?;
         tracing::debug!(keys, ms = t0.elapsed().as_millis() as u64, "batch prepared");
+        Ok(Woke::Done)
+    }
+
+    /// A batch over ZMQ: written behind into APPL_DB (unless its term is over: a fenced batch
+    /// leaves nothing anywhere), then fed to the core like a popped one, with its term; its
+    /// answers go back as its reply.
+    async fn zmq_batch(&mut self, ctx: &mut Ctx, mut req: ZmqRequest) -> Result<Woke, End> {
+        if ctx.cfg_rx.try_recv().is_ok() {
+            self.feed(ctx, Input::ConfigChanged).await?;
+        }
+        let fenced = matches!((req.term, self.core.term()), (Some(t), Some(held)) if t < held);
+        if !fenced && let Some(u) = &ctx.behind {
+            u.set_fence(req.term);
+            u.update(req.entries.clone());
+        }
+        let ops = std::mem::take(&mut req.entries);
+        let term = req.term;
+        tracing::debug!(keys = ops.len(), ?term, coalesced = req.coalesced, "ZMQ batch");
+        ctx.zmq_waiting.insert(self.core.batches_in() + 1, req);
+        self.feed(ctx, Input::Batch { ops, term }).await?;
         Ok(Woke::Done)
     }
 
@@ -825,6 +889,15 @@ impl Daemon {
             uptime_s = self.started.elapsed().as_secs(),
             "health"
         );
+    }
+}
+
+async fn next_zmq(
+    server: &mut Option<ZmqServer>,
+) -> Option<Result<ZmqRequest, weft_sonic_db::zmq::ZmqError>> {
+    match server {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use weft_sonic_db::zmq::{AsyncDbUpdater, ZmqRequest};
 use weft_sonic_db::{
     ConsumerStateTable, Digest, FieldValues, KeyOpFieldValues, P4RT_TABLE, ResponsePublisher,
     SonicDb, SonicDbError, SonicDbId, StateTableNames, TERM_KEY, Table, TableWatcher,
@@ -21,15 +22,17 @@ pub fn config_tables() -> Vec<&'static str> {
 }
 
 /// Answers batches in order (APPL_DB reverts, APPL_STATE_DB copies, then the notifications, as
-/// swss-common's buffered ResponsePublisher does per batch) in a task of its own, so the batch
-/// loop writes the next batch to the switch meanwhile.
+/// swss-common's buffered ResponsePublisher does per batch, or the ZMQ reply for a batch that
+/// came over ZMQ) in a task of its own, so the batch loop writes the next batch to the switch
+/// meanwhile.
 pub(super) struct Responder {
     tx: Option<mpsc::Sender<ToResponder>>,
     task: Option<JoinHandle<()>>,
 }
 
 enum ToResponder {
-    Answer(Answered),
+    /// A batch's answers, and the ZMQ request they answer when it came that way.
+    Answer(Answered, Option<ZmqRequest>),
     /// Answered once everything before it is written.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -43,10 +46,14 @@ pub(super) type ResponderParts = (
 impl Responder {
     /// `appl_state` is what APPL_STATE_DB holds now: the digest on the watch channel starts
     /// from it and follows every write.
+    /// `behind` writes the ZMQ batches into APPL_DB: it is flushed before a ZMQ batch's
+    /// answers are written, so APPL_DB never lags APPL_STATE_DB (a restart would take a row
+    /// APPL_DB lacks for a delete to replay).
     pub(super) async fn start(
         sonic: &SonicDb,
         appl_live: Table,
         appl_state: &BTreeMap<String, FieldValues>,
+        behind: Option<AsyncDbUpdater>,
     ) -> Result<ResponderParts, SonicDbError> {
         let mut publisher = ResponsePublisher::new(sonic, P4RT_TABLE).await?;
         publisher.track(appl_state);
@@ -55,8 +62,8 @@ impl Responder {
         let (err_tx, err_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             while let Some(m) = rx.recv().await {
-                let a = match m {
-                    ToResponder::Answer(a) => a,
+                let (a, zmq) = match m {
+                    ToResponder::Answer(a, zmq) => (a, zmq),
                     ToResponder::Flush(done) => {
                         let _ = done.send(());
                         continue;
@@ -64,8 +71,21 @@ impl Responder {
                 };
                 let t0 = Instant::now();
                 let r = async {
+                    if let (Some(_), Some(u)) = (&zmq, &behind) {
+                        u.flush().await?;
+                    }
                     appl_live.replace_many(&a.revert, &a.remove).await?;
-                    publisher.publish_batch(&a.results).await
+                    match zmq {
+                        None => publisher.publish_batch(&a.results).await,
+                        Some(req) => {
+                            publisher.write_state(&a.results).await?;
+                            // The reply replaces the notifications (p4orch over ZMQ).
+                            if let Err(e) = req.reply(&a.results) {
+                                tracing::warn!(error = %e, "ZMQ reply not sent");
+                            }
+                            Ok(())
+                        }
+                    }
                 }
                 .await;
                 tracing::debug!(
@@ -95,10 +115,10 @@ impl Responder {
         ))
     }
 
-    pub(super) async fn send(&mut self, a: Answered) -> Result<(), End> {
+    pub(super) async fn send(&mut self, a: Answered, zmq: Option<ZmqRequest>) -> Result<(), End> {
         match &self.tx {
             Some(tx) => tx
-                .send(ToResponder::Answer(a))
+                .send(ToResponder::Answer(a, zmq))
                 .await
                 .map_err(|_| Ended::Resync("responder stopped".into())),
             None => Err(Ended::Resync("responder stopped".into())),

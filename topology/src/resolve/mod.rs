@@ -9,6 +9,7 @@
 //!     → switches and ports → links → hosts          switches.rs, links.rs, hosts.rs (ends.rs)
 //!     → explicit fields (names, addresses, MACs, endpoints)           fields.rs, endpoints.rs
 //!     → allocation (explicit values reserved first) → uniqueness      alloc.rs
+//!     → P4RT transport and consumer (ZMQ endpoints)                   transport.rs
 //!     → QoS (contradictions; every connected port's ECN/PFC values)   qos.rs
 //!     → reachability (partition; valley-free paths), only when nothing above failed  reach.rs
 //!     → failover, telemetry                                           failover.rs, telemetry.rs
@@ -40,6 +41,7 @@ mod switches;
 mod telemetry;
 #[cfg(test)]
 mod testing;
+pub mod transport;
 
 use std::collections::HashMap;
 
@@ -95,6 +97,12 @@ pub fn resolve(
         &drafts.switches,
         &mut built.switches,
         &mut built.hosts,
+    );
+    transport::resolve_transport(
+        &mut cx,
+        &intent.fabric.defaults,
+        &drafts.switches,
+        &mut built.switches,
     );
     let qos = qos::resolve_qos(&mut cx, intent);
     qos::check_ports(&mut cx, &qos, intent, &built.ports(), mtu);
