@@ -33,7 +33,7 @@ pub use model::{
     Intent, MacAddr, P4rtTransport, PortRef, Role, RoutingMode, Tuning, WatchdogAction,
 };
 pub use names::{MAX_NAME_LEN, NameError, check_name, display_name, is_valid_name};
-pub use resolve::transport::{ZMQ_SOCKET_NAME, check_zmq_endpoint};
+pub use resolve::transport::{self, ZMQ_SOCKET_NAME, check_zmq_endpoint};
 pub use resolve::{
     DEFAULT_CABLE, DEFAULT_MTU, DEFAULT_POSTCARD_SAMPLE, DEFAULT_SPEED, MAX_WATCHED_FLOWS,
 };

@@ -61,6 +61,18 @@ fn beside_db(db: &str) -> Option<String> {
     Some(format!("ipc://{dir}/{ZMQ_SOCKET_NAME}"))
 }
 
+/// Every switch that has no ZMQ endpoint gets one beside its DB socket, where it has one (the
+/// testbed's `--transport zmq`): what `fabric.defaults.p4rt_transport: zmq` would give.
+pub fn serve_zmq(t: &mut crate::Topology) {
+    for s in &mut t.switches {
+        if s.transport.is_redis()
+            && let Some(endpoint) = beside_db(&s.db)
+        {
+            s.transport = Transport::Zmq { endpoint };
+        }
+    }
+}
+
 pub(super) fn resolve_transport(
     cx: &mut Ctx,
     d: &Defaults,
