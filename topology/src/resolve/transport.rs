@@ -249,6 +249,18 @@ mod tests {
     }
 
     #[test]
+    fn a_generated_switch_takes_the_transport_and_consumer_written_for_it() {
+        let yaml = "generators:\n  - kind: leaf-spine\n    spines: 1\n    leaves: 2\n    hosts_per_leaf: 1\nswitches:\n  - name: leaf1\n    consumer: sonic\n    p4rt_transport: zmq\n    zmq_endpoint: tcp://127.0.0.1:8100\n";
+        let t = valid(yaml);
+        let leaf1 = &t.switches[t.switch_by_name["leaf1"]];
+        assert_eq!(leaf1.consumer, Consumer::Sonic);
+        assert_eq!(leaf1.transport.zmq_endpoint(), Some("tcp://127.0.0.1:8100"));
+        let leaf2 = &t.switches[t.switch_by_name["leaf2"]];
+        assert_eq!(leaf2.consumer, Consumer::Weft);
+        assert!(leaf2.transport.is_redis());
+    }
+
+    #[test]
     fn zmq_without_a_local_db_socket_needs_an_endpoint() {
         let e = errors(&with(
             "spine1",
