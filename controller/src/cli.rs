@@ -106,7 +106,7 @@ pub enum Command {
     ///   weft plan fabric.yaml -o plan.json                (then: weft apply plan.json)
     ///   weft plan fabric.yaml --detailed-exitcode         (exit 3 when there are changes)
     ///   weft plan fabric.yaml --switch 'leaf*' --down leaf1:Ethernet8
-    ///   weft plan fabric.yaml --output json > plan.json   (format: README, "Plan JSON")
+    ///   weft plan fabric.yaml --output json > plan.json   (format: docs/apply.md, "Plan JSON")
     ///
     /// Compared with what each switch's SONiC DB says is installed (APPL_STATE_DB and Weft's
     /// CONFIG_DB tables). A switch that cannot be read, or whose plugin is not in sync, is

@@ -373,11 +373,24 @@ fn graph_lays_out_tiers_and_renders_svg_with_graphviz() {
     let _ = std::fs::remove_file(svg);
 }
 
-/// The README's `$ weft ...` examples (console blocks) are what the commands print. Lines in a
-/// block after the command are its expected output; `...` matches the rest of the output.
+/// The README's and the docs pages' `$ weft ...` examples (console blocks) are what the commands
+/// print. Lines in a block after the command are its expected output; `...` matches the rest of
+/// the output.
 #[test]
 fn readme_examples_are_what_the_commands_print() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README");
+    let mut pages = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    let readme = pages
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("documentation page"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut checked = 0;
     let mut failures = Vec::new();
     let mut in_console = false;

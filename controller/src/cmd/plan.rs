@@ -270,7 +270,10 @@ pub fn print_results(
         )?;
         print_failures(r, answer_timeout, out)?;
     }
-    if results.iter().any(|r| r.error_kind == Some(ErrorKind::NotReady)) {
+    if results
+        .iter()
+        .any(|r| r.error_kind == Some(ErrorKind::NotReady))
+    {
         writeln!(
             out,
             "hint: a switch whose plugin is not running (primary and synced) cannot answer: start its weft-plugin, or write without waiting with --no-wait"
