@@ -40,9 +40,12 @@ fn python() -> PathBuf {
 
 fn start_p4orch(redis: &RedisServer, zmq: Option<&str>, refuse: &[&str], log: &Path) -> P4orch {
     let mut cmd = Command::new(python());
-    cmd.arg(format!("{}/tests/scripts/p4orch_standin.py", common::bed::REPO))
-        .arg("--redis")
-        .arg(redis.socket_path());
+    cmd.arg(format!(
+        "{}/tests/scripts/p4orch_standin.py",
+        common::bed::REPO
+    ))
+    .arg("--redis")
+    .arg(redis.socket_path());
     if let Some(z) = zmq {
         cmd.args(["--zmq", z]);
     }
@@ -183,9 +186,15 @@ fn apply_down_and_plan_against_p4orch(zmq: bool) {
     assert_eq!(code, 0, "apply against p4orch:\n{out}");
     for r in &redis {
         assert!(p4rt_rows(r, 0) > 10, "APPL_DB holds what p4orch applied");
-        assert_eq!(p4rt_rows(r, 14), 0, "p4orch leaves nothing in APPL_STATE_DB");
         assert_eq!(
-            r.cli(6, &["EXISTS", "WEFT_PLUGIN|status"]).expect("cli").trim(),
+            p4rt_rows(r, 14),
+            0,
+            "p4orch leaves nothing in APPL_STATE_DB"
+        );
+        assert_eq!(
+            r.cli(6, &["EXISTS", "WEFT_PLUGIN|status"])
+                .expect("cli")
+                .trim(),
             "0"
         );
     }

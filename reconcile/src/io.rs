@@ -415,7 +415,9 @@ impl Executor {
                         Ok(w) => w?,
                         Err(_) => {
                             return Err(SwitchError::TimedOut {
-                                detail: format!("{db} did not answer a connect within {CONNECT_TIMEOUT:?}"),
+                                detail: format!(
+                                    "{db} did not answer a connect within {CONNECT_TIMEOUT:?}"
+                                ),
                             });
                         }
                     });

@@ -108,13 +108,17 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub async fn open(target: &SwitchTarget, reply_timeout: Duration) -> Result<Writer, WriteError> {
+    pub async fn open(
+        target: &SwitchTarget,
+        reply_timeout: Duration,
+    ) -> Result<Writer, WriteError> {
         let sonic = SonicDb::from_endpoint(&target.db)?;
         let entries = match &target.transport {
             Transport::Redis => {
                 // Subscribe before writing, or a fast consumer's answers are lost.
                 let waiter = ResponseWaiter::subscribe(&sonic, P4RT_TABLE).await?;
-                let producer = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
+                let producer =
+                    ProducerStateTable::new(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
                 Entries::Redis { producer, waiter }
             }
             Transport::Zmq { endpoint } => {
@@ -131,7 +135,8 @@ impl Writer {
                     Consumer::Sonic => {
                         // p4orch does not write APPL_DB (dbPersistence=false): the producer
                         // does, behind, as the P4RT app's ZmqProducerStateTable does.
-                        let u = AsyncDbUpdater::start(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
+                        let u =
+                            AsyncDbUpdater::start(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
                         producer.persist_with(u);
                         Some(sonic.connect(SonicDbId::ApplDb).await?)
                     }
@@ -274,13 +279,13 @@ async fn rows_of<'a>(
     for k in &keys {
         pipe.cmd("HGETALL").arg(format!("{P4RT_TABLE}:{k}"));
     }
-    let got: Vec<Vec<(String, String)>> = pipe
-        .query_async(conn.clone().raw())
-        .await
-        .map_err(|e| SonicDbError::Redis {
-            context: "HGETALL of a batch's keys".into(),
-            source: e,
-        })?;
+    let got: Vec<Vec<(String, String)>> =
+        pipe.query_async(conn.clone().raw())
+            .await
+            .map_err(|e| SonicDbError::Redis {
+                context: "HGETALL of a batch's keys".into(),
+                source: e,
+            })?;
     Ok(keys
         .into_iter()
         .zip(got)
@@ -368,7 +373,11 @@ async fn write_config(
     type Rows = Vec<(String, FieldValues)>;
     let mut by_table: BTreeMap<&str, (Rows, Vec<String>)> = BTreeMap::new();
     for (t, k, f) in set {
-        by_table.entry(t).or_default().0.push((k.clone(), f.clone()));
+        by_table
+            .entry(t)
+            .or_default()
+            .0
+            .push((k.clone(), f.clone()));
     }
     for k in del {
         if let Some((table, key)) = k.split_once('|') {

@@ -590,10 +590,9 @@ impl Options {
             c.batch_size = b;
         }
         if let Some(e) = &self.zmq_endpoint {
-            c.zmq_endpoint = Some(
-                e.parse()
-                    .map_err(|e: weft_sonic_db::zmq::ZmqError| invalid("zmq_endpoint", e.to_string()))?,
-            );
+            c.zmq_endpoint = Some(e.parse().map_err(|e: weft_sonic_db::zmq::ZmqError| {
+                invalid("zmq_endpoint", e.to_string())
+            })?);
         }
         c.watch_ports = self.watch_ports;
         Ok(())

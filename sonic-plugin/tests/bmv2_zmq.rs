@@ -9,9 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weft_appdb::{Call, Encoder, Match, Value};
-use weft_sonic_db::zmq::{
-    ProducerOptions, ZmqBatch, ZmqEndpoint, ZmqError, ZmqProducer, wire,
-};
+use weft_sonic_db::zmq::{ProducerOptions, ZmqBatch, ZmqEndpoint, ZmqError, ZmqProducer, wire};
 use weft_sonic_db::{
     FieldValues, KeyOpFieldValues, P4RT_TABLE, SonicDb, SonicDbId, StatusCode, Table, WaitOutcome,
 };
@@ -56,7 +54,11 @@ fn entries(info: &weft_p4rt::P4Info, routes: u32) -> Vec<KeyOpFieldValues> {
     let mut out = Vec::new();
     for p in ["Ethernet0", "Ethernet4"] {
         let k = enc
-            .key("port_config_table", &[Match::Exact("port", Value::Port(p.into()))], 0)
+            .key(
+                "port_config_table",
+                &[Match::Exact("port", Value::Port(p.into()))],
+                0,
+            )
             .expect("key");
         let c = Call {
             action: "set_port_config",
@@ -66,7 +68,11 @@ fn entries(info: &weft_p4rt::P4Info, routes: u32) -> Vec<KeyOpFieldValues> {
     }
     for (id, p) in [(1u128, "Ethernet0"), (2, "Ethernet4")] {
         let k = enc
-            .key("nexthop_table", &[Match::Exact("nexthop_id", Value::Uint(id))], 0)
+            .key(
+                "nexthop_table",
+                &[Match::Exact("nexthop_id", Value::Uint(id))],
+                0,
+            )
             .expect("key");
         let c = Call {
             action: "set_nexthop",
@@ -194,7 +200,10 @@ impl Bed {
         let ep = ZmqEndpoint::ipc(dir.join(format!("weft-{name}-{pid}.zmq")));
         let log = dir.join(format!("weft-{name}-{pid}.log"));
         let plugin = start_plugin(&redis, &sw, &ep, &log);
-        wait_until("plugin running", Duration::from_secs(60), || running(&sonic)).await;
+        wait_until("plugin running", Duration::from_secs(60), || {
+            running(&sonic)
+        })
+        .await;
         let info = weft_sonic_plugin::pipeline::weft_p4info().expect("p4info");
         Bed {
             redis,
@@ -218,7 +227,8 @@ impl Bed {
 /// batch of an older term refused whole and left nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() {
-    let Some(bin) = bmv2_or_skip("zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced")
+    let Some(bin) =
+        bmv2_or_skip("zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced")
     else {
         return;
     };
@@ -248,8 +258,18 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
     let appl = rows(&bed.sonic, SonicDbId::ApplDb).await;
     let state = rows(&bed.sonic, SonicDbId::ApplStateDb).await;
     for e in &ops {
-        assert_eq!(state.get(&e.key), Some(&sorted(e)), "APPL_STATE_DB {}", e.key);
-        assert_eq!(appl.get(&e.key), Some(&sorted(e)), "APPL_DB behind {}", e.key);
+        assert_eq!(
+            state.get(&e.key),
+            Some(&sorted(e)),
+            "APPL_STATE_DB {}",
+            e.key
+        );
+        assert_eq!(
+            appl.get(&e.key),
+            Some(&sorted(e)),
+            "APPL_DB behind {}",
+            e.key
+        );
     }
     for bad in [&unknown, &bad_port] {
         assert!(!appl.contains_key(&bad.key) && !state.contains_key(&bad.key));
@@ -262,7 +282,11 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
     let before = p.stats().coalesced;
     let out = p.send(&twice).await.expect("a reply");
     all_ok(&out, &[default.clone()]);
-    assert_eq!(p.stats().coalesced, before + 1, "the DEL was coalesced away");
+    assert_eq!(
+        p.stats().coalesced,
+        before + 1,
+        "the DEL was coalesced away"
+    );
     let state = rows(&bed.sonic, SonicDbId::ApplStateDb).await;
     assert_eq!(state.get(&default.key), Some(&sorted(&default)));
 
@@ -272,9 +296,16 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
     let out = p.send(std::slice::from_ref(&stale)).await.expect("a reply");
     let r = &out.responses[&stale.key];
     assert_eq!(r.status, StatusCode::FailedPrecondition);
-    assert!(r.message.contains("WEFT_FENCED term 3 is older than 5"), "{}", r.message);
+    assert!(
+        r.message.contains("WEFT_FENCED term 3 is older than 5"),
+        "{}",
+        r.message
+    );
     p.set_fence(Some(5));
-    let out = p.send(&[route(&enc, 0x0a7f_0002, 1)]).await.expect("a reply");
+    let out = p
+        .send(&[route(&enc, 0x0a7f_0002, 1)])
+        .await
+        .expect("a reply");
     assert!(out.responses.values().all(|r| r.status.is_ok()));
     let appl = rows(&bed.sonic, SonicDbId::ApplDb).await;
     let state = rows(&bed.sonic, SonicDbId::ApplStateDb).await;
@@ -287,8 +318,9 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
 /// unknown", nothing of it applied; the batch then goes through once the plugin is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_messages_are_refused_whole_and_a_request_without_a_server_is_outcome_unknown() {
-    let Some(bin) = bmv2_or_skip("unreadable_messages_are_refused_whole_and_a_request_without_a_server_is_outcome_unknown")
-    else {
+    let Some(bin) = bmv2_or_skip(
+        "unreadable_messages_are_refused_whole_and_a_request_without_a_server_is_outcome_unknown",
+    ) else {
         return;
     };
     let mut bed = Bed::up(&bin, "zmq-refusals").await;
@@ -317,8 +349,14 @@ async fn unreadable_messages_are_refused_whole_and_a_request_without_a_server_is
     let reply = raw_request(&bed.ep, &other);
     let per_key = wire::decode_reply(&reply, "APPL_DB", "ROUTE_TABLE").expect("per-key reply");
     assert!(per_key.iter().all(|r| r.status == StatusCode::InvalidParam));
-    assert!(rows(&bed.sonic, SonicDbId::ApplDb).await.is_empty(), "nothing written behind");
-    assert!(rows(&bed.sonic, SonicDbId::ApplStateDb).await.is_empty(), "nothing applied");
+    assert!(
+        rows(&bed.sonic, SonicDbId::ApplDb).await.is_empty(),
+        "nothing written behind"
+    );
+    assert!(
+        rows(&bed.sonic, SonicDbId::ApplStateDb).await.is_empty(),
+        "nothing applied"
+    );
 
     // The plugin went on: the same batch, readable, is applied.
     let reply = raw_request(&bed.ep, &good);
@@ -339,15 +377,28 @@ async fn unreadable_messages_are_refused_whole_and_a_request_without_a_server_is
     bed.restart();
     let sonic = bed.sonic.clone();
     let key = more[0].key.clone();
+    // The restarted plugin answers once its session runs; until then a request times out
+    // as "outcome unknown" and is sent again (writes are idempotent).
+    let t0 = std::time::Instant::now();
     let out = loop {
-        // The restarted plugin answers once its session runs.
         match p.send(&more).await {
             Ok(out) => break out,
-            Err(e) => assert!(e.error.outcome_unknown(), "{e:?}"),
+            Err(e) => {
+                assert!(e.error.outcome_unknown(), "{e:?}");
+                assert!(
+                    t0.elapsed() < Duration::from_secs(180),
+                    "the restarted plugin never answered; log {}",
+                    bed.log.display()
+                );
+            }
         }
     };
     all_ok(&out, &more);
-    assert!(rows(&sonic, SonicDbId::ApplStateDb).await.contains_key(&key));
+    assert!(
+        rows(&sonic, SonicDbId::ApplStateDb)
+            .await
+            .contains_key(&key)
+    );
 }
 
 /// The plugin killed with a batch in hand, and the producer gone after sending: nothing lost.
@@ -356,7 +407,8 @@ async fn unreadable_messages_are_refused_whole_and_a_request_without_a_server_is
 /// controller's next pass finds nothing to write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_killed_mid_batch_or_a_producer_gone_loses_nothing() {
-    let Some(bin) = bmv2_or_skip("a_plugin_killed_mid_batch_or_a_producer_gone_loses_nothing") else {
+    let Some(bin) = bmv2_or_skip("a_plugin_killed_mid_batch_or_a_producer_gone_loses_nothing")
+    else {
         return;
     };
     let mut bed = Bed::up(&bin, "zmq-kill").await;
@@ -379,19 +431,31 @@ async fn a_plugin_killed_mid_batch_or_a_producer_gone_loses_nothing() {
     bed.plugin.kill();
     match send.await.expect("join") {
         Ok(()) => {} // applied and answered before the kill
-        Err(e) => assert!(e.outcome_unknown(), "a lost server is 'outcome unknown': {e}"),
+        Err(e) => assert!(
+            e.outcome_unknown(),
+            "a lost server is 'outcome unknown': {e}"
+        ),
     }
     bed.restart();
     let sonic = bed.sonic.clone();
     // The killed plugin's status row says "running" until it expires: wait for the rows.
-    wait_until("the batch installed after restart", Duration::from_secs(120), || {
-        let sonic = sonic.clone();
-        async move { rows(&sonic, SonicDbId::ApplStateDb).await.len() >= 3004 }
-    })
+    wait_until(
+        "the batch installed after restart",
+        Duration::from_secs(120),
+        || {
+            let sonic = sonic.clone();
+            async move { rows(&sonic, SonicDbId::ApplStateDb).await.len() >= 3004 }
+        },
+    )
     .await;
     let state = rows(&bed.sonic, SonicDbId::ApplStateDb).await;
     for e in &ops {
-        assert_eq!(state.get(&e.key), Some(&sorted(e)), "{} installed after restart", e.key);
+        assert_eq!(
+            state.get(&e.key),
+            Some(&sorted(e)),
+            "{} installed after restart",
+            e.key
+        );
     }
     assert_eq!(rows(&bed.sonic, SonicDbId::ApplDb).await, state);
 
@@ -416,13 +480,17 @@ async fn a_plugin_killed_mid_batch_or_a_producer_gone_loses_nothing() {
     }
     let sonic = bed.sonic.clone();
     let keys: Vec<String> = late.iter().map(|e| e.key.clone()).collect();
-    wait_until("the orphaned batch applied", Duration::from_secs(30), || {
-        let (sonic, keys) = (sonic.clone(), keys.clone());
-        async move {
-            let s = rows(&sonic, SonicDbId::ApplStateDb).await;
-            keys.iter().all(|k| s.contains_key(k))
-        }
-    })
+    wait_until(
+        "the orphaned batch applied",
+        Duration::from_secs(30),
+        || {
+            let (sonic, keys) = (sonic.clone(), keys.clone());
+            async move {
+                let s = rows(&sonic, SonicDbId::ApplStateDb).await;
+                keys.iter().all(|k| s.contains_key(k))
+            }
+        },
+    )
     .await;
     let _ = bed.sw.grpc_addr();
 }

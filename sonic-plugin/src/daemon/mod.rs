@@ -712,7 +712,12 @@ impl Daemon {
         }
         let ops = std::mem::take(&mut req.entries);
         let term = req.term;
-        tracing::debug!(keys = ops.len(), ?term, coalesced = req.coalesced, "ZMQ batch");
+        tracing::debug!(
+            keys = ops.len(),
+            ?term,
+            coalesced = req.coalesced,
+            "ZMQ batch"
+        );
         ctx.zmq_waiting.insert(self.core.batches_in() + 1, req);
         self.feed(ctx, Input::Batch { ops, term }).await?;
         Ok(Woke::Done)

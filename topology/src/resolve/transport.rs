@@ -81,13 +81,15 @@ pub(super) fn resolve_transport(
 ) {
     let dpath = "fabric.defaults.zmq_endpoint";
     let defaults_ok = match &d.zmq_endpoint {
-        Some(e) => match check_zmq_endpoint(e).map_err(|e| e.to_string()).and_then(|()| {
-            if e.starts_with("ipc://") || from_defaults(e, 0, "x").is_some() {
-                Ok(())
-            } else {
-                Err("no port".into())
-            }
-        }) {
+        Some(e) => match check_zmq_endpoint(e)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                if e.starts_with("ipc://") || from_defaults(e, 0, "x").is_some() {
+                    Ok(())
+                } else {
+                    Err("no port".into())
+                }
+            }) {
             Ok(()) => true,
             Err(why) => {
                 cx.err_help(
@@ -123,7 +125,11 @@ pub(super) fn resolve_transport(
         let endpoint = match &spec.zmq_endpoint {
             Some(e) => {
                 if let Err(why) = check_zmq_endpoint(e) {
-                    cx.err(&epath, item(), format!("{e:?} is not a ZMQ endpoint: {why}"));
+                    cx.err(
+                        &epath,
+                        item(),
+                        format!("{e:?} is not a ZMQ endpoint: {why}"),
+                    );
                     continue;
                 }
                 Some(e.clone())
@@ -210,7 +216,11 @@ mod tests {
             .collect();
         assert_eq!(
             eps,
-            vec![Some("tcp://127.0.0.1:8100"), None, Some("tcp://127.0.0.1:8102")]
+            vec![
+                Some("tcp://127.0.0.1:8100"),
+                None,
+                Some("tcp://127.0.0.1:8102")
+            ]
         );
     }
 
