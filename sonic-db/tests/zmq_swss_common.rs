@@ -23,7 +23,7 @@ use weft_sonic_db::zmq::{
     ProducerOptions, ServerOptions, ZmqEndpoint, ZmqMode, ZmqProducer, ZmqServer,
 };
 use weft_sonic_db::{EntryResult, KeyOpFieldValues, Op, StatusCode};
-use weft_tests::redis::RedisServer;
+use weft_tests::redis::{RedisServer, RedisServerOptions};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -47,13 +47,30 @@ fn peer_program() -> Option<PathBuf> {
     }
 }
 
+/// A redis-server on its unix socket and a loopback TCP port: swss-common's producer writes
+/// APPL_DB behind over TCP.
+fn redis() -> (RedisServer, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let options = RedisServerOptions {
+        tcp_port: port,
+        ..Default::default()
+    };
+    (
+        RedisServer::start_with(options).expect("redis-server"),
+        port,
+    )
+}
+
 /// swss-common's database config for `redis`, in `dir`.
-fn db_config(dir: &Path, redis: &RedisServer) -> PathBuf {
+fn db_config(dir: &Path, redis: &RedisServer, port: u16) -> PathBuf {
     let db =
         |id: u8, sep: &str| serde_json::json!({"id": id, "separator": sep, "instance": "redis"});
     let cfg = serde_json::json!({
         "INSTANCES": {"redis": {
-            "hostname": "127.0.0.1", "port": 6379,
+            "hostname": "127.0.0.1", "port": port,
             "unix_socket_path": redis.socket_path(),
         }},
         "DATABASES": {
@@ -138,8 +155,8 @@ fn value(out: &str, tag: &str) -> Option<String> {
 async fn swss_common_producer_into_weft_server_gets_per_key_replies() {
     let Some(prog) = peer_program() else { return };
     let dir = temp_dir("producer");
-    let redis = RedisServer::start().expect("redis-server");
-    let cfg = db_config(&dir.0, &redis);
+    let (redis, port) = redis();
+    let cfg = db_config(&dir.0, &redis, port);
     let ep = ZmqEndpoint::ipc(dir.0.join("ep"));
     let opts = ServerOptions {
         mode: ZmqMode::RequestReply,
@@ -215,8 +232,8 @@ async fn swss_common_producer_into_weft_server_gets_per_key_replies() {
 async fn weft_producer_into_swss_common_consumer_is_read_whole_and_answered_per_key() {
     let Some(prog) = peer_program() else { return };
     let dir = temp_dir("consumer");
-    let redis = RedisServer::start().expect("redis-server");
-    let cfg = db_config(&dir.0, &redis);
+    let (redis, port) = redis();
+    let cfg = db_config(&dir.0, &redis, port);
     let small = vec![
         KeyOpFieldValues::set(
             r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.0.0.0/24"}"#,

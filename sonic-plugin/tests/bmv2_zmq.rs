@@ -27,6 +27,8 @@ fn start_plugin(redis: &RedisServer, sw: &Bmv2, zmq: &ZmqEndpoint, log: &Path) -
         .args(["--device-id", &sw.device_id().to_string()])
         .args(["--zmq-endpoint", &zmq.to_string()])
         .args(["--consumer-poll", "50ms", "--status-interval", "200ms"])
+        // Requests larger than a batch go to the switch as several, answered in one reply.
+        .args(["--batch-size", "1000"])
         .args(["--counter-interval", "0s", "--tuning-interval", "0s"])
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
@@ -221,7 +223,8 @@ impl Bed {
     }
 }
 
-/// Per-key replies in SONiC's form; APPL_DB written behind and APPL_STATE_DB as over Redis; a
+/// Per-key replies in SONiC's form, one reply for a request of several of the plugin's
+/// batches; APPL_DB written behind and APPL_STATE_DB as over Redis; a
 /// refused key (unknown table, unknown port) left in neither; repeated writes of one key
 /// coalesced (sonic-swss#3978: a DEL then a SET of the default route must not lose it); a
 /// batch of an older term refused whole and left nowhere.
@@ -233,7 +236,8 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
         return;
     };
     let bed = Bed::up(&bin, "zmq-replies").await;
-    let ops = entries(&bed.info, 50);
+    // Three of the plugin's batches (1,000 keys) in one request: one reply for all.
+    let ops = entries(&bed.info, 2500);
     let unknown = KeyOpFieldValues::set(r#"FIXED_NOPE:{"match/x":"0x1"}"#, [("action", "x")]);
     let bad_port = KeyOpFieldValues::set(
         r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x9"}"#,

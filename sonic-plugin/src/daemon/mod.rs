@@ -58,8 +58,8 @@ use crate::translate::Translator;
 mod tasks;
 pub use tasks::config_tables;
 use tasks::{
-    Responder, Tasks, config_watch_task, consumer_task, p4rt_tables, pending_keys, read_term,
-    redis_run_id,
+    Responder, Tasks, ZmqAnswer, config_watch_task, consumer_task, p4rt_tables, pending_keys,
+    read_term, redis_run_id,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,10 @@ struct Ctx {
     /// ZMQ requests waiting for their answers, by [`Answered::batch`]. Dropped with the
     /// session: each key is then answered SWSS_RC_UNKNOWN (the batch is in APPL_DB; the next
     /// session replays it).
-    zmq_waiting: BTreeMap<u64, ZmqRequest>,
+    zmq_waiting: BTreeMap<u64, ZmqAnswer>,
+    /// The rest of a ZMQ request larger than a batch, fed one batch at a time as the core
+    /// accepts them (before anything else), with its term and where its answers go.
+    zmq_rest: VecDeque<(Vec<KeyOpFieldValues>, Option<u64>, ZmqAnswer)>,
     _tasks: Tasks,
 }
 
@@ -407,6 +410,7 @@ impl Daemon {
             write: None,
             behind,
             zmq_waiting: BTreeMap::new(),
+            zmq_rest: VecDeque::new(),
             _tasks: tasks,
         };
         let read = Input::SessionRead {
@@ -619,8 +623,17 @@ impl Daemon {
     ) -> End {
         let mut timers = Timers::new(&self.cfg, self.core.features().intent.wd_poll);
         loop {
+            if self.core.accepts_batch()
+                && let Some((ops, term, answer)) = ctx.zmq_rest.pop_front()
+            {
+                ctx.zmq_waiting.insert(self.core.batches_in() + 1, answer);
+                if let Err(end) = self.feed(ctx, Input::Batch { ops, term }).await {
+                    return end;
+                }
+                continue;
+            }
             let wake = self.core.next_wake();
-            let accepts = self.core.accepts_batch();
+            let accepts = self.core.accepts_batch() && ctx.zmq_rest.is_empty();
             let woke: Result<Woke, End> = tokio::select! {
                 _ = &mut *shutdown => Err(Ended::Shutdown),
                 b = ctx.batch_rx.recv(), if accepts => match b {
@@ -710,16 +723,41 @@ impl Daemon {
             u.set_fence(req.term);
             u.update(req.entries.clone());
         }
-        let ops = std::mem::take(&mut req.entries);
         let term = req.term;
         tracing::debug!(
-            keys = ops.len(),
+            keys = req.entries.len(),
             ?term,
             coalesced = req.coalesced,
             "ZMQ batch"
         );
-        ctx.zmq_waiting.insert(self.core.batches_in() + 1, req);
-        self.feed(ctx, Input::Batch { ops, term }).await?;
+        // A request larger than a batch goes to the core as several, like the APPL_DB
+        // consumer's pops, so the switch write of one overlaps the preparation of the next
+        // (one P4Runtime Write of 10,000 updates took BMv2 4× as long as 10 pipelined ones);
+        // the reply goes once the last is answered.
+        let id = self.core.batches_in() + 1;
+        let size = self.cfg.batch_size.max(1);
+        let mut entries = std::mem::take(&mut req.entries).into_iter();
+        let mut parts: VecDeque<Vec<KeyOpFieldValues>> = VecDeque::new();
+        loop {
+            let part: Vec<KeyOpFieldValues> = entries.by_ref().take(size).collect();
+            if part.is_empty() && !parts.is_empty() {
+                break;
+            }
+            parts.push_back(part);
+        }
+        let first = parts.pop_front().unwrap_or_default();
+        let mut last = Some(ZmqAnswer::Last(id, req));
+        while let Some(part) = parts.pop_front() {
+            let answer = match parts.is_empty() {
+                true => last.take(),
+                false => None,
+            };
+            ctx.zmq_rest
+                .push_back((part, term, answer.unwrap_or(ZmqAnswer::Part(id))));
+        }
+        let answer = last.unwrap_or(ZmqAnswer::Part(id));
+        ctx.zmq_waiting.insert(id, answer);
+        self.feed(ctx, Input::Batch { ops: first, term }).await?;
         Ok(Woke::Done)
     }
 

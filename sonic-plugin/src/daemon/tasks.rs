@@ -8,8 +8,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use weft_sonic_db::zmq::{AsyncDbUpdater, ZmqRequest};
 use weft_sonic_db::{
-    ConsumerStateTable, Digest, FieldValues, KeyOpFieldValues, P4RT_TABLE, ResponsePublisher,
-    SonicDb, SonicDbError, SonicDbId, StateTableNames, TERM_KEY, Table, TableWatcher,
+    ConsumerStateTable, Digest, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE,
+    ResponsePublisher, SonicDb, SonicDbError, SonicDbId, StateTableNames, TERM_KEY, Table,
+    TableWatcher,
 };
 
 use crate::core::{Answered, Ended};
@@ -30,9 +31,17 @@ pub(super) struct Responder {
     task: Option<JoinHandle<()>>,
 }
 
+/// Where the answers of a batch that came over ZMQ go, besides APPL_STATE_DB.
+pub(super) enum ZmqAnswer {
+    /// A part of the request whose first batch is `.0`: its answers wait for the last part.
+    Part(u64),
+    /// The last part: the reply goes with the answers of every part.
+    Last(u64, ZmqRequest),
+}
+
 enum ToResponder {
     /// A batch's answers, and the ZMQ request they answer when it came that way.
-    Answer(Answered, Option<ZmqRequest>),
+    Answer(Answered, Option<ZmqAnswer>),
     /// Answered once everything before it is written.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -61,6 +70,8 @@ impl Responder {
         let (tx, mut rx) = mpsc::channel::<ToResponder>(4);
         let (err_tx, err_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
+            // The answers of a ZMQ request's parts so far, by its first batch.
+            let mut gathered: Option<(u64, Vec<EntryResult>)> = None;
             while let Some(m) = rx.recv().await {
                 let (a, zmq) = match m {
                     ToResponder::Answer(a, zmq) => (a, zmq),
@@ -77,11 +88,25 @@ impl Responder {
                     appl_live.replace_many(&a.revert, &a.remove).await?;
                     match zmq {
                         None => publisher.publish_batch(&a.results).await,
-                        Some(req) => {
+                        Some(z) => {
                             publisher.write_state(&a.results).await?;
-                            // The reply replaces the notifications (p4orch over ZMQ).
-                            if let Err(e) = req.reply(&a.results) {
-                                tracing::warn!(error = %e, "ZMQ reply not sent");
+                            let (id, req) = match z {
+                                ZmqAnswer::Part(id) => (id, None),
+                                ZmqAnswer::Last(id, req) => (id, Some(req)),
+                            };
+                            let mut all = match gathered.take() {
+                                Some((g, all)) if g == id => all,
+                                _ => Vec::new(),
+                            };
+                            all.extend(a.results.iter().cloned());
+                            match req {
+                                // The reply replaces the notifications (p4orch over ZMQ).
+                                Some(req) => {
+                                    if let Err(e) = req.reply(&all) {
+                                        tracing::warn!(error = %e, "ZMQ reply not sent");
+                                    }
+                                }
+                                None => gathered = Some((id, all)),
                             }
                             Ok(())
                         }
@@ -115,7 +140,7 @@ impl Responder {
         ))
     }
 
-    pub(super) async fn send(&mut self, a: Answered, zmq: Option<ZmqRequest>) -> Result<(), End> {
+    pub(super) async fn send(&mut self, a: Answered, zmq: Option<ZmqAnswer>) -> Result<(), End> {
         match &self.tx {
             Some(tx) => tx
                 .send(ToResponder::Answer(a, zmq))
