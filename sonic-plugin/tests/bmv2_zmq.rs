@@ -285,7 +285,7 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
     let twice = [KeyOpFieldValues::del(default.key.clone()), default.clone()];
     let before = p.stats().coalesced;
     let out = p.send(&twice).await.expect("a reply");
-    all_ok(&out, &[default.clone()]);
+    all_ok(&out, std::slice::from_ref(&default));
     assert_eq!(
         p.stats().coalesced,
         before + 1,

@@ -746,7 +746,7 @@ impl Daemon {
             parts.push_back(part);
         }
         let first = parts.pop_front().unwrap_or_default();
-        let mut last = Some(ZmqAnswer::Last(id, req));
+        let mut last = Some(ZmqAnswer::Last(id, Box::new(req)));
         while let Some(part) = parts.pop_front() {
             let answer = match parts.is_empty() {
                 true => last.take(),

@@ -36,7 +36,7 @@ pub(super) enum ZmqAnswer {
     /// A part of the request whose first batch is `.0`: its answers wait for the last part.
     Part(u64),
     /// The last part: the reply goes with the answers of every part.
-    Last(u64, ZmqRequest),
+    Last(u64, Box<ZmqRequest>),
 }
 
 enum ToResponder {
