@@ -7,6 +7,7 @@ pub mod apply;
 pub mod canary;
 pub mod core;
 pub mod damping;
+mod dberr;
 pub mod ha;
 pub mod io;
 pub mod lock;

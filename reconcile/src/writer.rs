@@ -61,13 +61,13 @@ impl WriteError {
     /// As the core sees it.
     pub fn switch_error(&self, db: &str) -> SwitchError {
         match self {
-            WriteError::Db(e) => crate::io::db_error(db, e),
+            WriteError::Db(e) => crate::dberr::db_error(db, e),
             WriteError::Fenced { term, held } => SwitchError::Fenced {
                 term: *term,
                 held: *held,
             },
             WriteError::Zmq(e) => {
-                let detail = crate::io::one_line(&e.to_string());
+                let detail = crate::dberr::one_line(&e.to_string());
                 match e {
                     ZmqError::ReplyTimeout { .. } | ZmqError::Full { .. } => {
                         SwitchError::TimedOut { detail }
