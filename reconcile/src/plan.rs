@@ -70,11 +70,52 @@ pub enum Source {
     ApplStateDb,
     /// Not read (`--offline`) or not readable: planned against nothing.
     Empty(String),
+    /// Read from the APPL_DB P4RT_TABLE of a switch whose consumer is SONiC's own p4orch, which
+    /// writes what it applied back there (sonic-swss#3066), and its CONFIG_DB; with what SONiC
+    /// publishes about its readiness.
+    SonicApplDb(SonicReadiness),
     /// Not read because the plugin, in sync, publishes digests of APPL_STATE_DB and CONFIG_DB
     /// equal to these, which are the desired state's ([`Installed::by_digest`]): the switch
     /// holds exactly what it should.
     #[serde(skip_serializing)]
     Digest(InstalledDigests),
+}
+
+/// Whether SONiC's own P4RT consumer (p4orch in orchagent) takes entries, from what SONiC
+/// itself publishes: orchagent programs nothing before portsyncd's `PortInitDone` (APPL_DB
+/// `PORT_TABLE:PortInitDone`), and during a warm restart sonic-pins' P4RT app holds its writes
+/// until orchagent's warm-restart state is `reconciled` (STATE_DB `WARM_RESTART_TABLE|orchagent`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SonicReadiness {
+    /// APPL_DB `PORT_TABLE:PortInitDone` exists.
+    pub ports_ready: bool,
+    /// STATE_DB `WARM_RESTART_TABLE|orchagent` field `state`, when a warm restart left one.
+    pub warm_restart: Option<String>,
+}
+
+impl SonicReadiness {
+    pub fn ready(&self) -> bool {
+        self.ports_ready
+            && self
+                .warm_restart
+                .as_deref()
+                .is_none_or(|s| s == "reconciled")
+    }
+
+    /// Why not, in the operator's words (`None`: ready).
+    pub fn why_not(&self) -> Option<String> {
+        if !self.ports_ready {
+            return Some(
+                "no APPL_DB PORT_TABLE:PortInitDone: SONiC has not initialised its ports".into(),
+            );
+        }
+        match self.warm_restart.as_deref() {
+            Some(s) if s != "reconciled" => Some(format!(
+                "orchagent's warm restart is {s}, not reconciled (STATE_DB WARM_RESTART_TABLE|orchagent)"
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// What a switch has, as read from its SONiC DB.
@@ -156,6 +197,10 @@ impl Installed {
                 ),
                 None => "APPL_STATE_DB (no live plugin: not what the switch holds)".into(),
             },
+            Source::SonicApplDb(r) => match r.why_not() {
+                None => "APPL_DB (SONiC p4orch)".into(),
+                Some(why) => format!("APPL_DB (SONiC p4orch not ready: {why})"),
+            },
             Source::Empty(why) => format!("empty: {why}"),
         }
     }
@@ -180,9 +225,15 @@ impl Installed {
 
     /// The switch holds what APPL_STATE_DB says only while its plugin is running (primary,
     /// pipeline pushed, synced).
+    /// A switch whose consumer is SONiC's p4orch: while SONiC says it is ready.
     pub fn trusted(&self) -> bool {
-        matches!(self.source, Source::ApplStateDb | Source::Digest(_))
-            && self.plugin.as_ref().is_some_and(|p| p.in_sync())
+        match &self.source {
+            Source::SonicApplDb(r) => r.ready(),
+            Source::ApplStateDb | Source::Digest(_) => {
+                self.plugin.as_ref().is_some_and(|p| p.in_sync())
+            }
+            Source::Empty(_) => false,
+        }
     }
 }
 

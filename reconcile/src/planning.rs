@@ -183,10 +183,11 @@ impl<'a, 'r> Planner<'a, 'r> {
         match status.and_then(|st| by_digest(name, *st, desired)) {
             Some(i) => Pending::Ready(Box::new(i)),
             None => {
-                let (db, sem) = (self.t.switches[si].db.clone(), self.reads.clone());
+                let sw = &self.t.switches[si];
+                let (db, consumer, sem) = (sw.db.clone(), sw.consumer, self.reads.clone());
                 Pending::Reading(tokio::spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    crate::io::read_installed(&db)
+                    crate::io::read_installed_of(&db, consumer)
                         .await
                         .unwrap_or_else(|e| Installed::empty(format!("DB unreachable ({e})")))
                 }))

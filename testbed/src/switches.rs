@@ -290,6 +290,9 @@ impl SwitchProcesses<'_> {
             None => sw.db.clone(),
         };
         pl.extend(plugin_args(sw.device_id, &db, &sw.p4rt_address, &port_map));
+        if let Some(ep) = sw.transport.zmq_endpoint() {
+            pl.extend(["--zmq-endpoint".into(), ep.to_string()]);
+        }
         if let Some(t) = self.tls {
             pl.extend(tls::plugin_args(t));
         }

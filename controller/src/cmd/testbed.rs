@@ -168,6 +168,18 @@ pub struct UpArgs {
     /// --plugin-arg=0.18).
     #[arg(long = "plugin-arg", allow_hyphen_values = true, value_name = "ARG")]
     pub plugin_args: Vec<String>,
+    /// zmq: every plugin also serves SONiC's ZMQ channel (beside its DB socket, unless the
+    /// intent names an endpoint), as if `fabric.defaults.p4rt_transport: zmq` were written.
+    /// The controller writes over ZMQ where the intent it is given says so.
+    /// [default: what the intent says, else redis]
+    #[arg(long, value_enum, value_name = "TRANSPORT")]
+    pub transport: Option<TransportArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportArg {
+    Redis,
+    Zmq,
 }
 
 #[derive(Args, Debug)]
@@ -341,9 +353,12 @@ fn state_dir(dir: Option<PathBuf>, fabric: &str) -> PathBuf {
 
 pub fn up(a: &UpArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let (file, db_only, acl) = (&a.file, a.db_only, a.acl);
-    let Some(t) = load_valid(file)? else {
+    let Some(mut t) = load_valid(file)? else {
         return Ok(Outcome::Invalid);
     };
+    if a.transport == Some(TransportArg::Zmq) {
+        weft_topology::transport::serve_zmq(&mut t);
+    }
     let programs = if db_only {
         tb::Programs::locate_db_only()?
     } else {
@@ -371,6 +386,16 @@ pub fn up(a: &UpArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
             st.switches.len(),
             st.hosts.len(),
             st.netns
+        );
+    }
+    let zmq = t
+        .switches
+        .iter()
+        .filter(|s| s.transport.zmq_endpoint().is_some())
+        .count();
+    if zmq > 0 && !db_only {
+        outln!(
+            "{zmq} plugins also take P4RT entries over ZMQ (weft apply/run use it where the intent says p4rt_transport: zmq)"
         );
     }
     outln!("state: {}", tb::State::path(&dir).display());

@@ -9,6 +9,7 @@
 //!     → switches and ports → links → hosts          switches.rs, links.rs, hosts.rs (ends.rs)
 //!     → explicit fields (names, addresses, MACs, endpoints)           fields.rs, endpoints.rs
 //!     → allocation (explicit values reserved first) → uniqueness      alloc.rs
+//!     → P4RT transport and consumer (ZMQ endpoints)                   transport.rs
 //!     → QoS (contradictions; every connected port's ECN/PFC values)   qos.rs
 //!     → packet trimming (trimmable classes, size, DSCP, trimmed queue) trim.rs
 //!     → reachability (partition; valley-free paths), only when nothing above failed  reach.rs
@@ -41,6 +42,7 @@ mod switches;
 mod telemetry;
 #[cfg(test)]
 mod testing;
+pub mod transport;
 mod trim;
 
 use std::collections::HashMap;
@@ -109,6 +111,12 @@ pub fn resolve(
         &drafts.switches,
         &mut built.switches,
         &mut built.hosts,
+    );
+    transport::resolve_transport(
+        &mut cx,
+        &intent.fabric.defaults,
+        &drafts.switches,
+        &mut built.switches,
     );
     let mut qos = qos::resolve_qos(&mut cx, intent);
     let ipv6 = built.hosts.iter().any(|h| h.ipv6.is_some());
