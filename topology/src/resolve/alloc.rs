@@ -133,8 +133,32 @@ impl Explicit {
 pub(super) fn socket_dir(fabric: &str, d: &Defaults) -> String {
     match d.db_socket_dir.as_deref() {
         Some(dir) => dir.trim_end_matches('/').to_string(),
-        None => format!("{DEFAULT_DB_SOCKET_DIR}/{fabric}"),
+        None => format!("{DEFAULT_DB_SOCKET_DIR}/{}", fabric_dir(fabric)),
     }
+}
+
+/// The longest fabric directory that keeps `/run/weft/<fabric>/<switch>/redis.sock` within a
+/// Unix socket's 107 bytes for any valid switch name (63 bytes).
+const FABRIC_DIR_MAX: usize = 107
+    - DEFAULT_DB_SOCKET_DIR.len()
+    - "/".len()
+    - "/".len()
+    - crate::names::MAX_NAME_LEN
+    - "/redis.sock".len();
+
+/// The fabric's own directory name: the name itself, or, when it is too long for every socket
+/// path under it to fit, its first characters and a digest of the whole name (still one
+/// directory per fabric). A default Weft chose never makes a valid intent invalid.
+fn fabric_dir(fabric: &str) -> String {
+    if fabric.len() <= FABRIC_DIR_MAX {
+        return fabric.to_string();
+    }
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let digest = fabric.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let head: String = fabric.chars().take(FABRIC_DIR_MAX - 7).collect();
+    format!("{head}-{:06x}", digest & 0xff_ffff)
 }
 
 fn allocate_switches(
@@ -784,5 +808,23 @@ mod tests {
             e,
             vec!["2: address pools overlap: hosts_v4 10.0.0.0/8 and loopbacks_v4 10.1.0.0/16"]
         );
+    }
+
+    #[test]
+    fn a_fabric_name_too_long_for_its_sockets_gets_a_short_directory_of_its_own() {
+        let d = Defaults::default();
+        assert_eq!(socket_dir("small", &d), "/run/weft/small");
+        let long = "a_aa_aaA_a0-_aAA-_-Aa_a_A-_";
+        let other = "a_aa_aaA_a0-_aAA-_-Aa_a_A-_x";
+        let (a, b) = (socket_dir(long, &d), socket_dir(other, &d));
+        assert_ne!(a, b, "two fabrics, two directories");
+        for dir in [&a, &b] {
+            let sock = format!(
+                "{dir}/{}/redis.sock",
+                "s".repeat(crate::names::MAX_NAME_LEN)
+            );
+            assert!(sock.len() <= 107, "{sock}: {} bytes", sock.len());
+        }
+        assert!(a.starts_with("/run/weft/a_aa_aaA_a0-_aA"), "{a}");
     }
 }

@@ -192,7 +192,7 @@ mod tests {
         let leaf1 = &t.switches[t.switch_by_name["leaf1"]];
         assert_eq!(
             leaf1.transport.zmq_endpoint(),
-            Some("ipc:///run/weft/leaf1/p4rt_zmq.sock")
+            Some("ipc:///run/weft/fabric/leaf1/p4rt_zmq.sock")
         );
         assert_eq!(leaf1.consumer, Consumer::Sonic);
     }
