@@ -96,12 +96,19 @@ fn excess(
         // matters as much as the rates changed over the window: each end's rates between its
         // successive polls must be known, and their spread is allowed for.
         let (sf, st) = (span(pa, pb)?, span(qa, qb)?);
-        let vary = variation(d, from, |p| p.tx_packets)? + variation(d, to, |p| p.rx_packets)?;
-        let tx_rate = tx as f64 / sf as f64;
-        let rx_rate = rx as f64 / st as f64;
-        let allowance = tx_rate * (vary + STAMPED_FLOOR);
-        let lost = (tx_rate - rx_rate - allowance).max(0.0) * sf as f64;
-        return Some((lost as u64, tx));
+        let vary = variation(d, from, |p| p.tx_packets)
+            .zip(variation(d, to, |p| p.rx_packets))
+            .map(|(a, b)| a + b);
+        // Where the rates between polls are unknown (fewer than three polls) or spread wider
+        // than the smallest loss to report (a software switch's polls read its counters at a
+        // varying point of a poll), the poll times cannot judge: the sample times do.
+        if let Some(vary) = vary.filter(|v| v + STAMPED_FLOOR < th.min_loss_fraction) {
+            let tx_rate = tx as f64 / sf as f64;
+            let rx_rate = rx as f64 / st as f64;
+            let allowance = tx_rate * (vary + STAMPED_FLOOR);
+            let lost = (tx_rate - rx_rate - allowance).max(0.0) * sf as f64;
+            return Some((lost as u64, tx));
+        }
     }
     let secs = (s[j].t_ms.saturating_sub(s[i].t_ms) as f64 / 1000.0).max(0.001);
     let skew = (tx as f64 / secs * th.counter_skew_s) as u64;

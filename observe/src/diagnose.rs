@@ -178,6 +178,8 @@ pub fn switch_sample(
                 let mut ps = PortSample {
                     rx_packets: p.rx_packets.unwrap_or(0),
                     tx_packets: p.tx_packets.unwrap_or(0),
+                    rx_bytes: p.rx_bytes.unwrap_or(0),
+                    tx_bytes: p.tx_bytes.unwrap_or(0),
                     depth_histogram: p.depth_histogram.map(|h| h.to_vec()).unwrap_or_default(),
                     histogram_shift: p.histogram_shift.unwrap_or(0).min(32) as u8,
                     psn_out_of_order: p.psn_out_of_order,
@@ -215,6 +217,7 @@ pub fn switch_sample(
                 s.drops = sw.drops.iter().map(|(r, (p, _))| (r.clone(), *p)).collect();
                 s.psn_out_of_order = sw.psn_out_of_order.unwrap_or(0);
                 s.psn_regressions = sw.psn_regressions.unwrap_or(0);
+                s.poll_ms = sw.poll_time_ms;
             }
             _ => {}
         }

@@ -366,8 +366,8 @@ pub struct SwitchCounters {
     pub poll_interval_ms: Option<u64>,
 }
 
-const PSN_OOO: &str = "WEFT_PSN_OUT_OF_ORDER_PKTS";
-const PSN_REGRESSION: &str = "WEFT_PSN_REGRESSION_PKTS";
+pub const PSN_OOO: &str = "WEFT_PSN_OUT_OF_ORDER_PKTS";
+pub const PSN_REGRESSION: &str = "WEFT_PSN_REGRESSION_PKTS";
 /// [`SwitchCounters::poll_time_ms`]'s field.
 pub const POLL_TIME: &str = "WEFT_POLL_TIME_MS";
 /// [`SwitchCounters::poll_interval_ms`]'s field.

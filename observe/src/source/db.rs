@@ -111,6 +111,8 @@ impl Spec {
         }
         port_fields.extend((0..HIST_BUCKETS).map(sc::bucket_name));
         port_fields.push(sc::HIST_SHIFT.to_string());
+        port_fields.push(sc::PSN_OOO.to_string());
+        port_fields.push(sc::PSN_REGRESSION.to_string());
         let queue_fields = [
             sc::Q_PKTS,
             sc::Q_ECN,
@@ -238,6 +240,9 @@ pub fn decode(spec: &Spec, ports: &[String], r: &SwitchRows<'_>) -> SwitchSample
                 ps.depth_histogram = hist.into_iter().flatten().collect();
                 ps.histogram_shift = n(h0 + HIST_BUCKETS).min(32) as u8;
             }
+            let psn = h0 + HIST_BUCKETS + 1;
+            ps.psn_out_of_order = num(pf[psn]);
+            ps.psn_regressions = num(pf[psn + 1]);
             s.ports.insert(port.clone(), ps);
         }
         for (k, q) in spec.queues.iter().enumerate() {
