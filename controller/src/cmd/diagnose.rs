@@ -78,11 +78,6 @@ async fn window(t: &Topology, a: &DiagnoseArgs) -> anyhow::Result<(Window, Unrea
         }
         return Ok((w, Unreadable::new()));
     }
-    // The switches' own DBs are read as every other command reads them (one reader, one rule
-    // for current counters); Prometheus through its range queries.
-    if a.source == Source::Db {
-        return Ok(weft_observe::diagnose::watch(t, a.window, a.interval).await);
-    }
     let (w, watched) = watch(t, &a.source, a.window, a.interval).await?;
     Ok((w, watched.unjudged))
 }

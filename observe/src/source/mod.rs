@@ -130,7 +130,18 @@ pub async fn watch(
     interval: Duration,
 ) -> Result<(Window, Watched), SourceError> {
     match source {
-        Source::Db => Ok(watch_db(t, window, interval).await),
+        // The switches' own DBs through the reader every command uses (one rule for current
+        // counters); `watch_db`'s packed reader is the fabric-scale path the twin measures.
+        Source::Db => {
+            let (w, unjudged) = crate::diagnose::watch(t, window, interval).await;
+            Ok((
+                w,
+                Watched {
+                    unjudged,
+                    sweeps: Vec::new(),
+                },
+            ))
+        }
         Source::Prometheus(url) => {
             let p = prometheus::Prometheus::new(url)?;
             let (w, unjudged) = p.window(t, window, crate::now_ms()).await?;
