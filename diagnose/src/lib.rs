@@ -332,6 +332,12 @@ pub struct Thresholds {
     /// Minimum out-of-order PSNs, and per packet sent toward the leaf's hosts.
     pub min_ooo: u64,
     pub min_ooo_fraction: f64,
+    /// Where a lossy link's per-end rates between polls spread too wide to judge by poll times,
+    /// judge it by sample times: right for counters read from the switches (a software switch
+    /// reads them at a varying point of a poll, each sample read at one instant); wrong for
+    /// samples placed on a grid by their scrapes (Prometheus), whose two ends are a scrape
+    /// interval apart.
+    pub loss_by_sample_time: bool,
 }
 
 impl Default for Thresholds {
@@ -357,6 +363,7 @@ impl Default for Thresholds {
             min_route_drops: 10,
             min_ooo: 20,
             min_ooo_fraction: 0.05,
+            loss_by_sample_time: true,
         }
     }
 }

@@ -100,9 +100,14 @@ fn excess(
             .zip(variation(d, to, |p| p.rx_packets))
             .map(|(a, b)| a + b);
         // Where the rates between polls are unknown (fewer than three polls) or spread wider
-        // than the smallest loss to report (a software switch's polls read its counters at a
-        // varying point of a poll), the poll times cannot judge: the sample times do.
-        if let Some(vary) = vary.filter(|v| v + STAMPED_FLOOR < th.min_loss_fraction) {
+        // than the smallest loss to report, the poll times cannot judge: the sample times do
+        // where each sample is one instant ([`Thresholds::loss_by_sample_time`]), else
+        // nothing judges this sub-window.
+        let precise = vary.filter(|v| v + STAMPED_FLOOR < th.min_loss_fraction);
+        if precise.is_none() && !th.loss_by_sample_time {
+            return None;
+        }
+        if let Some(vary) = precise {
             let tx_rate = tx as f64 / sf as f64;
             let rx_rate = rx as f64 / st as f64;
             let allowance = tx_rate * (vary + STAMPED_FLOOR);

@@ -140,7 +140,10 @@ pub async fn run(a: &DiagnoseArgs) -> anyhow::Result<Outcome> {
         std::fs::write(p, serde_json::to_string(&w)? + "\n")
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
     }
-    let th = Thresholds::default();
+    let th = Thresholds {
+        loss_by_sample_time: a.replay.is_some() || a.source == Source::Db,
+        ..Thresholds::default()
+    };
     let findings = if a.all {
         weft_diagnose::all_findings(&w, &th)
     } else {
