@@ -72,11 +72,11 @@ stale=0
 for f in build/weft.json build/weft.p4info.txtpb build/weft.p4info.json build/weft.p4info.bin \
          bench/minimal_l3.json bench/minimal_l3.p4info.txtpb; do
     if ! cmp -s "$tmp/$f" "$here/$f"; then
-        echo "STALE: p4/$f differs from what p4c produces from the sources; run p4/compile.sh" >&2
+        echo "STALE: p4/$f differs from what $("$p4c_bin" --version | head -n1) produces from the sources; run p4/compile.sh" >&2
         stale=1
     fi
 done
 if [[ "$stale" -ne 0 ]]; then
     exit 1
 fi
-echo "p4/compile.sh --check: committed outputs are up to date"
+echo "p4/compile.sh --check: committed outputs are what $("$p4c_bin" --version | head -n1) produces"

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release -q -j2 -p weft-controller -p weft-sonic-plugin
-weft=target/release/weft
+weft=${CARGO_TARGET_DIR:-target}/release/weft
 example=${1:-topology/examples/leaf-spine-small.yaml}
 
 echo "== weft validate"

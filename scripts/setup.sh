@@ -3,7 +3,8 @@
 #   - Debian packages: redis-server (each switch's SONiC DB), libzmq3-dev (the ZMQ channel),
 #     etcd-server (`weft run --ha`),
 #     iproute2 (testbed namespaces and veths), graphviz (`weft graph --format svg`), prometheus
-#     and curl (the metrics scenario), and the Python venv module;
+#     and curl (the metrics scenario; promtool checks the alert rules), chromium and
+#     chromium-driver (the live page's browser test), and the Python venv module;
 #   - a Python virtualenv in .venv with the packages in requirements.txt (P4Runtime bindings for
 #     the schema script and the independent read-back, scapy for packet tests).
 # BMv2 (simple_switch_grpc) and p4c are not in any package registry: build them from p4lang's
@@ -25,6 +26,9 @@ command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
 # its HTTP query API).
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# The live page's browser test drives Debian's headless Chromium through chromedriver.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 # The operator bench measures peak RSS of whole commands with GNU time.
 [ -x /usr/bin/time ] || need_apt+=(time)
 # sonic-db's ZMQ channel links Debian's libzmq (the library swss-common links), found with

@@ -370,8 +370,8 @@ fn mode_entries(g: &Group, out: &mut Out) -> Result<(), MapError> {
     Ok(())
 }
 
-/// A route's IPv4 or IPv6 LPM entry.
-fn route_entry(r: &Route) -> Result<Wire, WireError> {
+/// A route's IPv4 or IPv6 LPM entry (also what `weft show routes` looks for on a switch).
+pub fn route_entry(r: &Route) -> Result<Wire, WireError> {
     let prefix_len = r.prefix.prefix_len();
     match r.prefix.network() {
         IpAddr::V4(addr) => {

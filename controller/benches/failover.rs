@@ -9,7 +9,11 @@
 //! 1,000 packets/s of one UDP flow between hosts on two leaves, finds which uplink of the
 //! source leaf carries it (kernel counters), pulls that cable 1.5 s in, and records the
 //! packets lost, the largest gap between arrivals, and the time `weft run` took from seeing
-//! the port down to every affected switch acknowledging the delta (its events log). Trials
+//! the port down to every affected switch acknowledging the delta (its events log). Every loss
+//! of every trial is reported with when it began relative to the pull, and every trial counts:
+//! the summary's losses are all of them (those within [−5, +200] ms of the pull shown apart),
+//! and a trial whose reconvergence `weft run` did not log makes the controller's p99 unknown
+//! rather than leaving the trial out. Trials
 //! rotate over the four leaves; between trials the cable is plugged back and the bench waits
 //! until `weft run` uses the link again. `WEFT_BENCH_TRIALS` (default 10) sets the trials per
 //! load; `WEFT_BENCH_KEEP=DIR` keeps the logs (plugins, BMv2, `weft run`) in DIR.
@@ -69,8 +73,10 @@ struct Trial {
     link: String,
     /// Lost in runs that began within [`FAILOVER_WINDOW`] of the pull.
     lost: u64,
-    /// Lost elsewhere in the stream (the emulator starved of CPU, not the failover).
+    /// Lost elsewhere in the stream.
     lost_elsewhere: u64,
+    /// Every run of lost packets: (start relative to the pull, ms; packets; its length, ms).
+    runs: Vec<(f64, u64, f64)>,
     sent: i64,
     gap_ms: f64,
     /// The failover's loss window: from the last packet sent before its loss to the first sent
@@ -165,6 +171,12 @@ fn trial(g: &Guard, st: &tb::State, i: usize) -> Trial {
         all_links_in_use(&g.dir)
     });
     let (mut lost, mut window, mut window_from) = (0, 0.0f64, None);
+    let runs = t
+        .result
+        .loss_runs
+        .iter()
+        .map(|r| (r.from_unix_ms - t.pulled_at_unix_ms, r.lost, r.ms))
+        .collect();
     for r in &t.result.loss_runs {
         let d = r.from_unix_ms - t.pulled_at_unix_ms;
         if (FAILOVER_WINDOW.0..=FAILOVER_WINDOW.1).contains(&d) {
@@ -178,6 +190,7 @@ fn trial(g: &Guard, st: &tb::State, i: usize) -> Trial {
         link,
         lost,
         lost_elsewhere: t.result.lost.saturating_sub(lost),
+        runs,
         sent: t.result.max_seq + 1,
         gap_ms: t.result.max_gap_ms.unwrap_or(f64::NAN),
         outage_ms: window,
@@ -187,25 +200,37 @@ fn trial(g: &Guard, st: &tb::State, i: usize) -> Trial {
 }
 
 fn summary(load: &str, trials: &[Trial]) {
+    let all: Vec<f64> = trials
+        .iter()
+        .map(|t| (t.lost + t.lost_elsewhere) as f64)
+        .collect();
     let lost: Vec<f64> = trials.iter().map(|t| t.lost as f64).collect();
     let elsewhere: u64 = trials.iter().map(|t| t.lost_elsewhere).sum();
+    let with_elsewhere = trials.iter().filter(|t| t.lost_elsewhere > 0).count();
     let gap: Vec<f64> = trials.iter().map(|t| t.gap_ms).collect();
     let window: Vec<f64> = trials.iter().map(|t| t.outage_ms).collect();
     let ctl: Vec<f64> = trials.iter().filter_map(|t| t.controller_ms).collect();
+    let unlogged = trials.len() - ctl.len();
+    // A trial without a logged reconvergence is not a fast one: with any, the tail is unknown.
+    let ctl_p99 = if unlogged == 0 {
+        format!("{:>6.1} ms", percentile(ctl.clone(), 0.99))
+    } else {
+        format!("unknown ({unlogged} of {} not logged)", trials.len())
+    };
     println!(
-        "{load:<16} {:>3} trials | lost p50 {:>4} p99 {:>4} | loss window p50 {:>6.1} ms p99 {:>6.1} ms | \
-         arrival gap p50 {:>6.1} ms p99 {:>6.1} ms | controller p50 {:>6.1} ms p99 {:>6.1} ms ({} of {} logged) | lost outside the failover: {elsewhere}",
+        "{load:<16} {:>3} trials | lost (all) p50 {:>4} p99 {:>4}, of it within [-5, +200] ms of the pull p50 {:>4} p99 {:>4}; \
+         elsewhere {elsewhere} packets in {with_elsewhere} trials | loss window p50 {:>6.1} ms p99 {:>6.1} ms | \
+         arrival gap p50 {:>6.1} ms p99 {:>6.1} ms | controller p50 {:>6.1} ms p99 {ctl_p99}",
         trials.len(),
+        percentile(all.clone(), 0.5),
+        percentile(all, 0.99),
         percentile(lost.clone(), 0.5),
         percentile(lost, 0.99),
         percentile(window.clone(), 0.5),
         percentile(window, 0.99),
         percentile(gap.clone(), 0.5),
         percentile(gap, 0.99),
-        percentile(ctl.clone(), 0.5),
-        percentile(ctl.clone(), 0.99),
-        ctl.len(),
-        trials.len()
+        percentile(ctl, 0.5),
     );
 }
 
@@ -228,8 +253,13 @@ fn start_run(weft: &Path, file: &Path, dir: &Path) -> Child {
 }
 
 fn print_trial(load: &str, i: usize, r: &Trial) {
+    let runs: Vec<String> = r
+        .runs
+        .iter()
+        .map(|(at, n, ms)| format!("{n} at {at:+.1} ms ({ms:.1} ms)"))
+        .collect();
     println!(
-        "  {load:<14} #{i:<2} {:<18} lost {:>3} (+{} elsewhere) of {:>4}  loss window {:>6.1} ms{}  arrival gap {:>6.1} ms  controller {}  (load {})",
+        "  {load:<14} #{i:<2} {:<18} lost {:>3} (+{} elsewhere) of {:>4}  loss window {:>6.1} ms{}  arrival gap {:>6.1} ms  controller {}  (load {})\n  {:<18} every loss: {}",
         r.link,
         r.lost,
         r.lost_elsewhere,
@@ -240,7 +270,13 @@ fn print_trial(load: &str, i: usize, r: &Trial) {
         r.gap_ms,
         r.controller_ms
             .map_or("not logged".to_string(), |c| format!("{c:.1} ms")),
-        load_average()
+        load_average(),
+        "",
+        if runs.is_empty() {
+            "none".to_string()
+        } else {
+            runs.join(", ")
+        }
     );
 }
 

@@ -18,8 +18,10 @@
 //! of the owned CONFIG_DB tables as the plugin does (the shared stand-in code). Then, in one
 //! run: `weft plan --offline`, `weft plan` (reads every switch's status row and compares
 //! digests, reading rows only where they differ: must find nothing to do), and `weft run` up
-//! to its "converged" log line, and their ratios to the offline plan. `WEFT_BENCH_PERF=DIR` also
-//! records a `perf` profile of the online plan into DIR.
+//! to its "converged" log line, and their ratios to the offline plan. Then `weft run` to
+//! converged from empty: every DB flushed, a stand-in plugin per switch answering as entries
+//! arrive (the shared stand-in code), so the run writes the whole fabric and waits for every
+//! answer. `WEFT_BENCH_PERF=DIR` also records a `perf` profile of the online plan into DIR.
 
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
@@ -280,27 +282,7 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
 
     let apply = timed(weft, &["apply", "--no-wait", f], &out);
     report("weft apply --no-wait (empty fabric, real DBs)", &[apply]);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let t1 = Instant::now();
-    let answered: usize = rt.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for db in dbs.clone() {
-            set.spawn(async move { respond(&db).await });
-        }
-        let mut n = 0;
-        while let Some(r) = set.join_next().await {
-            n += r.expect("responder");
-        }
-        n
-    });
-    println!(
-        "  responder: {answered} entries answered into APPL_STATE_DB in {:.1} s",
-        t1.elapsed().as_secs_f64()
-    );
+    answer_all(&dbs);
 
     let mut off = Vec::new();
     let mut on = Vec::new();
@@ -336,6 +318,14 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
         m_on / m_off,
         m_run / m_off
     );
+    let empty = from_empty(weft, f, dir, &started, &dbs);
+    let m_empty = median(empty.clone());
+    println!(
+        "{:<44} wall median {m_empty:>6.2} s worst {:>6.2} s (load average {})",
+        "weft run, empty fabric to converged",
+        empty.iter().cloned().fold(0.0, f64::max),
+        load()
+    );
     if on.iter().any(|s| s.code != 0) {
         eprintln!(
             "weft plan found changes on a fabric that holds its plan (exit {:?}):\n{}",
@@ -345,6 +335,63 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
         std::process::exit(1);
     }
     drop(started);
+}
+
+/// Answers every entry `weft apply` wrote into each switch's APPL_STATE_DB, as the plugins would.
+fn answer_all(dbs: &[String]) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let t1 = Instant::now();
+    let answered: usize = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for db in dbs {
+            let db = db.clone();
+            set.spawn(async move { respond(&db).await });
+        }
+        let mut n = 0;
+        while let Some(r) = set.join_next().await {
+            n += r.expect("responder");
+        }
+        n
+    });
+    println!(
+        "  responder: {answered} entries answered into APPL_STATE_DB in {:.1} s",
+        t1.elapsed().as_secs_f64()
+    );
+}
+
+/// `weft run` to converged on a fabric that holds nothing, `runs()` times: before each, every
+/// DB is flushed and a stand-in plugin per switch starts answering (as a plugin does, entries as
+/// they arrive, its status row with both digests).
+fn from_empty(
+    weft: &Path,
+    file: &str,
+    dir: &Path,
+    servers: &[RedisServer],
+    dbs: &[String],
+) -> Vec<f64> {
+    let mut out = Vec::new();
+    for _ in 0..runs() {
+        for s in servers {
+            s.cli(0, &["FLUSHALL"]).expect("FLUSHALL");
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        for db in dbs {
+            rt.spawn(stand_in_plugin::stand_in(db.clone()));
+        }
+        // The stand-ins' status rows are there before the run reads them.
+        std::thread::sleep(Duration::from_secs(2));
+        out.push(run_to_converged(weft, file, dir));
+        rt.shutdown_timeout(Duration::from_secs(5));
+    }
+    out
 }
 
 /// Starts `weft run` and returns the seconds until it logs that the fabric converged.

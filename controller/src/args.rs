@@ -9,10 +9,20 @@ use weft_reconcile::targets::{SelectError, select};
 use weft_topology::units::UnitError;
 use weft_topology::{RoutingMode, SwitchIdx, Topology};
 
+/// `--output`: text for people; json or yaml (one document, README "Structured output") for
+/// tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     Text,
     Json,
+    Yaml,
+}
+
+impl OutputFormat {
+    /// JSON or YAML.
+    pub fn structured(self) -> bool {
+        self != OutputFormat::Text
+    }
 }
 
 /// Which switches a command reads and writes.

@@ -7,20 +7,27 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+use crate::args::OutputFormat;
 use crate::cmd::{self, Outcome, block_on};
 use crate::logging::{LogFormat, LogLevel};
 use crate::outln;
 
 /// The exit status table, shown by `weft --help` and in the README.
 pub const EXIT_CODES: &str = "\
-Exit status (every command):
-  0   done: everything valid, applied, answered, reachable
-  1   failure: a switch unreachable or not ready, an entry refused, a stale plan file, the
-      fabric locked by another weft, a file that cannot be read
+Exit status (every command; 1 wins: only a complete answer is 0 or 3):
+  0   done: everything valid, applied, answered, reachable, read with current data
+  1   failure or an incomplete answer: a switch unreachable, not ready or without current
+      data (no running plugin, stale counters: shown as unknown), an entry refused, a stale
+      plan file, the fabric locked by another weft, a file that cannot be read
   2   invalid intent (the errors are printed with file:line:column)
-  3   the command worked and the answer is \"not yet\": `plan --detailed-exitcode` found
-      changes, `doctor` found problems, `status`: `weft run` is not running
-  64  usage error (unknown flag, missing argument)";
+  3   the command worked and the answer is \"not yet\": `plan --detailed-exitcode` or `diff`
+      found changes, `doctor` or `diagnose` found problems, `show routes` a route not held,
+      `simulate` a collective that does not complete, `status`: `weft run` is not running
+  64  usage error (unknown flag, missing argument, a duration without its unit, options that
+      cannot go together such as `--canary` with `--no-wait`)";
+
+/// `weft --version`: the package version and the build (commit, profile, target).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("WEFT_BUILD"), ")");
 
 /// Weft: a control plane for RoCE fabrics of AI clusters.
 ///
@@ -39,7 +46,7 @@ Exit status (every command):
 #[derive(Parser, Debug)]
 #[command(
     name = "weft",
-    version,
+    version = VERSION,
     verbatim_doc_comment,
     after_help = EXIT_CODES,
     propagate_version = true
@@ -123,13 +130,31 @@ pub enum Command {
     ///   weft apply fabric.yaml --canary 2      (2 switches first, verified, then the rest)
     ///   weft apply fabric.yaml --switch leaf1,leaf2 --parallelism 8
     ///   weft apply fabric.yaml --no-wait       (DBs without plugins: `testbed up --db-only`)
+    ///   weft apply fabric.yaml --previous      (back to the converged apply before the last)
     ///
     /// CONFIG_DB rows first, then APPL_DB P4RT_TABLE entries in dependency order, stage by
     /// stage, each answered before the next (make before break). While it writes, apply holds
     /// the fabric's lock in every switch's STATE_DB (`WEFT_LOCK|<fabric>`); a lock another weft
     /// holds makes it stop with exit status 1 unless --steal.
+    ///
+    /// Each apply every switch answered is kept in --state-dir (`/var/lib/weft/<fabric>`);
+    /// --previous applies the one before the latest again, refused when a switch changed
+    /// since the latest. `weft apply PLAN.json` warns when the plan's intent file changed.
     #[command(verbatim_doc_comment)]
     Apply(cmd::plan::ApplyArgs),
+    /// What would change between two intents, switch by switch.
+    ///
+    /// Examples:
+    ///   weft diff fabric.yaml fabric-new.yaml
+    ///   weft diff fabric.yaml fabric-new.yaml --quiet       (the table only)
+    ///   weft diff fabric.yaml fabric-new.yaml --output json
+    ///
+    /// Both are compiled with every link up; per switch the P4RT entries and CONFIG_DB rows B
+    /// adds, modifies and deletes over A, as `weft plan -v` shows them, and the switches B
+    /// reaches elsewhere (another DB, P4Runtime address or device id). Exit 0 no difference,
+    /// 3 differences.
+    #[command(verbatim_doc_comment)]
+    Diff(cmd::diff::DiffArgs),
     /// Apply the intent, then keep the fabric converged as links go down and up.
     ///
     /// Examples:
@@ -216,9 +241,11 @@ pub enum Command {
     ///   weft diagnose fabric.yaml --window 3s --output json
     ///   weft diagnose fabric.yaml --record window.json      (keep the samples, to replay or test)
     ///   weft diagnose fabric.yaml --replay window.json
+    ///   weft diagnose fabric.yaml --source prometheus=http://prom:9090 --window 5s
     ///
     /// Samples every switch's COUNTERS_DB and STATE_DB (PFC watchdog, drift) each --interval
-    /// for --window, then applies the rules (crate weft-diagnose) to what moved: the pause
+    /// for --window (or, with --source prometheus=URL, takes the last --window of the plugins'
+    /// metrics from a Prometheus that scrapes them), then applies the rules (crate weft-diagnose) to what moved: the pause
     /// graph followed to its origin, congested queues, links whose ends disagree, drops for
     /// lack of a route, RoCE PSN out-of-order counts. Findings are ranked by confidence, each
     /// with its evidence (which counters moved, where, by how much) and a suggested action.
@@ -236,6 +263,38 @@ pub enum Command {
     /// --offline), dashed when administratively down in the intent.
     #[command(verbatim_doc_comment)]
     Graph(cmd::graph::GraphArgs),
+    /// Serve a live page of the fabric: link use, ECN, PAUSE, drops, plugins, diagnosis.
+    ///
+    /// Examples:
+    ///   weft ui fabric.yaml                                  (then open http://127.0.0.1:8088/)
+    ///   weft ui fabric.yaml --listen 127.0.0.1:9000 --interval 2s
+    ///   weft ui fabric.yaml --source prometheus=http://127.0.0.1:9090
+    ///   weft run fabric.yaml --ui 127.0.0.1:8088              (the same page from weft run)
+    ///
+    /// One page, served by this binary with its script and style inside (no network needed):
+    /// the fabric by tiers as `weft graph` draws it (a large fabric folded by pod, opened on
+    /// click), links coloured by utilisation over the last interval with ECN marks, PAUSE and
+    /// drops on hover, down and suppressed links marked, switches by plugin state (running, not
+    /// in sync, unknown: never green without data), `weft diagnose`'s findings over the last
+    /// --window with their evidence, a timeline of link events and reconvergences, and per link
+    /// and per switch the last --history of counters as charts. Updated by server-sent events.
+    /// Read-only: the server answers GET only and nothing on the page acts on the fabric. It
+    /// listens on loopback unless --listen says otherwise (it has no authentication).
+    #[command(verbatim_doc_comment)]
+    Ui(cmd::ui::UiArgs),
+    /// Write Prometheus alerting rules for the plugins' and weft run's metrics.
+    ///
+    /// Examples:
+    ///   weft prometheus-rules -o /etc/prometheus/weft-alerts.yml
+    ///   weft prometheus-rules --pause-rate 500 --reconvergence-bound 500ms --for 2min
+    ///   promtool check rules /etc/prometheus/weft-alerts.yml
+    ///
+    /// Alerts: PFC storm (the watchdog stormed), sustained PAUSE, ECN marking above a rate,
+    /// drops by reason, links out of use and suppressed, a plugin not primary, a switch not
+    /// converged or unreachable, a reconvergence slower than a bound, a switch's metrics
+    /// absent, a plugin target down. Written from the metric families' definitions.
+    #[command(verbatim_doc_comment)]
+    PrometheusRules(cmd::rules::RulesArgs),
     /// Print the intent's JSON Schema (for editors: `# yaml-language-server: $schema=...`).
     ///
     /// Examples:
@@ -243,19 +302,23 @@ pub enum Command {
     ///   weft schema | python3 -m json.tool | less
     #[command(verbatim_doc_comment)]
     Schema,
-    /// Print a shell completion script.
+    /// Print a shell completion script (it asks `weft` itself, so it knows the intent's names).
     ///
     /// Examples:
     ///   weft completions bash > /etc/bash_completion.d/weft
     ///   weft completions zsh > "${fpath[1]}/_weft"
     ///   weft completions fish > ~/.config/fish/completions/weft.fish
+    ///   source <(COMPLETE=bash weft)                  (the same, for this shell only)
+    ///
+    /// After an intent file on the command line, `--switch le<TAB>` offers its leaves, `--down`
+    /// its SWITCH:PORTs, host arguments its hosts. The `weft` on PATH answers.
     #[command(verbatim_doc_comment)]
     Completions(CompletionsArgs),
     /// Write man pages (weft.1, weft-plan.1, ...) into a directory.
     ///
     /// Examples:
     ///   weft manpages target/man && man -l target/man/weft-apply.1
-    #[command(verbatim_doc_comment, hide = true)]
+    #[command(verbatim_doc_comment)]
     Manpages(ManpagesArgs),
     /// An emulated fabric on this machine (needs root; BMv2 unless --db-only).
     ///
@@ -288,6 +351,29 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
+/// The registration script of `shell`: the shell then runs `COMPLETE=<shell> weft -- ...` for
+/// every completion (`crate::completion`).
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    use clap_complete::Shell;
+    use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
+    let s: &dyn EnvCompleter = match shell {
+        Shell::Bash => &Bash,
+        Shell::Zsh => &Zsh,
+        Shell::Fish => &Fish,
+        Shell::Elvish => &Elvish,
+        Shell::PowerShell => &Powershell,
+        other => anyhow::bail!("no completions for {other}"),
+    };
+    s.write_registration(
+        "COMPLETE",
+        "weft",
+        "weft",
+        "weft",
+        &mut crate::out::stdout(),
+    )?;
+    Ok(())
+}
+
 #[derive(Args, Debug)]
 pub struct ManpagesArgs {
     /// The directory (created if missing).
@@ -296,6 +382,48 @@ pub struct ManpagesArgs {
 }
 
 impl Command {
+    /// The command's name as structured documents carry it, and its `--output`.
+    pub fn context(&self) -> (String, OutputFormat) {
+        use cmd::show::ShowCommand as S;
+        use cmd::testbed::TestbedCommand as T;
+        let text = OutputFormat::Text;
+        let (name, format): (&str, OutputFormat) = match self {
+            Command::Validate(a) => ("validate", a.output),
+            Command::Show(a) => match &a.what {
+                Some(S::Queues(q)) => ("show queues", q.output),
+                Some(S::Pfcwd(p)) => ("show pfcwd", p.output),
+                Some(S::Hosts(h)) => ("show hosts", h.output),
+                Some(S::Switches(w)) => ("show switches", w.output),
+                Some(S::Routes(r)) => ("show routes", r.output),
+                None => ("show", a.output),
+            },
+            Command::Plan(a) => ("plan", a.output),
+            Command::Apply(a) => ("apply", a.output),
+            Command::Diff(a) => ("diff", a.output),
+            Command::Run(_) => ("run", text),
+            Command::Status(a) => ("status", a.output),
+            Command::Top(a) => ("top", a.output),
+            Command::Trace(a) => ("trace", a.output),
+            Command::Doctor(a) => ("doctor", a.output),
+            Command::Diagnose(a) => ("diagnose", a.output),
+            Command::Graph(_) => ("graph", text),
+            Command::Ui(_) => ("ui", text),
+            Command::PrometheusRules(_) => ("prometheus-rules", text),
+            Command::Schema => ("schema", text),
+            Command::Completions(_) => ("completions", text),
+            Command::Manpages(_) => ("manpages", text),
+            Command::Testbed(a) => match &a.command {
+                T::Status(c) => ("testbed status", c.output),
+                T::Ping(c) => ("testbed ping", c.output),
+                T::Fault(c) => ("testbed fault", c.output),
+                T::Workload(c) => ("testbed workload", c.output),
+                _ => ("testbed", text),
+            },
+            Command::Simulate(a) => ("simulate", a.output),
+        };
+        (name.to_string(), format)
+    }
+
     /// Runs the command; the outcome maps to the exit status.
     pub fn run(self) -> anyhow::Result<Outcome> {
         match self {
@@ -303,6 +431,7 @@ impl Command {
             Command::Show(a) => cmd::show::run(&a),
             Command::Plan(a) => block_on(cmd::plan::run_plan(&a)),
             Command::Apply(a) => block_on(cmd::plan::run_apply(&a)),
+            Command::Diff(a) => cmd::diff::run(&a),
             Command::Run(a) => block_on(cmd::run::run(&a)),
             Command::Status(a) => block_on(cmd::status::status(&a)),
             Command::Top(a) => block_on(cmd::top::run(&a)),
@@ -310,17 +439,14 @@ impl Command {
             Command::Doctor(a) => block_on(cmd::doctor::run(&a)),
             Command::Diagnose(a) => block_on(cmd::diagnose::run(&a)),
             Command::Graph(a) => block_on(cmd::graph::run(&a)),
+            Command::Ui(a) => block_on(cmd::ui::run(&a)),
+            Command::PrometheusRules(a) => cmd::rules::run(&a),
             Command::Schema => {
                 outln!("{}", serde_json::to_string_pretty(weft_topology::schema())?);
                 Ok(Outcome::Ok)
             }
             Command::Completions(a) => {
-                clap_complete::generate(
-                    a.shell,
-                    &mut Cli::command(),
-                    "weft",
-                    &mut crate::out::stdout(),
-                );
+                completions(a.shell)?;
                 Ok(Outcome::Ok)
             }
             Command::Manpages(a) => {

@@ -8,5 +8,8 @@
 pub mod args;
 pub mod cli;
 pub mod cmd;
+pub mod completion;
 pub mod logging;
 pub mod out;
+pub mod report;
+pub mod style;

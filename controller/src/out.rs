@@ -78,11 +78,27 @@ macro_rules! out {
     }};
 }
 
-/// `eprintln!` that survives a closed standard error (`weft ... 2>&1 | head -1`).
+/// An error for the operator on standard error (a JSON line with `--log-format json`); survives
+/// a closed standard error (`weft ... 2>&1 | head -1`).
 #[macro_export]
 macro_rules! errln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::logging::say($crate::logging::Say::Error, &format!($($arg)*), &[])
+    };
+}
+
+/// A warning for the operator on standard error, as [`errln!`].
+#[macro_export]
+macro_rules! warnln {
+    ($($arg:tt)*) => {
+        $crate::logging::say($crate::logging::Say::Warn, &format!($($arg)*), &[])
+    };
+}
+
+/// What the command did, for the operator on standard error, as [`errln!`].
+#[macro_export]
+macro_rules! infoln {
+    ($($arg:tt)*) => {
+        $crate::logging::say($crate::logging::Say::Info, &format!($($arg)*), &[])
+    };
 }

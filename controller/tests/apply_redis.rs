@@ -72,8 +72,11 @@ fn intent(dir: &std::path::Path, leaf1: &str, spine1: &str) -> std::path::PathBu
     ))
     .expect("example");
     let base = base.replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/nowhere", dir.display()),
+        "    p4rt_address: 127.0.0.1:9559\n",
+        &format!(
+            "    p4rt_address: 127.0.0.1:9559\n    db_socket_dir: {}/nowhere\n",
+            dir.display()
+        ),
     );
     let text = format!(
         "{base}\nswitches:\n  - name: leaf1\n    db: {leaf1}\n  - name: spine1\n    db: {spine1}\n"

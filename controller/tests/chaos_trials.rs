@@ -3,14 +3,22 @@
 //! `weft run --ha` replicas on a real etcd): each trial starts a flap storm on a random link,
 //! kills -9 one of {a plugin, a BMv2, a redis-server, the leader} at a random moment of it,
 //! restarts it, waits until the fabric has converged and `weft plan --detailed-exitcode` has
-//! nothing to do, then reads every switch back with the independent p4rt-dump and compares
+//! nothing to do, then reads every switch back with the independent p4rt_dump.py and compares
 //! entry by entry with what the switches held after the first clean apply (itself checked
 //! against the plan): 0 lost, 0 stray, 0 duplicate entries, every trial. Before the trials, a
 //! paced stream runs while no controller runs at all (fail-static) and loses nothing.
 //!
-//! Seeded: WEFT_CHAOS_SEED (default 18) and WEFT_CHAOS_TRIALS (default 4 here; the issue's full
-//! run is `WEFT_CHAOS_TRIALS=50 cargo test -p weft-controller --test chaos_trials -- --nocapture`).
-//! Needs root, BMv2 and etcd; without BMv2 it prints SKIPPED (WEFT_REQUIRE_BMV2=1 fails).
+//! The baseline itself is checked against the compiled plan (`weft plan --offline --output
+//! json`) by the independent `tests/scripts/p4rt_plan_check.py`, entry by entry in every table
+//! the controller writes: what `weft plan --detailed-exitcode` says compares only the digests the
+//! plugins publish.
+//!
+//! Seeded: WEFT_CHAOS_SEED (default 18) and WEFT_CHAOS_TRIALS (default 4 here; the full run is
+//! `WEFT_CHAOS_TRIALS=50 cargo test -p weft-controller --test chaos_trials -- --nocapture`). The
+//! fault kinds come in shuffled rounds of all four, so every 4 trials kill each kind once; a
+//! leader trial kills the replica that leads at that moment (none leading is a failure).
+//! Needs root, BMv2, etcd and the `.venv`; without BMv2 it prints SKIPPED, where BMv2 is
+//! installed anything missing is a failure.
 
 mod common;
 
@@ -21,8 +29,6 @@ use std::time::{Duration, Instant};
 
 use weft_testbed as tb;
 use weft_testbed::chaos::Part;
-
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 fn weft(sd: &Path, args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
@@ -136,26 +142,13 @@ impl Rng {
     }
 }
 
-/// Everything a switch holds, as the independent p4rt-dump reads it: one canonical line per
-/// table entry, action-profile member and group.
-fn dump(st: &tb::State, switch: &str) -> Result<Vec<String>, String> {
+/// Everything a switch holds, as the independent p4rt_dump.py reads it: one canonical line per
+/// table entry, action-profile member and group, and the text as printed.
+fn dump(st: &tb::State, switch: &str) -> Result<(Vec<String>, String), String> {
     let sw = st.switch(switch).ok_or("no switch")?;
-    let out = Command::new("ip")
-        .args(["netns", "exec", &st.netns, "env"])
-        .arg("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python")
-        .arg(format!("{REPO}/.venv/bin/python"))
-        .arg("/work/shared/tools/p4rt-dump")
-        .args(["--addr", &sw.p4rt_address])
-        .args(["--device-id", &sw.device_id.to_string()])
-        .args(["--p4info", &format!("{REPO}/p4/build/weft.p4info.txtpb")])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    let text = quote_big_numbers(&String::from_utf8_lossy(&out.stdout));
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("p4rt-dump JSON: {e}"))?;
+    let text = common::bed::p4rt_dump_text(&st.netns, &sw.p4rt_address, sw.device_id)?;
+    let v: serde_json::Value = serde_json::from_str(&common::bed::quote_big_numbers(&text))
+        .map_err(|e| format!("p4rt_dump.py JSON: {e}"))?;
     let mut lines = Vec::new();
     if let Some(tables) = v["tables"].as_object() {
         for (t, entries) in tables {
@@ -183,46 +176,7 @@ fn dump(st: &tb::State, switch: &str) -> Result<Vec<String>, String> {
         }
     }
     lines.sort();
-    Ok(lines)
-}
-
-/// Integers too long for an f64 (IPv6 addresses) as strings, so no two entries read alike.
-fn quote_big_numbers(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let mut in_str = false;
-    let mut escaped = false;
-    let mut digits = String::new();
-    let flush = |digits: &mut String, out: &mut String| {
-        if digits.len() > 15 {
-            out.push('"');
-            out.push_str(digits);
-            out.push('"');
-        } else {
-            out.push_str(digits);
-        }
-        digits.clear();
-    };
-    for c in json.chars() {
-        if in_str {
-            out.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-        } else if c.is_ascii_digit() {
-            digits.push(c);
-        } else {
-            flush(&mut digits, &mut out);
-            if c == '"' {
-                in_str = true;
-            }
-            out.push(c);
-        }
-    }
-    flush(&mut digits, &mut out);
-    out
+    Ok((lines, text))
 }
 
 /// The match of a table line (what makes two entries the same entry).
@@ -369,16 +323,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[test]
 fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothing() {
     let test = "chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothing";
-    if !common::is_root() {
-        common::skip_or_fail(test, "not root (namespaces need it)");
-        return;
-    }
-    if weft_tests::bmv2::find_bmv2().is_none() {
-        common::skip_or_fail(test, "BMv2 (simple_switch_grpc) not found");
-        return;
-    }
-    if !Path::new(&format!("{REPO}/.venv/bin/python")).exists() {
-        common::skip_or_fail(test, "no .venv for p4rt-dump (scripts/setup.sh makes it)");
+    let needs = common::bed::Needs {
+        venv: true,
+        ..Default::default()
+    };
+    if common::bed::programs(test, &needs).is_none() {
         return;
     }
     let trials: u64 = std::env::var("WEFT_CHAOS_TRIALS")
@@ -445,15 +394,28 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
     );
     // What every switch holds after a clean apply that the plan finds nothing to add to.
     let st = tb::State::load(&sd).expect("state");
-    let baseline: BTreeMap<String, Vec<String>> = switches
+    let dumps: BTreeMap<String, (Vec<String>, String)> = switches
         .iter()
-        .map(|s| (s.clone(), dump(&st, s).expect("p4rt-dump")))
+        .map(|s| (s.clone(), dump(&st, s).expect("p4rt_dump.py")))
         .collect();
-    for (s, lines) in &baseline {
+    // The baseline is what the compiled plan says, entry by entry (the switches' own digests,
+    // which `weft plan` compares, are not a witness): checked by the independent reader.
+    let topo = weft_topology::load_file(&file).expect("intent");
+    let (code, plan) = weft(&sd, &["plan", &f, "--offline", "--output", "json"]);
+    assert_eq!(code, 0, "weft plan --offline: {plan}");
+    let plan: serde_json::Value = serde_json::from_str(&plan).expect("plan JSON");
+    for (s, (lines, text)) in &dumps {
         let d = compare(lines, lines);
         assert_eq!(d.duplicate, 0, "{s}: {:?}", d.detail);
-        assert!(!lines.is_empty(), "{s} holds nothing");
+        match common::bed::check_against_plan(&dir, &topo, &plan, s, text) {
+            Ok(summary) => eprintln!("baseline {summary}: identical"),
+            Err(diff) => panic!("baseline differs from the compiled plan: {diff}"),
+        }
     }
+    let baseline: BTreeMap<String, Vec<String>> = dumps
+        .into_iter()
+        .map(|(s, (lines, _))| (s, lines))
+        .collect();
     let total: usize = baseline.values().map(Vec::len).sum();
     eprintln!("chaos: seed {seed}, {trials} trials; baseline {total} entries on 6 switches");
 
@@ -485,7 +447,7 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
         control.unique, control.lost, r.unique, r.lost
     );
     for s in &switches {
-        let d = compare(&baseline[s], &dump(&st, s).expect("p4rt-dump"));
+        let d = compare(&baseline[s], &dump(&st, s).expect("p4rt_dump.py").0);
         assert!(
             d.detail.is_empty(),
             "{s} changed with no controller: {:?}",
@@ -508,13 +470,22 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
     let mut faults: BTreeMap<String, u32> = BTreeMap::new();
     let mut times: Vec<f64> = Vec::new();
     let mut bad = Vec::new();
+    // The fault kinds in shuffled rounds of all four (plugin, BMv2, redis-server, leader): any
+    // 4 consecutive trials from a round's start kill each kind once, so CI's 4 cover them all.
+    let mut round: Vec<u64> = Vec::new();
     for trial in 0..trials {
+        if round.is_empty() {
+            round = vec![0, 1, 2, 3];
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
         let (sw, port) = ports[rng.below(ports.len() as u64) as usize].clone();
         let flaps = 3 + rng.below(8) as u32;
         let interval = Duration::from_millis(40 + rng.below(60));
         let storm_ms = u64::from(flaps) * 2 * interval.as_millis() as u64;
         let at = Duration::from_millis(rng.below(storm_ms.max(1)));
-        let kind = rng.below(4);
+        let kind = round.remove(0);
         let victim = switches[rng.below(switches.len() as u64) as usize].clone();
         let down_for = Duration::from_millis(rng.below(1000));
         let st = tb::State::load(&sd).expect("state");
@@ -532,12 +503,33 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
                 format!("{} {victim}", part.word())
             }
             _ => {
-                let i = replicas.iter_mut().position(|r| r.leading()).unwrap_or(0);
-                let id = replicas[i].id.clone();
-                replicas[i].kill9();
-                std::thread::sleep(down_for);
-                replicas[i] = Replica::start(&id, &f, &etcd.url(), &dir);
-                format!("leader {id}")
+                // The replica leading now, whatever its status file says a moment later; a
+                // trial without one kills nothing and counts as no leader trial.
+                let t_lead = Instant::now();
+                let leader = loop {
+                    if let Some(i) = replicas.iter_mut().position(|r| r.leading()) {
+                        break Some(i);
+                    }
+                    if t_lead.elapsed() > Duration::from_secs(10) {
+                        break None;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                };
+                match leader {
+                    Some(i) => {
+                        let id = replicas[i].id.clone();
+                        replicas[i].kill9();
+                        std::thread::sleep(down_for);
+                        replicas[i] = Replica::start(&id, &f, &etcd.url(), &dir);
+                        format!("leader {id}")
+                    }
+                    None => {
+                        bad.push(format!(
+                            "trial {trial}: no replica led for 10 s during the storm: no leader was killed"
+                        ));
+                        "none (no leader to kill)".to_string()
+                    }
+                }
             }
         };
         *faults
@@ -560,7 +552,7 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
         let mut sum = Diff::default();
         for s in &switches {
             match dump(&st, s) {
-                Ok(got) => {
+                Ok((got, _)) => {
                     let d = compare(&baseline[s], &got);
                     sum.lost += d.lost;
                     sum.stray += d.stray;
@@ -568,7 +560,7 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
                     sum.detail
                         .extend(d.detail.into_iter().map(|x| format!("{s}: {x}")));
                 }
-                Err(e) => sum.detail.push(format!("{s}: p4rt-dump failed: {e}")),
+                Err(e) => sum.detail.push(format!("{s}: p4rt_dump.py failed: {e}")),
             }
         }
         eprintln!(
@@ -597,6 +589,13 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
         percentile(&times, 0.5),
         percentile(&times, 0.99)
     );
+    if trials >= 4 {
+        for kind in ["plugin", "bmv2", "redis", "leader"] {
+            if !faults.contains_key(kind) {
+                bad.push(format!("no trial killed a {kind}: {faults:?}"));
+            }
+        }
+    }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
     drop(replicas);
     drop(bed);

@@ -3,8 +3,11 @@
 //! P4RT_TABLE key (the real plugin and BMv2 are the chaos trials' part). Proves: one of three
 //! replicas writes; after `kill -9` of the leader another claims its term on every switch
 //! (the time is printed) and its first reconcile writes nothing; `weft status --ha` names the
-//! leader, term and replicas; a leader frozen by SIGSTOP while another takes over writes
-//! nothing when SIGCONT wakes it, and stops.
+//! leader, term and replicas; a leader whose switches a newer term has claimed (as a newer
+//! leader's claim does while the old one still believes it leads) has every batch it tries
+//! refused by the fence itself, changes nothing though it had rows to write that nobody else
+//! wrote, and stops; a leader frozen by SIGSTOP while another takes over writes nothing when
+//! SIGCONT wakes it, and stops.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -308,6 +311,81 @@ fn of_three_replicas_one_writes_and_after_kill_9_another_takes_over_without_rewr
     assert!(
         !out.contains(&rs[first].id),
         "the dead replica's lease is gone:\n{out}"
+    );
+}
+
+/// Claims `term` on every switch's APPL_DB and CONFIG_DB, as a new leader's first act does.
+fn claim_everywhere(f: &Fabric, term: u64) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        for r in &f.dbs {
+            let sonic = weft_sonic_db::SonicDb::from_endpoint(&r.url()).expect("endpoint");
+            for id in [
+                weft_sonic_db::SonicDbId::ApplDb,
+                weft_sonic_db::SonicDbId::ConfigDb,
+            ] {
+                let conn = sonic.connect(id).await.expect("connect");
+                weft_sonic_db::claim_term(&conn, term)
+                    .await
+                    .expect("claim a newer term");
+            }
+        }
+    });
+}
+
+#[test]
+fn a_leader_whose_switches_a_newer_term_claimed_has_its_writes_refused_by_the_fence_and_stops() {
+    let Some(f) = Fabric::new() else { return };
+    let mut rs = vec![f.replica("old")];
+    wait_for("the leader to converge", Duration::from_secs(90), || {
+        leader_of(&rs).is_some()
+    });
+    let term = rs[0].status()["ha"]["term"].as_u64().expect("term");
+    // A newer leader claims every switch while this one still holds its lease in etcd (cut off
+    // from etcd, or about to learn it lost): only the fence stands between it and the switches.
+    claim_everywhere(&f, term + 1);
+    let claimed = f.appl_db();
+    // A link goes down: the leader has rows to write, and nobody else writes them, so a write
+    // that got through would change APPL_DB.
+    f.cli(
+        "leaf1",
+        6,
+        &[
+            "HSET",
+            "PORT_TABLE|Ethernet8",
+            "oper_status",
+            "down",
+            "admin_status",
+            "up",
+        ],
+    );
+    let st = rs[0]
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("the fenced leader stops\n{}", rs[0].log()));
+    let log = rs[0].log();
+    assert_eq!(st.code(), Some(1), "{log}");
+    let refused = log.matches("write fenced").count();
+    assert!(
+        refused > 0,
+        "the leader stopped without a write refused by the fence:\n{log}"
+    );
+    assert!(
+        log.contains("stopping: a switch holds a newer leader's term"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "this writer's term {term} is older than the DB's term {}",
+            term + 1
+        )),
+        "the refusal names both terms:\n{log}"
+    );
+    eprintln!("fenced leader: {refused} batches refused, then it stopped");
+    assert_eq!(f.appl_db(), claimed, "a refused batch changed APPL_DB");
+    assert_eq!(
+        f.terms(),
+        vec![term + 1; 6],
+        "the newer term holds every switch"
     );
 }
 

@@ -282,7 +282,12 @@ fn json_reports_have_every_documented_key_and_no_counts_when_invalid() {
     ]);
     assert_eq!(code, 1, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-    let reports = v.as_array().expect("one report per file");
+    assert_eq!(v["version"], 1, "{v}");
+    assert_eq!(
+        v["error"]["kind"], "failure",
+        "a file could not be read: {v}"
+    );
+    let reports = v["files"].as_array().expect("one report per file");
     assert_eq!(reports.len(), 4);
     let report_keys = [
         "file",

@@ -191,7 +191,7 @@ fn plan_file_applies_exactly_its_plan_and_is_refused_once_a_switch_changed() {
     let p = plan.to_string_lossy().into_owned();
     let (code, out, err) = f.weft(&["plan", &f.file(), "-o", &p, "--detailed-exitcode"]);
     assert_eq!(code, 3, "changes to make: exit 3\n{out}{err}");
-    assert!(out.contains("total: 116 to add"), "{out}");
+    assert!(out.contains("(P4RT entries: 116 to add;"), "{out}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan file")).expect("json");
     assert_eq!(v["weft_plan"], 2);
@@ -311,7 +311,7 @@ fn the_lock_keeps_a_second_writer_out_until_it_is_stolen_or_its_holder_is_gone()
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON also when refused");
     assert!(
-        v["error"]
+        v["error"]["message"]
             .as_str()
             .is_some_and(|e| e.contains("locked on leaf3")),
         "{v}"
@@ -487,7 +487,10 @@ fn doctor_passes_a_converged_fabric_and_names_each_problem() {
     assert_eq!(code, 1);
     f.dbs[4].stop();
     let (code, out, err) = f.weft(&["doctor", &f.file(), "--output", "json"]);
-    assert_eq!(code, 3, "findings: exit 3\n{out}{err}");
+    assert_eq!(
+        code, 1,
+        "findings, and leaf3 could not be checked: incomplete, exit 1\n{out}{err}"
+    );
     let v: serde_json::Value = serde_json::from_str(&out).expect("doctor json");
     let checks = |sw: &str| -> Vec<(String, bool)> {
         v["switches"]
@@ -603,7 +606,25 @@ fn a_db_address_that_is_not_redis_is_reported_as_such() {
 
 #[test]
 fn show_queues_and_pfcwd_read_what_the_plugins_wrote() {
-    let f = Fabric::new(&[]);
+    // Running plugins (status rows) on leaf1 and leaf2; leaf1's counters as its poll leaves
+    // them, stamped now.
+    let f = Fabric::new(&[("leaf1", Plugin::Answers), ("leaf2", Plugin::Answers)]);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+        .to_string();
+    f.cli(
+        "leaf1",
+        2,
+        &[
+            "HSET",
+            "COUNTERS:WEFT_SWITCH",
+            "WEFT_POLL_TIME_MS",
+            &now_ms,
+            "WEFT_POLL_INTERVAL_MS",
+            "60000",
+        ],
+    );
     f.cli(
         "leaf1",
         2,
@@ -780,7 +801,7 @@ fn canary_first_then_the_rest_and_a_failing_canary_stops_the_rollout() {
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert!(
-        v["error"]
+        v["error"]["message"]
             .as_str()
             .is_some_and(|e| e.starts_with("canary check failed: spine1")),
         "{v}"
@@ -897,8 +918,11 @@ fn a_db_only_testbed_says_what_it_cannot_do_and_down_cleans_up() {
     .expect("example")
     .replace("name: small", &format!("name: {name}"))
     .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}", db_dir.display()),
+        "    p4rt_address: 127.0.0.1:9559\n",
+        &format!(
+            "    p4rt_address: 127.0.0.1:9559\n    db_socket_dir: {}\n",
+            db_dir.display()
+        ),
     );
     let file = dir.join("fabric.yaml");
     std::fs::write(&file, text).expect("intent");
@@ -923,6 +947,10 @@ fn a_db_only_testbed_says_what_it_cannot_do_and_down_cleans_up() {
     };
     let (code, out) = weft(&["testbed", "up", &file, "--db-only"]);
     assert_eq!(code, 0, "{out}");
+    assert!(
+        db_dir.join("leaf1/redis.sock").exists(),
+        "sockets where the intent says:\n{out}"
+    );
     assert!(
         out.contains(&format!("next: weft apply {file} --no-wait")),
         "{out}"

@@ -5,11 +5,20 @@
 //!
 //! Per fault kind, WEFT_DIAGNOSE_TRIALS (default 3) trials with targets drawn from a seeded
 //! generator (WEFT_DIAGNOSE_SEED, default 16), plus as many healthy windows. A trial injects the
-//! fault, runs `weft diagnose --window W --output json` with W = 1 s, then 6 s, until
-//! the top finding names the injected kind and target (time to diagnosis: from the fault's
-//! onset, when `weft testbed fault` returns, to the end of that run), clears the fault and waits until diagnose sees a healthy fabric
-//! again. Prints precision, recall and time to diagnosis per kind; fails below 0.9 precision
-//! or recall overall, or on any finding in a healthy window.
+//! fault, runs `weft diagnose --window W --output json` with W = 1 s, then 6 s, until a finding
+//! names the injected kind and target (time to diagnosis: from the fault's onset, when `weft
+//! testbed fault` returns, to the end of that run), clears the fault and waits until diagnose
+//! sees a healthy fabric again.
+//!
+//! Every finding diagnose reports (all are above its reporting threshold) in every window run is
+//! scored: one naming the injected kind and target is a true positive of that kind; any other —
+//! another kind, or the right kind naming a bystander, in the 1 s window as in the 6 s one — is
+//! a false positive of the kind it names. A reorder trial runs with extra background toward the
+//! other host of the destination's leaf, heavier (250 pkt/s) than the injected RoCE stream
+//! (200 pkt/s), so naming the host a leaf sends most to is wrong: reordering must be attributed
+//! from the switch's own counts. Prints precision, recall and time to diagnosis per kind; fails
+//! below 0.9 precision or recall overall, below 2/3 for any one kind (with 3 trials: one miss
+//! at most), or on any finding in a healthy window.
 
 mod common;
 
@@ -25,6 +34,13 @@ const TEST: &str = "scenario_diagnose";
 /// DSCP 26 (the lossless `roce` class) with ECT(0).
 const TOS_ROCE_ECT0: &str = "106";
 const WINDOWS: [&str; 2] = ["1s", "6s"];
+/// Overall precision and recall at least this.
+const MIN_OVERALL: f64 = 0.9;
+/// Each kind's precision and recall at least this.
+const MIN_PER_KIND: f64 = 0.66;
+/// Background toward the reordered host's neighbour during a reorder trial, pkt/s: more than
+/// the injected RoCE stream's 200.
+const REORDER_DECOY_PPS: &str = "250";
 
 /// A small deterministic generator (xorshift64*): the trials' targets are reproducible.
 struct Rng(u64);
@@ -55,10 +71,35 @@ struct Trial {
 struct Score {
     trials: u32,
     correct: u32,
-    /// Top findings of this kind reported (right or wrong), and the wrong ones.
+    /// Findings of this kind reported (right or wrong, every window), and the wrong ones.
     reported: u32,
     wrong: u32,
     t2d: Vec<f64>,
+}
+
+impl Score {
+    fn precision(&self) -> Option<f64> {
+        (self.reported > 0)
+            .then(|| f64::from(self.reported - self.wrong) / f64::from(self.reported))
+    }
+    fn recall(&self) -> Option<f64> {
+        (self.trials > 0).then(|| f64::from(self.correct) / f64::from(self.trials))
+    }
+}
+
+/// Every finding of a diagnose run: (kind, target).
+fn findings(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| {
+            Some((
+                f["kind"].as_str()?.to_string(),
+                f["target"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
 }
 
 fn diagnose(weft: &Path, file: &Path, window: &str) -> serde_json::Value {
@@ -101,14 +142,6 @@ fn diagnose_rec(
     v
 }
 
-fn top(v: &serde_json::Value) -> Option<(String, String)> {
-    let f = v["findings"].as_array()?.first()?;
-    Some((
-        f["kind"].as_str()?.to_string(),
-        f["target"].as_str()?.to_string(),
-    ))
-}
-
 fn fault(weft: &Path, file: &Path, state: &Path, args: &[String]) {
     let out = Command::new(weft)
         .args(["testbed", "fault", &file.to_string_lossy()])
@@ -126,7 +159,8 @@ fn fault(weft: &Path, file: &Path, state: &Path, args: &[String]) {
 }
 
 #[test]
-fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_windows() {
+fn diagnose_names_each_injected_faults_kind_and_target_with_every_finding_scored_per_kind_and_nothing_in_healthy_windows()
+ {
     let needs = Needs {
         cli: true,
         bins: &[("weft-traffic", "weft-traffic")],
@@ -337,85 +371,97 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
         );
         if !found.is_empty() {
             healthy_findings.push((i, v.clone()));
-            if let Some((k, _)) = top(&v) {
+            for (k, _) in findings(&v) {
                 let s = scores.entry(kind_of_finding(&k)).or_default();
                 s.reported += 1;
                 s.wrong += 1;
             }
         }
         for t in plan.iter().skip(i as usize * 7).take(7) {
+            if t.kind == "reorder" {
+                f.keep("decoy", reorder_decoy(&hosts, &t.args[1], &t.target));
+            }
             // Time to diagnosis counts from the fault's onset: when the command returns (the
             // PAUSE injectors return once their first frame is out).
             let t_cmd = Instant::now();
             fault(weft, &file, &state, &t.args);
             let took = t_cmd.elapsed();
             let injected = Instant::now();
-            let mut got = None;
+            let mut hit = None;
+            let mut seen = Vec::new();
             for w in WINDOWS {
                 let rec = record_path(&format!("{}--{}--{i}", t.finding, t.target));
                 let v = diagnose_rec(weft, &file, w, rec);
-                let tp = top(&v);
-                let ok = tp
-                    .as_ref()
-                    .is_some_and(|(k, tg)| k == t.finding && tg.contains(&t.target));
-                if ok || w == WINDOWS[1] {
-                    got = Some((tp, ok, injected.elapsed(), w, v));
+                let all = findings(&v);
+                let right = |(k, tg): &(String, String)| k == t.finding && tg.contains(&t.target);
+                // Every wrong finding counts, in whichever window it came.
+                for (k, tg) in all.iter().filter(|x| !right(x)) {
+                    let s = scores.entry(kind_of_finding(k)).or_default();
+                    s.reported += 1;
+                    s.wrong += 1;
+                    seen.push(format!("{k} {tg} (wrong, {w} window)"));
+                }
+                if all.iter().any(right) {
+                    hit = Some((injected.elapsed(), w));
                     break;
                 }
             }
-            let Some((tp, ok, t2d, w, v)) = got else {
-                unreachable!()
-            };
-            println!(
-                "{:<15} {:<40} → {} (window {w}, {:.1} s after onset; injecting took {:.1} s){}",
-                t.kind,
-                t.args[1..].join(" "),
-                tp.as_ref()
-                    .map_or("nothing".to_string(), |(k, tg)| format!("{k} {tg}")),
-                t2d.as_secs_f64(),
-                took.as_secs_f64(),
-                if ok { "" } else { "  MISSED" }
-            );
-            if !ok {
-                println!("  {}", v["findings"]);
-            }
             let s = scores.entry(t.kind).or_default();
             s.trials += 1;
-            if ok {
+            if let Some((t2d, _)) = hit {
                 s.correct += 1;
                 s.reported += 1;
                 s.t2d.push(t2d.as_secs_f64());
-            } else if let Some((k, _)) = &tp {
-                let s = scores.entry(kind_of_finding(k)).or_default();
-                s.reported += 1;
-                s.wrong += 1;
             }
+            println!(
+                "{:<15} {:<40} → {} (injecting took {:.1} s){}{}",
+                t.kind,
+                t.args[1..].join(" "),
+                hit.map_or("MISSED".to_string(), |(t2d, w)| format!(
+                    "{} {} in the {w} window, {:.1} s after onset",
+                    t.finding,
+                    t.target,
+                    t2d.as_secs_f64()
+                )),
+                took.as_secs_f64(),
+                if seen.is_empty() { "" } else { "; also: " },
+                seen.join("; ")
+            );
             fault(weft, &file, &state, &["clear".to_string()]);
+            f.stop("decoy");
             settle(t.kind);
         }
     }
     let elapsed = t_trials.elapsed();
 
     println!(
-        "\n{:<15} {:>6} {:>8} {:>10} {:>7} {:>12} {:>12}",
-        "kind", "trials", "correct", "precision", "recall", "t2d median", "t2d max"
+        "\n{:<15} {:>6} {:>8} {:>9} {:>10} {:>7} {:>12} {:>12}",
+        "kind", "trials", "correct", "reported", "precision", "recall", "t2d median", "t2d max"
     );
     let (mut tp, mut reported, mut total) = (0u32, 0u32, 0u32);
+    let mut below = Vec::new();
     for (k, s) in &scores {
         let mut t = s.t2d.clone();
         t.sort_by(f64::total_cmp);
         let med = t.get(t.len() / 2).copied();
         let max = t.last().copied();
         println!(
-            "{:<15} {:>6} {:>8} {:>10} {:>7} {:>12} {:>12}",
+            "{:<15} {:>6} {:>8} {:>9} {:>10} {:>7} {:>12} {:>12}",
             k,
             s.trials,
             s.correct,
+            s.reported,
             ratio(s.reported - s.wrong, s.reported),
             ratio(s.correct, s.trials),
             med.map_or("-".into(), |x| format!("{x:.1} s")),
             max.map_or("-".into(), |x| format!("{x:.1} s")),
         );
+        // A kind that was never injected but reported is all false positives (precision 0).
+        for (what, v) in [("precision", s.precision()), ("recall", s.recall())] {
+            if let Some(v) = v.filter(|v| *v < MIN_PER_KIND) {
+                below.push(format!("{k}: {what} {v:.2} below {MIN_PER_KIND}"));
+            }
+        }
         tp += s.correct;
         reported += s.reported;
         total += s.trials;
@@ -423,7 +469,7 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
     let precision = f64::from(tp) / f64::from(reported.max(1));
     let recall = f64::from(tp) / f64::from(total.max(1));
     println!(
-        "overall: {tp} of {total} trials named kind and target; precision {precision:.2}, recall {recall:.2}; \
+        "overall: {tp} of {total} trials named kind and target; {reported} findings reported; precision {precision:.2}, recall {recall:.2}; \
          {trials} healthy windows, {} with findings; trials took {:.0} s (seed {seed})",
         healthy_findings.len(),
         elapsed.as_secs_f64()
@@ -433,9 +479,42 @@ fn diagnose_names_each_injected_faults_kind_and_target_and_nothing_in_healthy_wi
         "findings in healthy windows: {healthy_findings:?}"
     );
     assert!(
-        precision >= 0.9 && recall >= 0.9,
-        "precision {precision:.2} recall {recall:.2} below 0.9"
+        precision >= MIN_OVERALL && recall >= MIN_OVERALL,
+        "precision {precision:.2} recall {recall:.2} below {MIN_OVERALL}"
     );
+    assert!(below.is_empty(), "{}", below.join("\n"));
+}
+
+/// Paced UDP (not RoCE: the PSN tracker does not see it) toward the other host of `dst`'s leaf,
+/// from a host on neither `src`'s nor `dst`'s leaf, at [`REORDER_DECOY_PPS`]: the reordered
+/// host is then not the one its leaf sends most to.
+fn reorder_decoy(hosts: &[tb::HostState], src: &str, dst: &str) -> std::process::Child {
+    let leaf_of = |h: &str| h.split('-').next().unwrap_or(h).to_string();
+    let mate = hosts
+        .iter()
+        .find(|h| leaf_of(&h.name) == leaf_of(dst) && h.name != dst)
+        .expect("another host on the destination's leaf");
+    let from = hosts
+        .iter()
+        .find(|h| leaf_of(&h.name) != leaf_of(dst) && leaf_of(&h.name) != leaf_of(src))
+        .expect("a host on a third leaf");
+    let probe = format!("{REPO}/tests/scripts/udp_probe.py");
+    Command::new("ip")
+        .args(["netns", "exec", &from.netns, "python3", &probe, "send"])
+        .args([
+            "--dst",
+            &mate.ipv4,
+            "--port",
+            "5000",
+            "--tos",
+            TOS_ROCE_ECT0,
+        ])
+        .args(["--pps", REORDER_DECOY_PPS, "--seconds", "600"])
+        .args(["--flows", "8", "--size", "512"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("decoy sender")
 }
 
 /// The fault kind a finding kind stands for (a wrong top finding counts against its kind's

@@ -49,27 +49,11 @@ impl Bed {
             .unwrap_or(0)
     }
 
-    /// `pfc_watchdog_table` of one switch, read by the independent p4rt-dump.
+    /// `pfc_watchdog_table` of one switch, read by the independent p4rt_dump.py.
     fn watchdog_entries(&self, switch: &str) -> Vec<serde_json::Value> {
         let st = self.state();
         let sw = st.switch(switch).expect("switch");
-        let out = Command::new("ip")
-            .args(["netns", "exec", &st.netns, "env"])
-            .arg("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python")
-            .arg(format!("{REPO}/.venv/bin/python"))
-            .arg("/work/shared/tools/p4rt-dump")
-            .args(["--addr", &sw.p4rt_address])
-            .args(["--device-id", &sw.device_id.to_string()])
-            .args(["--p4info", &format!("{REPO}/p4/build/weft.p4info.txtpb")])
-            .args(["--table", weft_p4::tables::pfc_watchdog_table::NAME])
-            .output()
-            .expect("run p4rt-dump");
-        assert!(
-            out.status.success(),
-            "p4rt-dump: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("p4rt-dump JSON");
+        let v = bed::p4rt_dump(&st.netns, &sw.p4rt_address, sw.device_id).expect("p4rt_dump.py");
         v["tables"][weft_p4::tables::pfc_watchdog_table::NAME]
             .as_array()
             .cloned()
@@ -96,6 +80,7 @@ impl Bed {
 fn incast_marks_ecn_at_the_receiver_and_a_pfc_storm_is_stopped_by_the_watchdog_and_restored() {
     let needs = Needs {
         cli: true,
+        venv: true,
         ..Needs::default()
     };
     let Some(programs) = bed::programs(TEST, &needs) else {

@@ -11,7 +11,8 @@
 //!    queue 3 (the lossless RoCE class), the top series fabric-wide;
 //! 3. a link flap is counted by the controller's `weft_reconvergence_duration_seconds`.
 //!
-//! Needs root, BMv2 and prometheus; without them it prints SKIPPED (WEFT_REQUIRE_BMV2=1 fails).
+//! Needs root, BMv2, prometheus and promtool; without BMv2 it prints SKIPPED, and where BMv2 is
+//! installed anything missing is a failure.
 
 mod common;
 
@@ -70,19 +71,13 @@ fn unix_now() -> f64 {
 fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a_link_flap() {
     let needs = Needs {
         cli: true,
+        prometheus: true,
         ..Needs::default()
     };
     let Some(programs) = bed::programs(TEST, &needs) else {
         return;
     };
     let prometheus = PathBuf::from("/usr/bin/prometheus");
-    if !prometheus.exists() {
-        common::skip_or_fail(
-            TEST,
-            "prometheus not installed (scripts/setup.sh installs it)",
-        );
-        return;
-    }
     let mut f = Bed::up_applied(&programs, "prm", |t| t, &["--counter-interval", "300ms"]);
     let dir = f.dir.clone();
     let weft = env!("CARGO_BIN_EXE_weft");
@@ -120,17 +115,17 @@ fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a
         String::from_utf8_lossy(&out.stderr)
     );
     let cfg_text = std::fs::read_to_string(&config).expect("config written");
-    let check = Command::new("promtool")
+    let check = Command::new("/usr/bin/promtool")
         .args(["check", "config"])
         .arg(&config)
-        .output();
-    if let Ok(c) = check {
-        assert!(
-            c.status.success(),
-            "promtool rejects the generated config:\n{cfg_text}\n{}",
-            String::from_utf8_lossy(&c.stdout)
-        );
-    }
+        .output()
+        .expect("run promtool");
+    assert!(
+        check.status.success(),
+        "promtool rejects the generated config:\n{cfg_text}\n{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
     let tsdb = dir.join("tsdb").to_string_lossy().into_owned();
     let config_s = config.to_string_lossy().into_owned();
     f.spawn_in_fabric(

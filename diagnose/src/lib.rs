@@ -30,11 +30,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+mod deltas;
+mod group;
+mod index;
+mod lossy;
+
+pub use group::summarize;
+
 /// Priorities per port.
 pub const PRIORITIES: usize = 8;
 
 /// One end of a cable: a switch and port, or a host and its interface.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct End {
     pub node: String,
     pub port: String,
@@ -78,11 +85,17 @@ pub struct Fabric {
     /// group, whose members per-packet routing keeps evenly loaded.
     #[serde(default)]
     pub tiers: BTreeMap<String, u8>,
+    /// Lookups by end and host, built on first use (a fabric is not changed after).
+    #[serde(skip)]
+    pub index: index::IndexCache,
 }
 
 impl Fabric {
     /// The far end of the cable at `e`.
     pub fn peer(&self, e: &End) -> Option<&End> {
+        if let Some(ix) = index::of(self) {
+            return ix.peer(self, e);
+        }
         self.links.iter().find_map(|l| {
             if &l.a == e {
                 Some(&l.b)
@@ -94,10 +107,16 @@ impl Fabric {
         })
     }
     pub fn is_host(&self, node: &str) -> bool {
+        if let Some(ix) = index::of(self) {
+            return ix.is_host(node);
+        }
         self.hosts.iter().any(|h| h == node)
     }
     /// The leaf port a host hangs off.
     pub fn host_port(&self, host: &str) -> Option<End> {
+        if let Some(ix) = index::of(self) {
+            return ix.host_port(self, host);
+        }
         self.links.iter().find_map(|l| {
             if l.a.node == host {
                 Some(l.b.clone())
@@ -115,6 +134,11 @@ impl Fabric {
 pub struct PortSample {
     pub rx_packets: u64,
     pub tx_packets: u64,
+    /// Octets received / sent (what a finding's traffic is weighed by; 0 when not read).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tx_bytes: u64,
     /// PFC PAUSE frames received / sent, per priority.
     #[serde(default, skip_serializing_if = "all_zero")]
     pub pfc_rx_pause: [u64; PRIORITIES],
@@ -126,10 +150,20 @@ pub struct PortSample {
     pub depth_histogram: Vec<u64>,
     #[serde(default)]
     pub histogram_shift: u8,
+    /// RoCE requests sent out of this port whose PSN skipped ahead, and older PSNs (the
+    /// pipeline counts them per egress port); `None`: not published (unknown, not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psn_out_of_order: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psn_regressions: Option<u64>,
 }
 
 fn all_zero(a: &[u64; PRIORITIES]) -> bool {
     a.iter().all(|x| *x == 0)
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// A queue's counters and watchdog state (`COUNTERS:EthernetN:q`, STATE_DB `PFC_WD_STATE`).
@@ -165,13 +199,19 @@ pub struct SwitchSample {
     /// Drops by reason (`no_route`, `pfc_watchdog`, …).
     #[serde(default)]
     pub drops: BTreeMap<String, u64>,
-    /// RoCE PSN anomalies at this switch's host-facing ports (sum over QP slots).
+    /// RoCE PSN anomalies at this switch's host-facing ports (sum over the ports; per port in
+    /// [`PortSample`]).
     #[serde(default)]
     pub psn_out_of_order: u64,
     #[serde(default)]
     pub psn_regressions: u64,
     #[serde(default)]
     pub drift: Vec<Drift>,
+    /// When the switch polled the counters this sample holds (ms on the switch's clock, e.g.
+    /// `WEFT_POLL_TIME_MS`); compared only between samples of the same switch, so the
+    /// switch's clock need not agree with the reader's. `None`: not published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_ms: Option<u64>,
 }
 
 /// Every switch at (about) one instant. A switch that could not be read is absent.
@@ -240,6 +280,14 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub victims: Vec<String>,
     pub action: String,
+    /// Bytes through the ports it affects over the window: the traffic it touches, what the
+    /// findings are ranked by (0: not known).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes: u64,
+    /// Findings the rules also made that share this one's cause and were folded into it
+    /// (`kind target`), e.g. the queues a storm's PAUSE held up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folded: Vec<String>,
 }
 
 /// The rules' thresholds. Defaults suit the testbed and a real fabric alike: they are rates
@@ -284,6 +332,12 @@ pub struct Thresholds {
     /// Minimum out-of-order PSNs, and per packet sent toward the leaf's hosts.
     pub min_ooo: u64,
     pub min_ooo_fraction: f64,
+    /// Where a lossy link's per-end rates between polls spread too wide to judge by poll times,
+    /// judge it by sample times: right for counters read from the switches (a software switch
+    /// reads them at a varying point of a poll, each sample read at one instant); wrong for
+    /// samples placed on a grid by their scrapes (Prometheus), whose two ends are a scrape
+    /// interval apart.
+    pub loss_by_sample_time: bool,
 }
 
 impl Default for Thresholds {
@@ -309,14 +363,17 @@ impl Default for Thresholds {
             min_route_drops: 10,
             min_ooo: 20,
             min_ooo_fraction: 0.05,
+            loss_by_sample_time: true,
         }
     }
 }
 
-/// Differences between the window's first and last sample, per switch.
+/// Differences between the window's first and last sample, per switch; per port, the
+/// increases over every sample (`deltas`).
 struct Deltas<'a> {
     w: &'a Window,
     secs: f64,
+    t: deltas::Table<'a>,
 }
 
 fn sub(a: u64, b: u64) -> u64 {
@@ -331,7 +388,11 @@ impl<'a> Deltas<'a> {
             return None;
         }
         let secs = (l.t_ms.saturating_sub(f.t_ms) as f64 / 1000.0).max(0.001);
-        Some(Deltas { w, secs })
+        Some(Deltas {
+            w,
+            secs,
+            t: deltas::build(w),
+        })
     }
     fn first(&self) -> &Sample {
         &self.w.samples[0]
@@ -347,9 +408,16 @@ impl<'a> Deltas<'a> {
         ))
     }
     fn port(&self, e: &End, f: impl Fn(&PortSample) -> u64) -> u64 {
-        self.pair(&e.node)
-            .and_then(|(a, b)| Some(sub(f(b.ports.get(&e.port)?), f(a.ports.get(&e.port)?))))
-            .unwrap_or(0)
+        self.moved(e).map_or(0, |p| f(&p.d))
+    }
+    /// The port's moves, if the window's first and last samples hold it.
+    fn moved(&self, e: &End) -> Option<&deltas::PortDelta> {
+        self.t.ports.get(e.node.as_str())?.get(e.port.as_str())
+    }
+    /// A counter of `e` the first and the last sample both have; `None`: unknown.
+    fn port_known(&self, e: &End, f: impl Fn(&PortSample) -> Option<u64>) -> Option<u64> {
+        let (a, b) = self.pair(&e.node)?;
+        Some(sub(f(b.ports.get(&e.port)?)?, f(a.ports.get(&e.port)?)?))
     }
     fn queue(&self, sw: &str, key: &str, f: impl Fn(&QueueSample) -> u64) -> u64 {
         self.pair(sw)
@@ -366,6 +434,32 @@ impl<'a> Deltas<'a> {
     fn rate(&self, d: u64) -> f64 {
         round2(d as f64 / self.secs)
     }
+    /// The highest rate of a port counter between two successive samples that hold it, timed
+    /// by the switch's polls when it publishes them.
+    fn peak_rate(&self, e: &End, f: impl Fn(&PortSample) -> u64) -> f64 {
+        let mut prev: Option<(u64, Option<u64>, u64)> = None;
+        let mut best: f64 = 0.0;
+        for s in &self.w.samples {
+            let Some(sw) = s.switches.get(&e.node) else {
+                continue;
+            };
+            let Some(p) = sw.ports.get(&e.port) else {
+                continue;
+            };
+            let now = (s.t_ms, sw.poll_ms, f(p));
+            if let Some((t0, p0, v0)) = prev {
+                let ms = match (p0, now.1) {
+                    (Some(a), Some(b)) => b.saturating_sub(a),
+                    _ => now.0.saturating_sub(t0),
+                };
+                if ms > 0 && now.2 >= v0 {
+                    best = best.max((now.2 - v0) as f64 * 1000.0 / ms as f64);
+                }
+            }
+            prev = Some(now);
+        }
+        round2(best)
+    }
     fn ev(&self, sw: &str, port: Option<&str>, counter: impl Into<String>, d: u64) -> Evidence {
         Evidence {
             switch: sw.to_string(),
@@ -381,7 +475,8 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// Every finding at or above `th.report`, highest confidence first (ties by kind, target).
+/// Every finding at or above `th.report`, one per cause (findings sharing it folded into the
+/// one that names it), those touching the most traffic first.
 pub fn diagnose(w: &Window, th: &Thresholds) -> Vec<Finding> {
     let mut out = all_findings(w, th);
     out.retain(|f| f.confidence >= th.report);
@@ -397,7 +492,7 @@ pub fn all_findings(w: &Window, th: &Thresholds) -> Vec<Finding> {
     pfc(&d, th, &mut out);
     queues(&d, th, &mut out);
     steered_around(&d, th, &mut out);
-    lossy_links(&d, th, &mut out);
+    lossy::lossy_links(&d, th, &mut out);
     black_holes(&d, th, &mut out);
     reordering(&d, th, &mut out);
     for f in &mut out {
@@ -412,7 +507,29 @@ pub fn all_findings(w: &Window, th: &Thresholds) -> Vec<Finding> {
     // Two rules naming the same thing: the more confident one stays.
     let mut seen = BTreeSet::new();
     out.retain(|f| seen.insert((f.kind, f.target.clone())));
+    group::fold(&d, &mut out);
+    group::weigh(&d, &mut out);
+    // Reported first, then by the traffic they touch, the most first.
+    out.sort_by(|a, b| {
+        (b.confidence >= th.report)
+            .cmp(&(a.confidence >= th.report))
+            .then(b.bytes.cmp(&a.bytes))
+            .then(b.confidence.total_cmp(&a.confidence))
+            .then(a.kind.cmp(&b.kind))
+            .then(a.target.cmp(&b.target))
+    });
     out
+}
+
+/// The switches of the window whose counters did not move at all from its first sample to
+/// its last, nor their poll time: written before the window by a plugin that stopped (or,
+/// without poll times, a switch that carried nothing: the two look alike). No loss is judged
+/// at them.
+pub fn frozen(w: &Window) -> Vec<String> {
+    let t = deltas::build(w);
+    let mut v: Vec<String> = t.frozen.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
 }
 
 /// A switch port pausing its peer on `prio`, or being paused by it.
@@ -433,17 +550,14 @@ fn switch_ports<'a>(d: &'a Deltas<'_>, sw: &str) -> Vec<&'a String> {
 
 /// Congestion evidence of the queues of `e` (ECN marks, departures) on `prio`.
 fn queue_marks(d: &Deltas<'_>, e: &End, prio: usize) -> (u64, u64) {
-    let key = format!("{}:{prio}", e.port);
-    (
-        d.queue(&e.node, &key, |q| q.ecn_marked),
-        d.queue(&e.node, &key, |q| q.packets),
-    )
+    d.moved(e)
+        .map_or((0, 0), |p| (p.marks[prio], p.departures[prio]))
 }
 
 /// The pause graph: who paused whom, followed from every node that pauses without being
 /// paused (the origins) to the ports it held up (the victims).
 fn pfc(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    for prio in 0..PRIORITIES {
+    for prio in (0..PRIORITIES).filter(|p| d.t.active_prios[*p]) {
         let g = PauseGraph::new(d, prio);
         for h in &d.w.fabric.hosts {
             if let Some(f) = pausing_host(d, th, &g, h) {
@@ -491,6 +605,13 @@ impl PauseGraph {
                         rx,
                     ));
                 }
+                if tx > 0
+                    && let Some(p) = fab.peer(&e)
+                    && fab.is_host(&p.node)
+                {
+                    // sw paused a host: the host is held up too (a victim, never a pauser).
+                    g.paused_by.entry(e.clone()).or_default().push(p.clone());
+                }
                 if tx > 0 {
                     g.evidence.entry(sw.clone()).or_default().push(d.ev(
                         sw,
@@ -504,23 +625,26 @@ impl PauseGraph {
         g
     }
 
-    /// Victims of an origin: the ports it paused, then whatever those switches paused.
+    /// Victims of an origin: the ports it paused, then whatever those switches paused (and
+    /// the hosts they paused).
     fn victims_of(&self, origin: &str) -> Vec<String> {
-        let mut seen: BTreeSet<String> = BTreeSet::new();
-        let mut queue: Vec<String> = vec![origin.to_string()];
+        let mut by_node: BTreeMap<&str, Vec<&End>> = BTreeMap::new();
+        for (pauser, paused) in &self.paused_by {
+            by_node
+                .entry(pauser.node.as_str())
+                .or_default()
+                .extend(paused.iter());
+        }
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut queue: Vec<&str> = vec![origin];
         let mut out = Vec::new();
         while let Some(n) = queue.pop() {
-            if !seen.insert(n.clone()) {
+            if !seen.insert(n) {
                 continue;
             }
-            for (pauser, paused) in &self.paused_by {
-                if pauser.node != n {
-                    continue;
-                }
-                for v in paused {
-                    out.push(v.to_string());
-                    queue.push(v.node.clone());
-                }
+            for v in by_node.get(n).into_iter().flatten() {
+                out.push(v.to_string());
+                queue.push(v.node.as_str());
             }
         }
         out.sort();
@@ -580,7 +704,8 @@ fn pausing_host(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, h: &str) -> Opt
     let p = PausingHost {
         host: h,
         victims: g.victims_of(h),
-        rate: d.rate(rx),
+        // The busiest stretch: a storm that began late in the window is as fast as ever.
+        rate: d.rate(rx).max(d.peak_rate(&leaf, |x| x.pfc_rx_pause[prio])),
         wd: wd_detected > 0 || wd_now,
         wd_drops,
         evidence: ev,
@@ -588,12 +713,32 @@ fn pausing_host(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, h: &str) -> Opt
     };
     // A storm pauses continuously: PAUSE refreshed faster than storm_pause_rate. A host that
     // stalls in stretches pauses less often; the watchdog may fire on either (a stretch longer
-    // than detection_time), so it only adds confidence.
+    // than detection_time), so it only adds confidence. Pausing that began in the window's
+    // last interval, slower than a storm, may be a storm's first moments: the next window
+    // tells.
+    if p.rate < th.storm_pause_rate && began_last(d, &p.leaf, |x| x.pfc_rx_pause[prio]) {
+        return None;
+    }
     Some(if p.rate >= th.storm_pause_rate {
         storm(d, th, g, p)
     } else {
         slow_receiver(d, th, prio, p)
     })
+}
+
+/// A counter of `e` that moved only in the last of three or more samples.
+fn began_last(d: &Deltas<'_>, e: &End, f: impl Fn(&PortSample) -> u64) -> bool {
+    let s = &d.w.samples;
+    if s.len() < 3 {
+        return false;
+    }
+    let at = |i: usize| {
+        s[i].switches
+            .get(&e.node)
+            .and_then(|x| x.ports.get(&e.port))
+            .map(&f)
+    };
+    matches!((at(0), at(s.len() - 2)), (Some(a), Some(b)) if a == b)
 }
 
 fn storm(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, p: PausingHost) -> Finding {
@@ -641,6 +786,8 @@ fn storm(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, p: PausingHost) -> Fin
         ),
         evidence: ev,
         victims,
+        bytes: 0,
+        folded: Vec::new(),
         action: format!(
             "Isolate {h}: check its NIC (a stuck or misbehaving NIC pauses forever); keep the PFC watchdog on {leaf} priority {prio} in drop mode until it is fixed"
         ),
@@ -681,6 +828,8 @@ fn slow_receiver(d: &Deltas<'_>, th: &Thresholds, prio: usize, p: PausingHost) -
         ),
         evidence: ev,
         victims: p.victims,
+        bytes: 0,
+        folded: Vec::new(),
         action: format!(
             "Check {h}: receive ring, CPU, PCIe, application not posting receives; the fabric is fine"
         ),
@@ -712,22 +861,29 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
             .map(|p| (queue_marks(d, &End::new(sw, p), prio).0, p.clone()))
             .max();
         let victims = g.victims_of(sw);
-        let (target, what) = match hottest {
+        // Toward a host: many senders to one (incast). Toward a switch: a link that drains
+        // slower than it is fed (a slow link, its queue the origin of the back-pressure).
+        let (kind, target, what) = match hottest {
             Some((m, p)) if m > 0 => {
                 let e = End::new(sw, &p);
-                let t = match fab.peer(&e) {
-                    Some(peer) if fab.is_host(&peer.node) => peer.node.clone(),
-                    _ => e.to_string(),
+                let (kind, t) = match fab.peer(&e) {
+                    Some(peer) if fab.is_host(&peer.node) => (Kind::Congestion, peer.node.clone()),
+                    _ => (Kind::SlowLink, e.to_string()),
                 };
                 (
+                    kind,
                     t,
                     format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)"),
                 )
             }
-            _ => (sw.clone(), "no queue of it marks ECN".to_string()),
+            _ => (
+                Kind::Congestion,
+                sw.clone(),
+                "no queue of it marks ECN".to_string(),
+            ),
         };
         out.push(Finding {
-            kind: Kind::Congestion,
+            kind,
             target,
             confidence: 0.55,
             summary: format!(
@@ -735,6 +891,8 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
             ),
             evidence: ev.clone(),
             victims,
+            bytes: 0,
+            folded: Vec::new(),
             action: "Find the congested queue's senders (incast); lower ECN thresholds so DCQCN slows them before PFC engages".into(),
         });
     }
@@ -763,18 +921,9 @@ fn congestion(d: &Deltas<'_>, th: &Thresholds, e: &End) -> Congestion {
         c.departures += dep;
         c.trimmed += d.queue(&e.node, &format!("{}:{q}", e.port), |x| x.trimmed);
     }
-    if let Some((a, b)) = d.pair(&e.node)
-        && let (Some(pa), Some(pb)) = (a.ports.get(&e.port), b.ports.get(&e.port))
-        && pb.depth_histogram.len() == pa.depth_histogram.len()
-    {
-        let shift = pb.histogram_shift.min(16);
-        for (i, (x, y)) in pa
-            .depth_histogram
-            .iter()
-            .zip(&pb.depth_histogram)
-            .enumerate()
-        {
-            let n = sub(*y, *x);
+    if let Some(p) = d.moved(e) {
+        let shift = p.d.histogram_shift.min(16);
+        for (i, n) in p.d.depth_histogram.iter().copied().enumerate() {
             c.deep.1 += n;
             if ((i as u64) << shift) >= th.deep_queue {
                 c.deep.0 += n;
@@ -894,9 +1043,10 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 continue;
             }
             let Some(peer) = fab.peer(&e) else { continue };
-            let host_pauses: u64 = (0..PRIORITIES).map(|q| pauses(d, &e, q).0).sum();
-            if fab.is_host(&peer.node) && host_pauses >= th.min_pauses {
-                // The pause rule names the host (slow receiver or storm).
+            let peer_pauses: u64 = (0..PRIORITIES).map(|q| pauses(d, &e, q).0).sum();
+            if peer_pauses >= th.min_pauses {
+                // Its peer holds it up: the pause rule names the host (slow receiver or storm)
+                // or, through the pause graph, whoever the peer switch is held up by.
                 continue;
             }
             let pfc_sent: u64 = switch_ports(d, sw)
@@ -951,6 +1101,8 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     ),
                     evidence: ev,
                     victims: senders,
+                    bytes: 0,
+                    folded: Vec::new(),
                     action: format!(
                         "Not a fault: many-to-one traffic toward {}. Spread it (schedule, rails) or let DCQCN act: check the senders answer CNPs",
                         peer.node
@@ -983,6 +1135,8 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     ),
                     evidence: ev,
                     victims: siblings,
+                    bytes: 0,
+                    folded: Vec::new(),
                     action: format!(
                         "Check {e}'s link speed and errors (autoneg, a bad optic or cable); take it out of service (weft link down) if it stays slow"
                     ),
@@ -1062,135 +1216,13 @@ fn steered_around(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 ),
                 evidence: ev,
                 victims: Vec::new(),
+                bytes: 0,
+                folded: Vec::new(),
                 action: format!(
                     "Check {e}'s link speed and errors (autoneg, a bad optic or cable); take it out of service (weft link down) if it stays slow"
                 ),
             });
         }
-    }
-}
-
-/// `from → to` loses beyond the counter skew on every sub-window from the first or second
-/// sample to the last or second-to-last one that spans at least half the window.
-fn lossy_everywhere(d: &Deltas<'_>, th: &Thresholds, from: &End, to: &End) -> bool {
-    let s = &d.w.samples;
-    let n = s.len();
-    let total = s[n - 1].t_ms.saturating_sub(s[0].t_ms);
-    let get = |i: usize, e: &End, f: fn(&PortSample) -> u64| -> Option<u64> {
-        s[i].switches.get(&e.node)?.ports.get(&e.port).map(f)
-    };
-    let mut judged = false;
-    for i in [0, 1] {
-        for j in [n - 1, n.saturating_sub(2)] {
-            if j <= i || s[j].t_ms.saturating_sub(s[i].t_ms) * 2 < total {
-                continue;
-            }
-            let (Some(ta), Some(tb), Some(ra), Some(rb)) = (
-                get(i, from, |p| p.tx_packets),
-                get(j, from, |p| p.tx_packets),
-                get(i, to, |p| p.rx_packets),
-                get(j, to, |p| p.rx_packets),
-            ) else {
-                continue;
-            };
-            let (tx, rx) = (sub(tb, ta), sub(rb, ra));
-            let secs = (s[j].t_ms.saturating_sub(s[i].t_ms) as f64 / 1000.0).max(0.001);
-            let skew = (tx as f64 / secs * th.counter_skew_s) as u64;
-            let excess = tx.saturating_sub(rx).saturating_sub(skew);
-            if excess < th.min_lost || (excess as f64) < th.min_loss_fraction * tx as f64 {
-                return false;
-            }
-            judged = true;
-        }
-    }
-    judged
-}
-
-/// Links whose two ends disagree: sent at one end, not received at the other.
-fn lossy_links(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let mut links = Vec::new();
-    lossy_links_each(d, th, &mut links);
-    if links.len() < th.max_lossy_links {
-        out.extend(links);
-        return;
-    }
-    // Loss on many links at once is not many bad cables: the switches drop on input (a
-    // starved software switch, a control-plane storm) or their counters are stale. One
-    // finding, below the reporting threshold unless a link stands out.
-    let targets: Vec<String> = links.iter().map(|f| f.target.clone()).collect();
-    out.push(Finding {
-        kind: Kind::LossyLink,
-        target: "fabric".into(),
-        confidence: 0.45,
-        summary: format!(
-            "{} links lose packets at once ({}): switches dropping on input or counters read late, not cables",
-            links.len(),
-            targets.join(", ")
-        ),
-        evidence: links.into_iter().flat_map(|f| f.evidence).collect(),
-        victims: targets,
-        action: "Check the switches' CPU and input drops and whether their counters are fresh (plugin status); diagnose again".into(),
-    });
-}
-
-fn lossy_links_each(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let fab = &d.w.fabric;
-    for l in &fab.links {
-        if fab.is_host(&l.a.node) || fab.is_host(&l.b.node) {
-            continue;
-        }
-        let mut dirs = Vec::new();
-        for (from, to) in [(&l.a, &l.b), (&l.b, &l.a)] {
-            let tx = d.port(from, |p| p.tx_packets);
-            let rx = d.port(to, |p| p.rx_packets);
-            if tx < th.min_link_packets {
-                continue;
-            }
-            let lost = tx.saturating_sub(rx);
-            let frac = lost as f64 / tx as f64;
-            // The two ends' counters are read at different instants (up to counter_skew
-            // apart, more when a loaded plugin polls late): judge the loss on the sub-window
-            // that shows the least of it (first or second sample to last or second-to-last),
-            // so one stale end sample does not make a loss.
-            if lossy_everywhere(d, th, from, to) {
-                dirs.push((frac, lost, tx, rx, from, to));
-            }
-        }
-        let Some(worst) = dirs.iter().max_by(|a, b| a.0.total_cmp(&b.0)).cloned() else {
-            continue;
-        };
-        let (frac, _, _, _, from, to) = worst;
-        let mut ev = Vec::new();
-        let mut parts = Vec::new();
-        for (f, lost, tx, rx, a, b) in &dirs {
-            ev.push(d.ev(
-                &a.node,
-                Some(&a.port),
-                "SAI_PORT_STAT_IF_OUT_UCAST_PKTS",
-                *tx,
-            ));
-            ev.push(d.ev(
-                &b.node,
-                Some(&b.port),
-                "SAI_PORT_STAT_IF_IN_UCAST_PKTS",
-                *rx,
-            ));
-            parts.push(format!(
-                "{a} → {b}: {lost} of {tx} lost ({:.1}%)",
-                f * 100.0
-            ));
-        }
-        out.push(Finding {
-            kind: Kind::LossyLink,
-            target: format!("{from}—{to}"),
-            confidence: 0.62 + frac.min(0.3),
-            summary: format!("lossy link: {}", parts.join("; ")),
-            evidence: ev,
-            victims: Vec::new(),
-            action: format!(
-                "Replace the cable or optic between {from} and {to} (check FEC/CRC errors); take the link out of service meanwhile (weft link down)"
-            ),
-        });
     }
 }
 
@@ -1248,6 +1280,8 @@ fn black_holes(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             },
             evidence: ev,
             victims: entries,
+            bytes: 0,
+            folded: Vec::new(),
             action: format!(
                 "Re-sync {sw} (restart its plugin, or weft apply): an entry was removed or rewritten behind Weft's back; find who writes to the switch"
             ),
@@ -1255,73 +1289,119 @@ fn black_holes(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     }
 }
 
-/// RoCE PSN out-of-order counts at a leaf, attributed to the host it sends the most to.
+/// RoCE PSN out-of-order counts at a leaf's host ports, each attributed to the host its port
+/// faces (the pipeline counts them per egress port): one finding per host that sees them. A
+/// switch that publishes only its total (no per-port counts) gives one finding on the switch:
+/// which of its hosts is not known, and not guessed.
 fn reordering(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
+    let per_packet: Vec<String> = fab
+        .routing
+        .iter()
+        .filter(|(_, m)| matches!(m.as_str(), "spray" | "adaptive"))
+        .map(|(c, m)| format!("{c}: {m}"))
+        .collect();
+    let cause = if per_packet.is_empty() {
+        "no class routes per packet: look for a path change (flowlet gaps, failover) or a misbehaving sender".to_string()
+    } else {
+        format!(
+            "per-packet routing ({}) over paths of unequal latency",
+            per_packet.join(", ")
+        )
+    };
     for sw in &fab.switches {
-        let ooo = d.switch(sw, |s| s.psn_out_of_order);
-        if ooo < th.min_ooo {
-            continue;
-        }
-        let regress = d.switch(sw, |s| s.psn_regressions);
-        // Host ports of the switch, by packets sent toward the host.
-        let mut hosts: Vec<(u64, String, String)> = switch_ports(d, sw)
+        // Host ports of the switch: (port, host).
+        let hosts: Vec<(String, String)> = switch_ports(d, sw)
             .into_iter()
             .filter_map(|p| {
-                let e = End::new(sw, p);
-                let peer = fab.peer(&e)?;
+                let peer = fab.peer(&End::new(sw, p))?;
                 fab.is_host(&peer.node)
-                    .then(|| (d.port(&e, |x| x.tx_packets), peer.node.clone(), p.clone()))
+                    .then(|| (p.clone(), peer.node.clone()))
             })
             .collect();
-        hosts.sort_by(|a, b| b.cmp(a));
-        let toward: u64 = hosts.iter().map(|h| h.0).sum();
-        let fraction = ooo as f64 / toward.max(1) as f64;
-        if fraction < th.min_ooo_fraction {
-            continue;
-        }
-        let Some((_, host, port)) = hosts.first().cloned() else {
-            continue;
-        };
-        let mut ev = vec![d.ev(sw, None, "WEFT_PSN_OUT_OF_ORDER_PKTS", ooo)];
-        if regress > 0 {
-            ev.push(d.ev(sw, None, "WEFT_PSN_REGRESSION_PKTS", regress));
-        }
-        ev.push(d.ev(
-            sw,
-            Some(&port),
-            "SAI_PORT_STAT_IF_OUT_UCAST_PKTS",
-            hosts[0].0,
-        ));
-        let per_packet: Vec<String> = fab
-            .routing
+        let counted: Vec<(&String, &String, u64)> = hosts
             .iter()
-            .filter(|(_, m)| matches!(m.as_str(), "spray" | "adaptive"))
-            .map(|(c, m)| format!("{c}: {m}"))
+            .filter_map(|(p, h)| {
+                let ooo = d.port_known(&End::new(sw, p), |x| x.psn_out_of_order)?;
+                Some((p, h, ooo))
+            })
             .collect();
-        let cause = if per_packet.is_empty() {
-            "no class routes per packet: look for a path change (flowlet gaps, failover) or a misbehaving sender".to_string()
-        } else {
-            format!(
-                "per-packet routing ({}) over paths of unequal latency",
-                per_packet.join(", ")
-            )
-        };
-        out.push(Finding {
-            kind: Kind::Reordering,
-            target: host.clone(),
-            confidence: (0.65 + fraction).min(0.9),
-            summary: format!(
-                "reordering toward {host} ({sw}:{port}): {ooo} RoCE packets out of order ({:.1}% of {toward} sent to {sw}'s hosts), {regress} PSN regressions (retransmissions or late packets); {cause}",
-                fraction * 100.0
-            ),
-            evidence: ev,
-            victims: hosts.iter().skip(1).map(|h| h.1.clone()).collect(),
-            action: format!(
-                "Find the slower path toward {sw} (a link with extra latency or a deep queue: weft trace); NICs without out-of-order placement retransmit: use flowlet or ECMP for them"
-            ),
-        });
+        if counted.is_empty() {
+            reordering_at_switch(d, th, sw, &hosts, &cause, out);
+            continue;
+        }
+        for (port, host, ooo) in counted {
+            let e = End::new(sw, port);
+            let sent = d.port(&e, |x| x.tx_packets);
+            let fraction = ooo as f64 / sent.max(1) as f64;
+            if ooo < th.min_ooo || fraction < th.min_ooo_fraction {
+                continue;
+            }
+            let regress = d.port_known(&e, |x| x.psn_regressions).unwrap_or(0);
+            let mut ev = vec![d.ev(sw, Some(port), "WEFT_PSN_OUT_OF_ORDER_PKTS", ooo)];
+            if regress > 0 {
+                ev.push(d.ev(sw, Some(port), "WEFT_PSN_REGRESSION_PKTS", regress));
+            }
+            ev.push(d.ev(sw, Some(port), "SAI_PORT_STAT_IF_OUT_UCAST_PKTS", sent));
+            out.push(Finding {
+                kind: Kind::Reordering,
+                target: host.clone(),
+                confidence: (0.65 + fraction).min(0.9),
+                summary: format!(
+                    "reordering toward {host} ({sw}:{port}): {ooo} RoCE requests out of order ({:.1}% of {sent} packets sent to it), {regress} PSN regressions (retransmissions or late packets); {cause}",
+                    fraction * 100.0
+                ),
+                evidence: ev,
+                victims: Vec::new(),
+                bytes: 0,
+                folded: Vec::new(),
+                action: format!(
+                    "Find the slower path toward {sw} (a link with extra latency or a deep queue: weft trace); NICs without out-of-order placement retransmit: use flowlet or ECMP for them"
+                ),
+            });
+        }
     }
+}
+
+/// Reordering a switch counts only in total: a finding on the switch, its hosts the victims.
+fn reordering_at_switch(
+    d: &Deltas<'_>,
+    th: &Thresholds,
+    sw: &str,
+    hosts: &[(String, String)],
+    cause: &str,
+    out: &mut Vec<Finding>,
+) {
+    let ooo = d.switch(sw, |s| s.psn_out_of_order);
+    let toward: u64 = hosts
+        .iter()
+        .map(|(p, _)| d.port(&End::new(sw, p), |x| x.tx_packets))
+        .sum();
+    let fraction = ooo as f64 / toward.max(1) as f64;
+    if ooo < th.min_ooo || fraction < th.min_ooo_fraction {
+        return;
+    }
+    let regress = d.switch(sw, |s| s.psn_regressions);
+    let mut ev = vec![d.ev(sw, None, "WEFT_PSN_OUT_OF_ORDER_PKTS", ooo)];
+    if regress > 0 {
+        ev.push(d.ev(sw, None, "WEFT_PSN_REGRESSION_PKTS", regress));
+    }
+    out.push(Finding {
+        kind: Kind::Reordering,
+        target: sw.to_string(),
+        confidence: (0.6 + fraction).min(0.8),
+        summary: format!(
+            "reordering toward {sw}'s hosts: {ooo} RoCE requests out of order ({:.1}% of {toward} packets sent to them), {regress} PSN regressions; which host is unknown ({sw} publishes no per-port PSN counts); {cause}",
+            fraction * 100.0
+        ),
+        evidence: ev,
+        victims: hosts.iter().map(|(_, h)| h.clone()).collect(),
+        bytes: 0,
+        folded: Vec::new(),
+        action: format!(
+            "Find the slower path toward {sw} (weft trace); upgrade its plugin to count PSN anomalies per port to name the host"
+        ),
+    });
 }
 
 #[cfg(test)]

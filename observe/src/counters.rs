@@ -1,6 +1,7 @@
 //! What `weft show queues` (SONiC's `show queue counters`, across switches) and
 //! `weft show pfcwd` (`show pfcwd stats`) list, from each switch's COUNTERS_DB, STATE_DB and
-//! CONFIG_DB.
+//! CONFIG_DB. Counters that are not current and a watchdog no live plugin runs make their
+//! switch `unknown`: a queue is "operational" only when a running plugin watches it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +13,7 @@ use weft_sonic_schema::counters::{CountersRow, PortCounters, QueueCounters};
 use weft_sonic_schema::state::{PfcWdState, WdStatus};
 use weft_topology::{SwitchIdx, Topology};
 
-use crate::read::{ReadError, dump};
+use crate::read::{ReadError, Staleness, SwitchRead, Unknown, dump, plugin_status, read_counters};
 
 /// `Ethernet12` → 12, so ports sort as SONiC lists them.
 fn port_order(p: &str) -> (u64, String) {
@@ -24,8 +25,8 @@ fn port_order(p: &str) -> (u64, String) {
     )
 }
 
-/// Switches that could not be read, with why.
-pub type Unread = Vec<(String, ReadError)>;
+/// Switches whose data could not be used, with why.
+pub type Unread = Vec<Unknown>;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueRow {
@@ -101,10 +102,10 @@ pub async fn queue_rows(
     let mut errors = Vec::new();
     for &si in chosen {
         let s = &t.switches[si];
-        match dump(&s.db, SonicDbId::CountersDb, QueueCounters::TABLE).await {
-            Ok(raw) => rows.extend(switch_queue_rows(&s.name, &raw, nonzero)),
-            Err(e) => errors.push((s.name.clone(), e)),
-        }
+        let r = read_counters(&s.db).await;
+        // Old counters are still listed, their switch named as unknown beside them.
+        rows.extend(switch_queue_rows(&s.name, r.rows_read(), nonzero));
+        errors.extend(r.unknown(&s.name, "counters"));
     }
     (rows, errors)
 }
@@ -157,7 +158,11 @@ pub struct WdRow {
     pub switch: String,
     pub port: String,
     pub priority: u8,
+    /// `operational` or `stormed` as a running plugin's watchdog says; `unknown` when no
+    /// running plugin watches the switch.
     pub status: String,
+    /// What STATE_DB last recorded when the status is `unknown` (`None`: nothing).
+    pub recorded_status: Option<String>,
     pub action: String,
     pub storms_detected: u64,
     pub storms_restored: u64,
@@ -166,11 +171,13 @@ pub struct WdRow {
 }
 
 /// One switch's watchdog rows: the plugin writes a queue's STATE_DB row at its first storm;
-/// the queues watched without one yet come from `watched` (CONFIG_DB).
+/// the queues watched without one yet come from `watched` (CONFIG_DB). Without a running
+/// plugin (`live` false) nothing watches them: every status is `unknown`.
 pub fn switch_wd_rows(
     switch: &str,
     state: &[(String, FieldValues)],
     watched: Vec<PfcWdState>,
+    live: bool,
 ) -> Vec<WdRow> {
     let mut sw: Vec<PfcWdState> = state
         .iter()
@@ -186,9 +193,15 @@ pub fn switch_wd_rows(
     sw.into_iter()
         .map(|w| WdRow {
             switch: switch.to_string(),
-            port: w.port,
             priority: w.priority,
-            status: w.status.as_str().to_string(),
+            status: if live {
+                w.status.as_str().to_string()
+            } else {
+                "unknown".into()
+            },
+            recorded_status: (!live && seen.contains(&(w.port.clone(), w.priority)))
+                .then(|| w.status.as_str().to_string()),
+            port: w.port,
             action: w.action.as_str().to_string(),
             storms_detected: w.detected,
             storms_restored: w.restored,
@@ -197,16 +210,44 @@ pub fn switch_wd_rows(
         .collect()
 }
 
-/// Every watched queue of the chosen switches, and the switches not read.
+/// Whether a running plugin watches the switch: its watchdog state is then current.
+fn watchdog_read(
+    state: Vec<(String, FieldValues)>,
+    plugin: Option<&weft_sonic_schema::state::PluginStatus>,
+) -> SwitchRead<Vec<(String, FieldValues)>> {
+    use weft_sonic_schema::state::PluginState;
+    let why = match plugin {
+        None => Staleness::NoWriter,
+        Some(p) if p.state != PluginState::Running => {
+            Staleness::NotRunning(p.state.as_str().to_string())
+        }
+        Some(_) => return SwitchRead::Ok(state),
+    };
+    SwitchRead::Stale { data: state, why }
+}
+
+/// Every watched queue of the chosen switches, and the switches whose watchdog state is
+/// unknown (not read, or no running plugin watches them).
 pub async fn pfcwd_rows(t: &Topology, chosen: &BTreeSet<SwitchIdx>) -> (Vec<WdRow>, Unread) {
     let mut rows = Vec::new();
     let mut errors = Vec::new();
     for &si in chosen {
         let s = &t.switches[si];
-        match dump(&s.db, SonicDbId::StateDb, PfcWdState::TABLE).await {
-            Ok(raw) => rows.extend(switch_wd_rows(&s.name, &raw, watched(&s.db).await)),
-            Err(e) => errors.push((s.name.clone(), e)),
+        let read = async {
+            let state = dump(&s.db, SonicDbId::StateDb, PfcWdState::TABLE).await?;
+            let plugin = plugin_status(&s.db).await?;
+            Ok::<_, ReadError>(watchdog_read(state, plugin.as_ref()))
+        };
+        let r = read.await.unwrap_or_else(SwitchRead::Unreachable);
+        if let Some(raw) = r.data() {
+            rows.extend(switch_wd_rows(
+                &s.name,
+                raw,
+                watched(&s.db).await,
+                r.current().is_some(),
+            ));
         }
+        errors.extend(r.unknown(&s.name, "PFC watchdog state"));
     }
     (rows, errors)
 }

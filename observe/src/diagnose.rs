@@ -1,8 +1,10 @@
 //! What `weft diagnose` samples: every switch's COUNTERS_DB and STATE_DB (PFC watchdog,
 //! drift) as the pure rules of `weft-diagnose` take them ([`switch_sample`], [`fabric_of`]),
-//! read each interval over a window ([`watch`]).
+//! read each interval over a window ([`watch`]). Only current counters enter a sample (a
+//! switch without a live plugin stamping its polls is left out), and a switch with fewer than
+//! two samples in the window is [`unknown`]: the rules judge rates, and one sample has none.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use weft_diagnose::{
@@ -14,14 +16,105 @@ use weft_sonic_schema::counters::CountersRow;
 use weft_sonic_schema::state::{PfcWdState, WdStatus};
 use weft_topology::Topology;
 
-use crate::read::{ReadError, SwitchRead, dump};
+use crate::read::{Unknown, dump, read_counters};
 
 /// STATE_DB table of entries whose switch read-back differs from APPL_STATE_DB (the plugin's
 /// audit), `WEFT_DRIFT|<APPL_STATE_DB key>` with field `state`.
 pub const DRIFT_TABLE: &str = weft_sonic_schema::state::DriftState::TABLE;
 
-/// Switches that could not be read in a window, with the last reason.
-pub type Unreadable = BTreeMap<String, ReadError>;
+/// Switches whose counters could not be used in a sample, with the last reason.
+pub type Unreadable = BTreeMap<String, Unknown>;
+
+/// Samples a switch needs in a window before the rules' rates say anything about it.
+pub const MIN_SAMPLES: usize = 2;
+
+/// The switches of `fabric` the window cannot judge: fewer than [`MIN_SAMPLES`] samples, each
+/// with why (the last reason its counters could not be used, when one was seen).
+pub fn unknown(fabric: &Fabric, w: &Window, unread: &Unreadable) -> Vec<Unknown> {
+    fabric
+        .switches
+        .iter()
+        .filter_map(|sw| {
+            let n = w
+                .samples
+                .iter()
+                .filter(|s| s.switches.contains_key(sw))
+                .count();
+            if n >= MIN_SAMPLES {
+                return None;
+            }
+            Some(unread.get(sw).cloned().unwrap_or_else(|| Unknown {
+                switch: sw.clone(),
+                data: "no-data",
+                detail: format!(
+                    "{n} sample(s) with counters in the window: a rate needs {MIN_SAMPLES}"
+                ),
+            }))
+        })
+        .collect()
+}
+
+/// How a recorded window's fabric differs from the intent's, one line each (empty: the same
+/// switches, hosts and cables).
+pub fn fabric_mismatch(intent: &Fabric, recorded: &Fabric) -> Vec<String> {
+    fn diff(what: &str, a: &BTreeSet<String>, b: &BTreeSet<String>, out: &mut Vec<String>) {
+        let only_rec: Vec<&String> = b.difference(a).collect();
+        let only_int: Vec<&String> = a.difference(b).collect();
+        let show = |v: &[&String]| {
+            let mut s: Vec<&str> = v.iter().take(4).map(|x| x.as_str()).collect();
+            if v.len() > 4 {
+                s.push("...");
+            }
+            s.join(", ")
+        };
+        if !only_rec.is_empty() {
+            out.push(format!(
+                "{} {what} recorded that the intent does not have ({})",
+                only_rec.len(),
+                show(&only_rec)
+            ));
+        }
+        if !only_int.is_empty() {
+            out.push(format!(
+                "{} {what} of the intent not in the recording ({})",
+                only_int.len(),
+                show(&only_int)
+            ));
+        }
+    }
+    let set = |v: &[String]| v.iter().cloned().collect::<BTreeSet<_>>();
+    let cables = |f: &Fabric| {
+        f.links
+            .iter()
+            .map(|l| {
+                let (a, b) = (
+                    format!("{}:{}", l.a.node, l.a.port),
+                    format!("{}:{}", l.b.node, l.b.port),
+                );
+                if a <= b {
+                    format!("{a}-{b}")
+                } else {
+                    format!("{b}-{a}")
+                }
+            })
+            .collect::<BTreeSet<_>>()
+    };
+    let mut out = Vec::new();
+    diff(
+        "switch(es)",
+        &set(&intent.switches),
+        &set(&recorded.switches),
+        &mut out,
+    );
+    diff(
+        "host(s)",
+        &set(&intent.hosts),
+        &set(&recorded.hosts),
+        &mut out,
+    );
+    diff("cable(s)", &cables(intent), &cables(recorded), &mut out);
+    out
+}
 
 /// The rules' view of the intent: cables, hosts, lossless priorities, routing per class.
 pub fn fabric_of(t: &Topology) -> Fabric {
@@ -68,6 +161,7 @@ pub fn fabric_of(t: &Topology) -> Fabric {
                 )
             })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -84,8 +178,12 @@ pub fn switch_sample(
                 let mut ps = PortSample {
                     rx_packets: p.rx_packets.unwrap_or(0),
                     tx_packets: p.tx_packets.unwrap_or(0),
+                    rx_bytes: p.rx_bytes.unwrap_or(0),
+                    tx_bytes: p.tx_bytes.unwrap_or(0),
                     depth_histogram: p.depth_histogram.map(|h| h.to_vec()).unwrap_or_default(),
                     histogram_shift: p.histogram_shift.unwrap_or(0).min(32) as u8,
+                    psn_out_of_order: p.psn_out_of_order,
+                    psn_regressions: p.psn_regressions,
                     ..Default::default()
                 };
                 for (i, c) in p.pfc.iter().enumerate() {
@@ -119,6 +217,7 @@ pub fn switch_sample(
                 s.drops = sw.drops.iter().map(|(r, (p, _))| (r.clone(), *p)).collect();
                 s.psn_out_of_order = sw.psn_out_of_order.unwrap_or(0);
                 s.psn_regressions = sw.psn_regressions.unwrap_or(0);
+                s.poll_ms = sw.poll_time_ms;
             }
             _ => {}
         }
@@ -147,10 +246,11 @@ pub fn switch_sample(
     s
 }
 
-/// Every switch once. Switches that do not answer are left out of the sample (and named).
+/// Every switch once. Switches without current counters are left out of the sample (and
+/// named, with why).
 pub async fn sample(t: &Topology, t0: Instant, errors: &mut Unreadable) -> Sample {
     let reads = t.switches.iter().map(|s| async move {
-        let c = SwitchRead::rows(dump(&s.db, SonicDbId::CountersDb, "COUNTERS").await);
+        let c = read_counters(&s.db).await;
         let wd = dump(&s.db, SonicDbId::StateDb, PfcWdState::TABLE).await;
         let drift = dump(&s.db, SonicDbId::StateDb, DRIFT_TABLE).await;
         (s.name.clone(), c, wd, drift)
@@ -164,33 +264,30 @@ pub async fn sample(t: &Topology, t0: Instant, errors: &mut Unreadable) -> Sampl
     // well inside a 1 s sampling interval.
     for r in reads {
         let (name, c, wd, drift) = r.await;
-        match c {
-            SwitchRead::Unreachable(e) => {
-                errors.insert(name, e);
-            }
-            c => {
-                out.switches.insert(
-                    name,
-                    switch_sample(
-                        c.rows_read(),
-                        &wd.unwrap_or_default(),
-                        &drift.unwrap_or_default(),
-                    ),
-                );
-            }
+        if let Some(u) = c.unknown(&name, "counters") {
+            errors.insert(name, u);
+            continue;
+        }
+        if let Some(rows) = c.current() {
+            out.switches.insert(
+                name,
+                switch_sample(rows, &wd.unwrap_or_default(), &drift.unwrap_or_default()),
+            );
         }
     }
     out
 }
 
-/// Samples every switch each `interval` (at least 100 ms) for `window`: the window the rules
-/// take, and the switches that could not be read.
+/// Samples every switch each `interval` (at least 100 ms) for `window`, and at least twice
+/// (a window shorter than one interval is one interval): the window the rules take, and the
+/// switches whose counters could not be used.
 pub async fn watch(t: &Topology, window: Duration, interval: Duration) -> (Window, Unreadable) {
     let mut errors = BTreeMap::new();
     let t0 = Instant::now();
     let mut samples = vec![sample(t, t0, &mut errors).await];
     let interval = interval.max(Duration::from_millis(100));
-    while t0.elapsed() < window {
+    let window = window.max(interval);
+    while t0.elapsed() < window || samples.len() < MIN_SAMPLES {
         let next = interval.min(window.saturating_sub(t0.elapsed()));
         tokio::time::sleep(next).await;
         samples.push(sample(t, t0, &mut errors).await);
@@ -207,6 +304,73 @@ pub async fn watch(t: &Topology, window: Duration, interval: Duration) -> (Windo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn small() -> Topology {
+        weft_topology::load_file(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../topology/examples/leaf-spine-small.yaml"
+        ))
+        .expect("example")
+    }
+
+    #[test]
+    fn a_switch_seen_in_fewer_than_two_samples_is_unknown_with_the_reason_it_was_not_read() {
+        let t = small();
+        let f = fabric_of(&t);
+        let both: BTreeMap<String, SwitchSample> = t
+            .switches
+            .iter()
+            .map(|s| (s.name.clone(), SwitchSample::default()))
+            .collect();
+        let mut once = both.clone();
+        once.remove("leaf1");
+        once.remove("leaf2");
+        let w = Window {
+            fabric: f.clone(),
+            samples: vec![
+                Sample {
+                    t_ms: 0,
+                    switches: both,
+                },
+                Sample {
+                    t_ms: 1000,
+                    switches: once,
+                },
+            ],
+        };
+        let mut unread = Unreadable::new();
+        unread.insert(
+            "leaf2".into(),
+            Unknown {
+                switch: "leaf2".into(),
+                data: "stale",
+                detail: "no live plugin".into(),
+            },
+        );
+        let u = unknown(&f, &w, &unread);
+        let got: Vec<(&str, &str)> = u.iter().map(|u| (u.switch.as_str(), u.data)).collect();
+        assert_eq!(got, [("leaf1", "no-data"), ("leaf2", "stale")]);
+        assert!(u[0].detail.contains("1 sample(s)"), "{}", u[0].detail);
+    }
+
+    #[test]
+    fn a_recording_of_another_fabric_is_told_apart_from_the_intents() {
+        let small = fabric_of(&small());
+        let k4 = fabric_of(
+            &weft_topology::load_file(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../topology/examples/fat-tree-k4.yaml"
+            ))
+            .expect("example"),
+        );
+        assert!(fabric_mismatch(&small, &small).is_empty());
+        let m = fabric_mismatch(&k4, &small);
+        assert!(
+            m.iter()
+                .any(|l| l.contains("host(s) recorded that the intent does not have")),
+            "{m:?}"
+        );
+    }
 
     fn fv(pairs: &[(&str, &str)]) -> FieldValues {
         pairs

@@ -28,6 +28,8 @@ pub struct Check {
 pub struct SwitchReport {
     pub switch: String,
     pub db: String,
+    /// Whether its DB answered: the other checks ran only then.
+    pub reachable: bool,
     pub checks: Vec<Check>,
 }
 
@@ -36,6 +38,45 @@ impl SwitchReport {
     pub fn problems(&self) -> usize {
         self.checks.iter().filter(|c| !c.ok).count()
     }
+}
+
+/// One failed check, as `weft doctor --output json` lists them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub switch: String,
+    pub check: &'static str,
+    pub detail: String,
+}
+
+/// Every failed check of switches that answered (the others are [`unknown`]).
+pub fn findings(reports: &[SwitchReport]) -> Vec<Finding> {
+    reports
+        .iter()
+        .filter(|r| r.reachable)
+        .flat_map(|r| {
+            r.checks.iter().filter(|c| !c.ok).map(|c| Finding {
+                switch: r.switch.clone(),
+                check: c.check,
+                detail: c.detail.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The switches whose DB did not answer: nothing was checked on them.
+pub fn unknown(reports: &[SwitchReport]) -> Vec<crate::read::Unknown> {
+    reports
+        .iter()
+        .filter(|r| !r.reachable)
+        .map(|r| crate::read::Unknown {
+            switch: r.switch.clone(),
+            data: "unreachable",
+            detail: r
+                .checks
+                .first()
+                .map_or_else(|| "not read".into(), |c| c.detail.clone()),
+        })
+        .collect()
 }
 
 /// Why the checks could not run.
@@ -240,6 +281,7 @@ pub async fn examine(
             SwitchReport {
                 switch: s.name.clone(),
                 db: s.db.clone(),
+                reachable: matches!(views.get(&si), Some(Ok(_))),
                 checks: checks(&s.db, views.get(&si), cookie, || {
                     converged(t, &info, &compiler, si, &installed[si])
                 }),

@@ -7,8 +7,10 @@
 //!    STATE_DB PORT_TABLE, plugin status, lock ─▶ switch::SwitchView ─▶ doctor::checks
 //!    COUNTERS_DB ─▶ top::Snapshot ──two, dt apart──▶ top::view (rates, rankings)
 //!                ─▶ counters::queue_rows, pfcwd_rows; diagnose::sample ─▶ weft-diagnose
+//!    every switch at scale, or Prometheus ─▶ source::{db, prometheus} ─▶ weft-diagnose
 //!    STATE_DB WEFT_POSTCARDS ─▶ trace::analyse (beside the compiled tables' paths)
 //!  `weft run`'s status file ─▶ status::RunState, link usage
+//!  Prometheus's HTTP API ─▶ promql::read: the plugin's families as COUNTERS_DB rows
 //! ```
 //! The readers do the I/O, bounded by a timeout per switch; the judging functions (`view`,
 //! `analyse`, `checks`, `switch_sample`) are pure and tested on recorded inputs.
@@ -16,11 +18,14 @@
 pub mod counters;
 pub mod diagnose;
 pub mod doctor;
+pub mod promql;
 pub mod read;
+pub mod source;
 pub mod status;
 pub mod switch;
 pub mod top;
 pub mod trace;
+pub mod views;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

@@ -2,15 +2,19 @@
 //! apart: busiest links by utilisation, queues by ECN marking rate, the deepest queues (the
 //! depth histogram's p99 where the plugin publishes it), PFC PAUSE rates, drops, RoCE PSN
 //! anomalies (COUNTERS:WEFT_SWITCH), and links `weft run` keeps out of use.
+//!
+//! Rates come only from switches whose counters were current in both reads: a switch with no
+//! counters, stale ones or no answer is listed in `unknown`, its links' rates are `None` and
+//! their state says why, and "no PAUSE frames" or "no drops" is said only when every switch
+//! was read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use weft_sonic_db::SonicDbId;
 use weft_sonic_schema::counters::{CountersRow, HIST_BUCKETS, PortCounters, QueueCounters};
 use weft_topology::{Peer, Topology};
 
-use crate::read::{SwitchRead, dump};
+use crate::read::{SwitchRead, Unknown, read_counters};
 
 /// One read of every switch's counters.
 #[derive(Debug, Clone, Default)]
@@ -19,18 +23,21 @@ pub struct Snapshot {
     pub switches: BTreeMap<String, SwitchRead<Vec<CountersRow>>>,
 }
 
+/// A link's rates; every one `None` when an end's switch was not read twice with current
+/// counters.
 #[derive(Debug, Clone, Serialize)]
 pub struct LinkRow {
     pub link: String,
     /// `fabric` (switch to switch) or `host`.
     pub kind: &'static str,
-    pub a_to_b_pps: f64,
-    pub a_to_b_bps: f64,
-    pub b_to_a_pps: f64,
-    pub b_to_a_bps: f64,
+    pub a_to_b_pps: Option<f64>,
+    pub a_to_b_bps: Option<f64>,
+    pub b_to_a_pps: Option<f64>,
+    pub b_to_a_bps: Option<f64>,
     /// The busier direction's bits/s over the link's speed.
-    pub utilisation: f64,
-    /// From `weft run`: `in use`, `suppressed`, `down`, `hold-down`; `unknown` without it.
+    pub utilisation: Option<f64>,
+    /// From `weft run`: `in use`, `suppressed`, `down`, `hold-down`; `unknown` without it;
+    /// `no data`, `stale` or `unreachable` when an end's counters could not be used.
     pub state: String,
 }
 
@@ -91,7 +98,15 @@ pub struct TopView {
     /// Per switch: RoCE PSN anomalies toward its host ports since the switch started (the
     /// plugin reads them every 5th counter poll).
     pub out_of_order: Vec<OooRow>,
-    pub errors: Vec<(String, String)>,
+    /// Switches whose counters could not be used (in either read): nothing above is about them.
+    pub unknown: Vec<Unknown>,
+}
+
+impl TopView {
+    /// Every switch was read twice with current counters: "none" means none.
+    pub fn complete(&self) -> bool {
+        self.unknown.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,11 +118,15 @@ pub enum Sort {
 type Ports<'a> = BTreeMap<(&'a str, &'a str), &'a PortCounters>;
 type Queues<'a> = BTreeMap<(&'a str, &'a str, u8), &'a QueueCounters>;
 
-fn index(s: &Snapshot) -> (Ports<'_>, Queues<'_>) {
+/// The current rows of the switches in `known`.
+fn index<'s>(s: &'s Snapshot, known: &BTreeSet<&str>) -> (Ports<'s>, Queues<'s>) {
     let mut p = Ports::new();
     let mut q = Queues::new();
     for (sw, rows) in &s.switches {
-        for r in rows.rows_read() {
+        if !known.contains(sw.as_str()) {
+            continue;
+        }
+        for r in rows.current().map_or(&[][..], Vec::as_slice) {
             match r {
                 CountersRow::Port(pc) => {
                     p.insert((sw.as_str(), pc.port.as_str()), pc);
@@ -139,26 +158,42 @@ struct Pair<'s> {
     q1: Queues<'s>,
     dt: f64,
     filter: &'s str,
+    /// Why a switch's counters were not used, by switch.
+    unknown: BTreeMap<&'s str, &'s Unknown>,
 }
+
+/// tx packets/s, tx bits/s, rx packets/s, rx bits/s.
+type Rates = (f64, f64, f64, f64);
 
 impl Pair<'_> {
     fn keep(&self, s: &str) -> bool {
         self.filter.is_empty() || s.contains(self.filter)
     }
 
-    /// tx packets/s, tx bits/s, rx packets/s, rx bits/s of a port.
-    fn port_rates(&self, sw: &str, port: &str) -> (f64, f64, f64, f64) {
+    /// A port's rates; `None` when its switch's counters could not be used.
+    fn port_rates(&self, sw: &str, port: &str) -> Option<Rates> {
+        if self.unknown.contains_key(sw) {
+            return None;
+        }
         let a = self.p0.get(&(sw, port));
         let b = self.p1.get(&(sw, port));
         let f = |g: fn(&PortCounters) -> Option<u64>| {
             rate(a.and_then(|x| g(x)), b.and_then(|x| g(x)), self.dt)
         };
-        (
+        Some((
             f(|p| p.tx_packets),
             f(|p| p.tx_bytes) * 8.0,
             f(|p| p.rx_packets),
             f(|p| p.rx_bytes) * 8.0,
-        )
+        ))
+    }
+
+    /// Why a link between `a` and `b` has no rates (the first end not read), as its state.
+    fn unread_state(&self, a: &str, b: &str) -> Option<String> {
+        [a, b]
+            .iter()
+            .find_map(|s| self.unknown.get(s))
+            .map(|u| u.data.replace('-', " "))
     }
 
     /// Every link, switch to switch and to hosts, busiest first.
@@ -173,25 +208,23 @@ impl Pair<'_> {
                 &t.switches[l.b.switch].name,
                 &t.switches[l.b.switch].ports[l.b.port].name,
             );
-            let (atx_p, atx_b, _, _) = self.port_rates(sa, pa);
-            let (btx_p, btx_b, _, _) = self.port_rates(sb, pb);
+            let a = self.port_rates(sa, pa);
+            let b = self.port_rates(sb, pb);
             let name = weft_reconcile::core::link_name(t, li);
             let speed = l.speed.bits_per_sec().max(1) as f64;
+            let state = self
+                .unread_state(sa, sb)
+                .or_else(|| usage.get(&name).cloned())
+                .unwrap_or_else(|| run_state(usage));
             links.push(LinkRow {
-                state: usage.get(&name).cloned().unwrap_or_else(|| {
-                    if usage.is_empty() {
-                        "unknown".into()
-                    } else {
-                        "in use".into()
-                    }
-                }),
+                state,
                 link: name,
                 kind: "fabric",
-                a_to_b_pps: atx_p,
-                a_to_b_bps: atx_b,
-                b_to_a_pps: btx_p,
-                b_to_a_bps: btx_b,
-                utilisation: atx_b.max(btx_b) / speed,
+                a_to_b_pps: a.map(|r| r.0),
+                a_to_b_bps: a.map(|r| r.1),
+                b_to_a_pps: b.map(|r| r.0),
+                b_to_a_bps: b.map(|r| r.1),
+                utilisation: a.zip(b).map(|(a, b)| a.1.max(b.1) / speed),
             });
         }
         for h in &t.hosts {
@@ -200,22 +233,28 @@ impl Pair<'_> {
             if !matches!(port.peer, Peer::Host { .. }) {
                 continue;
             }
-            let (tx_p, tx_b, rx_p, rx_b) = self.port_rates(&sw.name, &port.name);
+            let r = self.port_rates(&sw.name, &port.name);
             links.push(LinkRow {
                 link: format!("{} ↔ {}:{}", h.name, sw.name, port.name),
                 kind: "host",
-                a_to_b_pps: rx_p,
-                a_to_b_bps: rx_b,
-                b_to_a_pps: tx_p,
-                b_to_a_bps: tx_b,
-                utilisation: rx_b.max(tx_b) / h.speed.bits_per_sec().max(1) as f64,
-                state: "in use".into(),
+                a_to_b_pps: r.map(|r| r.2),
+                a_to_b_bps: r.map(|r| r.3),
+                b_to_a_pps: r.map(|r| r.0),
+                b_to_a_bps: r.map(|r| r.1),
+                utilisation: r.map(|r| r.3.max(r.1) / h.speed.bits_per_sec().max(1) as f64),
+                state: self
+                    .unread_state(&sw.name, &sw.name)
+                    .unwrap_or_else(|| run_state(usage)),
             });
         }
         links.retain(|l| self.keep(&l.link));
+        // Links without rates rank last.
         let key = |l: &LinkRow| match sort {
-            Sort::Utilisation => l.utilisation,
-            Sort::Packets => l.a_to_b_pps.max(l.b_to_a_pps),
+            Sort::Utilisation => l.utilisation.unwrap_or(-1.0),
+            Sort::Packets => l
+                .a_to_b_pps
+                .zip(l.b_to_a_pps)
+                .map_or(-1.0, |(a, b)| a.max(b)),
         };
         links.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.link.cmp(&b.link)));
         links
@@ -324,10 +363,29 @@ fn depth_row(
     })
 }
 
-/// Drop rates by reason, from each switch's WEFT_SWITCH row.
-fn drops(prev: &Snapshot, cur: &Snapshot, dt: f64, keep: impl Fn(&str) -> bool) -> Vec<DropRow> {
+/// A link's state when its counters were read: `weft run`'s word, which says nothing for links
+/// it does not report (then: in use while it runs, unknown without it).
+fn run_state(usage: &BTreeMap<String, String>) -> String {
+    if usage.is_empty() {
+        "unknown".into()
+    } else {
+        "in use".into()
+    }
+}
+
+/// Drop rates by reason, from each switch's WEFT_SWITCH row (switches read twice only).
+fn drops(
+    prev: &Snapshot,
+    cur: &Snapshot,
+    dt: f64,
+    known: &BTreeSet<&str>,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<DropRow> {
     let mut drops = Vec::new();
     for (sw, rows) in &cur.switches {
+        if !known.contains(sw.as_str()) {
+            continue;
+        }
         let before: BTreeMap<String, (u64, u64)> = prev
             .switches
             .get(sw)
@@ -364,7 +422,7 @@ fn out_of_order(cur: &Snapshot, keep: impl Fn(&str) -> bool) -> Vec<OooRow> {
         .iter()
         .filter(|(sw, _)| keep(sw))
         .filter_map(|(sw, rows)| {
-            rows.rows_read().iter().find_map(|r| match r {
+            rows.current()?.iter().find_map(|r| match r {
                 CountersRow::Switch(s) if s.psn_out_of_order.is_some() => Some(OooRow {
                     switch: sw.clone(),
                     out_of_order: s.psn_out_of_order.unwrap_or(0),
@@ -390,8 +448,15 @@ pub fn view(
     filter: &str,
 ) -> TopView {
     let dt = dt.max(1e-3);
-    let (p0, q0) = index(prev);
-    let (p1, q1) = index(cur);
+    let unknown = unknown_of(t, prev, cur);
+    let known: BTreeSet<&str> = t
+        .switches
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|s| !unknown.iter().any(|u| u.switch == *s))
+        .collect();
+    let (p0, q0) = index(prev, &known);
+    let (p1, q1) = index(cur, &known);
     let pair = Pair {
         p0,
         q0,
@@ -399,42 +464,55 @@ pub fn view(
         q1,
         dt,
         filter,
+        unknown: unknown.iter().map(|u| (u.switch.as_str(), u)).collect(),
     };
     let (depth, pfc) = pair.depth_and_pfc();
     let keep = |s: &str| pair.keep(s);
+    let (links, queues) = (pair.links(t, usage, sort), pair.queues());
+    let (drops, out_of_order) = (drops(prev, cur, dt, &known, keep), out_of_order(cur, keep));
+    drop(pair);
     TopView {
         fabric: t.name.clone(),
         interval_s: dt,
-        links: pair.links(t, usage, sort),
-        queues: pair.queues(),
+        links,
+        queues,
         depth,
         pfc,
-        drops: drops(prev, cur, dt, keep),
+        drops,
         out_of_use: usage
             .iter()
             .filter(|(_, u)| u.as_str() != "in use")
             .map(|(l, u)| format!("{l}: {u}"))
             .collect(),
-        out_of_order: out_of_order(cur, keep),
-        errors: cur
-            .switches
-            .iter()
-            .filter_map(|(s, r)| r.error().map(|e| (s.clone(), e.to_string())))
-            .collect(),
+        out_of_order,
+        unknown,
     }
 }
 
-/// Every switch's COUNTERS_DB `COUNTERS` rows, read at once.
+/// The switches whose counters were not current in `cur` (or, when they were, in `prev`), in
+/// the intent's order.
+fn unknown_of(t: &Topology, prev: &Snapshot, cur: &Snapshot) -> Vec<Unknown> {
+    t.switches
+        .iter()
+        .filter_map(|s| {
+            let of = |snap: &Snapshot| match snap.switches.get(&s.name) {
+                Some(r) => r.unknown(&s.name, "counters"),
+                None => SwitchRead::<()>::NoData.unknown(&s.name, "counters"),
+            };
+            of(cur).or_else(|| of(prev))
+        })
+        .collect()
+}
+
+/// Every switch's COUNTERS_DB `COUNTERS` rows, read at once and judged current or not.
 pub async fn snapshot(t: &Topology) -> Snapshot {
     let reads = t.switches.iter().map(|s| async move {
-        let r = dump(&s.db, SonicDbId::CountersDb, "COUNTERS")
-            .await
-            .map(|rows| {
-                rows.iter()
-                    .filter_map(|(k, f)| CountersRow::from_fields(k, f).ok())
-                    .collect()
-            });
-        (s.name.clone(), SwitchRead::rows(r))
+        let r = read_counters(&s.db).await.map(|rows| {
+            rows.iter()
+                .filter_map(|(k, f)| CountersRow::from_fields(k, f).ok())
+                .collect()
+        });
+        (s.name.clone(), r)
     });
     Snapshot {
         switches: futures::future::join_all(reads).await.into_iter().collect(),
@@ -452,6 +530,17 @@ mod tests {
             "/../topology/examples/leaf-spine-small.yaml"
         ))
         .expect("example")
+    }
+
+    /// Every switch read, with no rows.
+    fn read_all(t: &Topology) -> Snapshot {
+        Snapshot {
+            switches: t
+                .switches
+                .iter()
+                .map(|s| (s.name.clone(), SwitchRead::Ok(Vec::new())))
+                .collect(),
+        }
     }
 
     fn port(name: &str, tx_bytes: u64) -> CountersRow {
@@ -478,8 +567,8 @@ mod tests {
         };
         let (s0, p0) = name(l0.a);
         let (s1, p1) = name(l1.a);
-        let mut prev = Snapshot::default();
-        let mut cur = Snapshot::default();
+        let mut prev = read_all(&t);
+        let mut cur = read_all(&t);
         prev.switches
             .insert(s0.clone(), SwitchRead::Ok(vec![port(&p0, 0)]));
         prev.switches
@@ -520,7 +609,7 @@ mod tests {
             "{:?}",
             v.links
         );
-        assert_eq!(v.links[0].a_to_b_bps, 40_000_000.0);
+        assert_eq!(v.links[0].a_to_b_bps, Some(40_000_000.0));
         assert_eq!(v.links[1].link, weft_reconcile::core::link_name(&t, 0));
         assert_eq!(v.queues[0].ecn_marked_per_s, 5.0);
         assert_eq!(v.queues[0].trimmed_per_s, 3.0);
@@ -543,7 +632,7 @@ mod tests {
             "pfc",
             "drops",
             "out_of_use",
-            "errors",
+            "unknown",
         ] {
             assert!(j.get(k).is_some(), "{k}");
         }
@@ -560,12 +649,12 @@ mod tests {
         };
         // Through the wire form, as the plugin writes it and `weft top` reads it.
         let back = CountersRow::from_fields(&sw.key(), &sw.to_fields()).expect("parses");
-        let mut cur = Snapshot::default();
+        let mut cur = read_all(&t);
         cur.switches
             .insert("leaf1".into(), SwitchRead::Ok(vec![back]));
         let v = view(
             &t,
-            &Snapshot::default(),
+            &read_all(&t),
             &cur,
             1.0,
             &BTreeMap::new(),
@@ -580,6 +669,45 @@ mod tests {
             ),
             (7, 2)
         );
+    }
+
+    #[test]
+    fn a_switch_without_current_counters_is_unknown_and_none_is_said_only_when_all_were_read() {
+        let t = topo();
+        let all = read_all(&t);
+        let v = view(&t, &all, &all, 1.0, &BTreeMap::new(), Sort::Utilisation, "");
+        assert!(v.complete() && v.drops.is_empty() && v.pfc.is_empty());
+        let mut cur = read_all(&t);
+        cur.switches.insert("leaf1".into(), SwitchRead::NoData);
+        cur.switches.insert(
+            "spine1".into(),
+            SwitchRead::Stale {
+                data: vec![port("Ethernet0", 1_000)],
+                why: crate::read::Staleness::NoWriter,
+            },
+        );
+        let v = view(&t, &all, &cur, 1.0, &BTreeMap::new(), Sort::Utilisation, "");
+        assert!(!v.complete());
+        let unknown: Vec<(&str, &str)> = v
+            .unknown
+            .iter()
+            .map(|u| (u.switch.as_str(), u.data))
+            .collect();
+        assert_eq!(unknown, [("spine1", "stale"), ("leaf1", "no-data")]);
+        for l in v.links.iter().filter(|l| l.link.contains("leaf1")) {
+            assert!(l.utilisation.is_none(), "{l:?}");
+            assert!(l.state == "no data" || l.state == "stale", "{l:?}");
+        }
+        let h = v
+            .links
+            .iter()
+            .find(|l| l.kind == "host" && l.link.contains("leaf2"))
+            .expect("a host link of leaf2");
+        assert_eq!(
+            h.state, "unknown",
+            "read, but no weft run to say it is in use"
+        );
+        assert_eq!(h.utilisation, Some(0.0));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use weft_sonic_schema::Row;
 use weft_sonic_schema::state::{POSTCARD_STREAM, PostcardHop};
 use weft_topology::{HostIdx, Peer, SwitchIdx, Topology};
 
-use crate::read::{ReadError, bounded};
+use crate::read::{ReadError, SwitchRead, bounded};
 
 /// `--flow PROTO:SPORT:DPORT` (a `*` or empty part matches anything).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -145,8 +145,25 @@ pub struct TraceReport {
     pub switch_latency_us: Option<Percentiles>,
     /// Up to 50 packets with problems.
     pub problems: Vec<TracedPacket>,
-    /// Switches whose postcards could not be read.
-    pub unread: Vec<(String, String)>,
+    /// Switches on the allowed paths whose postcards could not be read, or that no live plugin
+    /// sends postcards for: a packet through them cannot be traced.
+    pub unknown: Vec<crate::read::Unknown>,
+}
+
+impl TraceReport {
+    /// Keeps of `unknown` the switches some allowed path crosses (the others do not matter to
+    /// this trace).
+    pub fn set_unknown(&mut self, unknown: Vec<crate::read::Unknown>) {
+        let on_path = |sw: &str| {
+            self.allowed_paths
+                .iter()
+                .any(|p| p.split(" | ").any(|hop| hop.split(' ').next() == Some(sw)))
+        };
+        self.unknown = unknown
+            .into_iter()
+            .filter(|u| self.allowed_paths.is_empty() || on_path(&u.switch))
+            .collect();
+    }
 }
 
 fn path_text(t: &Topology, path: &[PathHop]) -> String {
@@ -467,7 +484,7 @@ pub fn analyse<E: Display>(
             .take(50)
             .cloned()
             .collect(),
-        unread: Vec::new(),
+        unknown: Vec::new(),
     }
 }
 
@@ -501,10 +518,28 @@ async fn switch_postcards(
 pub async fn read_postcards(
     t: &Topology,
     since_ms: u64,
-) -> (Vec<PostcardHop>, Vec<(String, ReadError)>) {
+) -> (Vec<PostcardHop>, Vec<crate::read::Unknown>) {
     let mut out = Vec::new();
     let mut unread = Vec::new();
     for sw in &t.switches {
+        // Postcards come from the plugin: without a live one, none is data.
+        match crate::read::plugin_status(&sw.db).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                unread.extend(
+                    SwitchRead::<()>::Stale {
+                        data: (),
+                        why: crate::read::Staleness::NoWriter,
+                    }
+                    .unknown(&sw.name, "postcards"),
+                );
+                continue;
+            }
+            Err(e) => {
+                unread.extend(SwitchRead::<()>::Unreachable(e).unknown(&sw.name, "postcards"));
+                continue;
+            }
+        }
         match bounded(&sw.db, POSTCARD_TIMEOUT, switch_postcards(&sw.db, since_ms)).await {
             Ok(rows) => {
                 for (id, flat) in rows {
@@ -520,7 +555,9 @@ pub async fn read_postcards(
                     }
                 }
             }
-            Err(e) => unread.push((sw.name.clone(), e)),
+            Err(e) => {
+                unread.extend(SwitchRead::<()>::Unreachable(e).unknown(&sw.name, "postcards"))
+            }
         }
     }
     (out, unread)

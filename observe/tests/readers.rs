@@ -9,7 +9,7 @@ use weft_observe::switch::{self, Want};
 use weft_observe::{diagnose, doctor, top};
 use weft_sonic_db::{SonicDb, SonicDbId, Table};
 use weft_sonic_schema::Row;
-use weft_sonic_schema::counters::{PortCounters, QueueCounters};
+use weft_sonic_schema::counters::{PortCounters, QueueCounters, SwitchCounters};
 use weft_sonic_schema::state::{OperStatus, PluginState, PluginStatus, PortState};
 use weft_tests::redis::RedisServer;
 use weft_topology::Topology;
@@ -25,8 +25,11 @@ fn fabric(leaf1: &str, leaf2: &str, spine2: &str) -> (Topology, std::path::PathB
     ))
     .expect("example")
     .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/nowhere", dir.display()),
+        "    p4rt_address: 127.0.0.1:9559\n",
+        &format!(
+            "    p4rt_address: 127.0.0.1:9559\n    db_socket_dir: {}/nowhere\n",
+            dir.display()
+        ),
     );
     let text = format!(
         "{text}\nswitches:\n  - name: leaf1\n    db: {leaf1}\n  - name: leaf2\n    db: {leaf2}\n  - name: spine2\n    db: {spine2}\n"
@@ -80,6 +83,16 @@ async fn write_leaf1(url: &str) {
         .set(&q.key(), &q.to_fields())
         .await
         .expect("queue row");
+    // The plugin stamps every poll: these counters are current.
+    let poll = SwitchCounters {
+        poll_time_ms: Some(weft_observe::now_ms()),
+        poll_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    counters
+        .set(&poll.key(), &poll.to_fields())
+        .await
+        .expect("switch row");
     let state = sonic.connect(SonicDbId::StateDb).await.expect("state db");
     let ports = Table::new(state.clone(), PortState::TABLE).expect("table");
     let up = PortState {
@@ -93,6 +106,7 @@ async fn write_leaf1(url: &str) {
         .expect("port state");
     let status = PluginStatus {
         pipeline_cookie: doctor::expected_cookie(),
+        counter_polls: 1,
         ..PluginStatus::fresh(PluginState::Running, "test")
     };
     Table::new(state, PluginStatus::TABLE)
@@ -111,7 +125,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 #[test]
-fn rows_no_rows_and_no_answer_are_read_apart_and_only_no_answer_is_an_error() {
+fn rows_no_rows_and_no_answer_are_read_apart_and_none_of_them_but_current_rows_is_data() {
     let (a, b) = (
         RedisServer::start().expect("redis-server"),
         RedisServer::start().expect("redis-server"),
@@ -121,7 +135,7 @@ fn rows_no_rows_and_no_answer_are_read_apart_and_only_no_answer_is_an_error() {
     let rt = rt();
     rt.block_on(write_leaf1(&a.url()));
     let snap = rt.block_on(top::snapshot(&t));
-    assert!(matches!(&snap.switches["leaf1"], SwitchRead::Ok(rows) if rows.len() == 2));
+    assert!(matches!(&snap.switches["leaf1"], SwitchRead::Ok(rows) if rows.len() == 3));
     assert_eq!(
         snap.switches["leaf2"],
         SwitchRead::NoData,
@@ -145,7 +159,7 @@ fn rows_no_rows_and_no_answer_are_read_apart_and_only_no_answer_is_an_error() {
         "{:?}",
         snap.switches["spine2"]
     );
-    // `weft top` lists what could not be read, and only that: no data is not an error there.
+    // `weft top` names every switch it could not use, why, and judges nothing of them.
     let v = top::view(
         &t,
         &snap,
@@ -155,9 +169,27 @@ fn rows_no_rows_and_no_answer_are_read_apart_and_only_no_answer_is_an_error() {
         top::Sort::Utilisation,
         "",
     );
-    let unread: Vec<&str> = v.errors.iter().map(|(s, _)| s.as_str()).collect();
-    assert_eq!(unread, ["leaf3", "leaf4", "spine1", "spine2"]);
-    assert!(v.errors[3].1.contains("timed out"), "{:?}", v.errors[3]);
+    let unread: Vec<(&str, &str)> = v
+        .unknown
+        .iter()
+        .map(|u| (u.switch.as_str(), u.data))
+        .collect();
+    assert_eq!(
+        unread,
+        [
+            ("spine1", "unreachable"),
+            ("spine2", "unreachable"),
+            ("leaf2", "no-data"),
+            ("leaf3", "unreachable"),
+            ("leaf4", "unreachable")
+        ]
+    );
+    assert!(
+        v.unknown[1].detail.contains("timed out"),
+        "{:?}",
+        v.unknown[1]
+    );
+    assert!(!v.complete());
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -230,7 +262,7 @@ fn doctor_fails_the_db_check_of_a_switch_not_read_and_the_plugin_check_of_one_wi
 }
 
 #[test]
-fn a_diagnose_sample_holds_the_switches_read_and_names_those_not() {
+fn a_diagnose_sample_holds_the_switches_with_current_counters_and_names_those_without() {
     let (a, b) = (
         RedisServer::start().expect("redis-server"),
         RedisServer::start().expect("redis-server"),
@@ -241,18 +273,21 @@ fn a_diagnose_sample_holds_the_switches_read_and_names_those_not() {
     let mut errors = BTreeMap::new();
     let s = rt.block_on(diagnose::sample(&t, std::time::Instant::now(), &mut errors));
     let read: Vec<&str> = s.switches.keys().map(String::as_str).collect();
-    assert_eq!(read, ["leaf1", "leaf2"]);
+    assert_eq!(read, ["leaf1"], "no data is not an empty (healthy) sample");
     assert_eq!(s.switches["leaf1"].queues["Ethernet0:3"].ecn_marked, 2);
-    assert!(
-        s.switches["leaf2"].ports.is_empty(),
-        "no data: an empty sample"
-    );
-    let unread: Vec<&str> = errors.keys().map(String::as_str).collect();
-    assert_eq!(unread, ["leaf3", "leaf4", "spine1", "spine2"]);
-    assert!(
-        errors
-            .values()
-            .all(|e| matches!(e, ReadError::Unreachable { .. }))
+    let unread: Vec<(&str, &str)> = errors
+        .values()
+        .map(|u| (u.switch.as_str(), u.data))
+        .collect();
+    assert_eq!(
+        unread,
+        [
+            ("leaf2", "no-data"),
+            ("leaf3", "unreachable"),
+            ("leaf4", "unreachable"),
+            ("spine1", "unreachable"),
+            ("spine2", "unreachable")
+        ]
     );
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -16,6 +16,12 @@ every rate, /proc/PID/stat): on a shared machine the rates move with the other l
 cost of a packet much less, so its ratio (minimal's cost / weft's, i.e. the packet rate each
 would reach on the same core) is the steadier figure.
 
+The per-CPU ratio depends on how BMv2 was built: configured by default, BMv2 formats a debug log
+line per table lookup and action even at `--log-level off`, which costs a program in proportion to
+its tables (the full fabric path has many, the minimal program one); configured with
+`--disable-logging-macros` it does not. The bench prints which build it ran on (the version, and
+the logging and event-logger macros from the `bm/config.h` installed beside the binary).
+
 usage: sudo .venv/bin/python p4/bench/pps.py [--rates 5000,10000,...] [--duration 2]
 """
 import argparse
@@ -40,6 +46,26 @@ from weft_p4rt import P4RuntimeClient  # noqa: E402
 import fabric  # noqa: E402
 
 ROUTER_MAC = "02:00:00:00:00:01"
+
+
+def bmv2_build(binary):
+    """What this BMv2 is: its version and whether its logging macros were compiled in."""
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    config = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(binary))),
+                          "include", "bm", "config.h")
+    try:
+        with open(config) as f:
+            text = f.read()
+    except OSError:
+        return f"BMv2 {version or '?'} (build options unknown: no {config})"
+
+    def on(macro):
+        return f"#define {macro} 1" in text
+
+    logging = ("compiled in (configured by default)" if on("LOG_DEBUG_ON") or on("LOG_TRACE_ON")
+               else "compiled out (--disable-logging-macros)")
+    elog = "on" if on("ELOG_ON") else "off (--disable-elogger)"
+    return f"BMv2 {version or '?'}: logging macros {logging}, event logger {elog} ({config})"
 
 
 def rx_packets(ns, ifname):
@@ -122,6 +148,8 @@ def main():
         print("SKIPPED: p4/bench/pps.py: BMv2 simple_switch_grpc not found (PATH, /opt/p4/bin)")
         return 0
 
+    build = bmv2_build(binary)
+    print(f"{binary}: {build}", flush=True)
     switches = []
     try:
         for name, json_path, p4info, setup, dscp in PROGRAMS:
@@ -180,6 +208,7 @@ def main():
             rc = base_us / us if us else float("nan")
             print(f"ratio {name}/minimal: loss-free {rb:.2f}x, peak {rp:.2f}x, "
                   f"per CPU {rc:.2f}x (goal >= 0.70x)")
+        print(f"on {build}; load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
     finally:
         for name, bm, c, sock, _ in switches:
             sock.close()

@@ -1,22 +1,29 @@
 // Weft pipeline: RoCE reordering awareness at the last hop toward a host.
 //
 // Per QP slot (crc16 of destination address + destination QP, PSN_SLOTS slots) the egress keeps
-// the highest PSN seen + 1 ("expected"). A BTH packet with
+// the highest PSN seen + 1 ("expected"). A BTH data packet (RC SEND or RDMA WRITE) with
 //   psn == expected          in order
 //   psn  > expected (mod 2^24, within half the space)   out of order: PSNs were skipped
 //   psn  < expected          regression: an older PSN (retransmission or late packet)
-// Both anomalies are counters (readable over P4Runtime; sum the slots for totals). The first
-// packet of a slot only starts tracking.
+// Both anomalies are counted per egress port, i.e. per host the packets go to, so reordering is
+// attributed to its destination from the switch's own counts (sum the ports for the switch).
+// Only requests are numbered one by one: an ACK carries the PSN it acknowledges (coalesced, it
+// skips ahead by design), a CNP none, so neither is tracked. The first packet of a slot only
+// starts tracking.
 #ifndef WEFT_PSN_P4
 #define WEFT_PSN_P4
+
+// BTH opcodes 0x00..0x0B: RC SEND and RDMA WRITE (first, middle, last, only, with immediate).
+#define BTH_OPCODE_RC_REQUESTS_END 8w0x0c
 
 control PsnTracker(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t sm) {
+    // Indexed by egress port.
     @id(ID_PSN_OUT_OF_ORDER_COUNTER)
-    counter(PSN_SLOTS, CounterType.packets) psn_out_of_order_counter;
+    counter(NUM_PORTS, CounterType.packets) psn_out_of_order_counter;
     @id(ID_PSN_REGRESSION_COUNTER)
-    counter(PSN_SLOTS, CounterType.packets) psn_regression_counter;
+    counter(NUM_PORTS, CounterType.packets) psn_regression_counter;
 
     // bit 24: slot in use; bits 23..0: expected PSN.
     @id(ID_PSN_EXPECTED_REG)
@@ -66,19 +73,21 @@ control PsnTracker(inout headers_t hdr,
     }
 
     @hidden action count_out_of_order() {
-        psn_out_of_order_counter.count(meta.psn_slot);
+        psn_out_of_order_counter.count((bit<32>)sm.egress_port);
     }
 
     @hidden action count_regression() {
-        psn_regression_counter.count(meta.psn_slot);
+        psn_regression_counter.count((bit<32>)sm.egress_port);
     }
 
     apply {
-        psn_tracking_table.apply();
-        if (meta.psn_event == PSN_EVENT_OUT_OF_ORDER) {
-            count_out_of_order();
-        } else if (meta.psn_event == PSN_EVENT_REGRESSION) {
-            count_regression();
+        if (hdr.bth.opcode < BTH_OPCODE_RC_REQUESTS_END) {
+            psn_tracking_table.apply();
+            if (meta.psn_event == PSN_EVENT_OUT_OF_ORDER) {
+                count_out_of_order();
+            } else if (meta.psn_event == PSN_EVENT_REGRESSION) {
+                count_regression();
+            }
         }
     }
 }

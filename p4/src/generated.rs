@@ -2410,7 +2410,7 @@ pub mod counters {
         pub const NAME: &str = "egress.psn.psn_out_of_order_counter";
         pub const ALIAS: &str = "psn_out_of_order_counter";
         pub const ID: u32 = 0x1200000a;
-        pub const SIZE: u64 = 4096;
+        pub const SIZE: u64 = 512;
         pub const UNIT: weft_p4rt::CounterUnit = weft_p4rt::CounterUnit::Packets;
     }
     /// `egress.psn.psn_regression_counter`
@@ -2418,7 +2418,7 @@ pub mod counters {
         pub const NAME: &str = "egress.psn.psn_regression_counter";
         pub const ALIAS: &str = "psn_regression_counter";
         pub const ID: u32 = 0x1200000b;
-        pub const SIZE: u64 = 4096;
+        pub const SIZE: u64 = 512;
         pub const UNIT: weft_p4rt::CounterUnit = weft_p4rt::CounterUnit::Packets;
     }
     /// `ingress.trim.trim_counter`

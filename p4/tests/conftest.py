@@ -1,8 +1,13 @@
 """Fixtures for the pipeline's packet tests on a real BMv2 simple_switch_grpc.
 
 Without BMv2 every test prints `SKIPPED: <test>: BMv2 simple_switch_grpc not found ...` and is
-skipped; with WEFT_REQUIRE_BMV2=1 it fails instead. Each test gets its own switch in its own
-network namespace, torn down (BMv2 killed by PID, namespace deleted) even when the test fails.
+skipped. Where BMv2 is installed every test runs or fails: a missing prerequisite beside it
+(root, simple_switch_CLI or the `thrift`/`bm_runtime` modules it runs on) is a failure, unless
+WEFT_REQUIRE_BMV2=0 allows skipping; WEFT_REQUIRE_BMV2=1 fails even without BMv2 (the Rust
+harness's rule, `weft_tests::bmv2::bmv2_required`). Each test that runs or skips is recorded in
+the file WEFT_TEST_LEDGER names, which `scripts/test.sh` summarises. Each test gets its own switch
+in its own network namespace, torn down (BMv2 killed by PID, namespace deleted) even when the
+test fails.
 """
 import os
 
@@ -23,11 +28,33 @@ BMV2_JSON = os.path.join(P4_DIR, "build", "weft.json")
 P4INFO = os.path.join(P4_DIR, "build", "weft.p4info.txtpb")
 
 
+def _required():
+    """Whether a BMv2 test must run or fail: WEFT_REQUIRE_BMV2=1 always, =0 never, else
+    whenever BMv2 is installed."""
+    v = os.environ.get("WEFT_REQUIRE_BMV2")
+    if v in ("0", "1"):
+        return v == "1"
+    return find_bmv2() is not None
+
+
+def _ledger(name, why=None):
+    path = os.environ.get("WEFT_TEST_LEDGER")
+    if not path:
+        return
+    clean = lambda s: s.replace("\t", " ").replace("\n", " ")  # noqa: E731
+    line = f"skipped\t{clean(name)}\t{clean(why)}\n" if why else f"ran\t{clean(name)}\n"
+    with open(path, "a") as f:
+        f.write(line)
+
+
 def _unavailable(request, what):
     name = request.node.nodeid
+    if _required():
+        why = ("WEFT_REQUIRE_BMV2=1" if os.environ.get("WEFT_REQUIRE_BMV2") == "1"
+               else "BMv2 is installed (WEFT_REQUIRE_BMV2=0 to allow skipping)")
+        pytest.fail(f"{why}: {name} cannot run: {what}")
     msg = f"SKIPPED: {name}: {what}"
-    if os.environ.get("WEFT_REQUIRE_BMV2") == "1":
-        pytest.fail(f"WEFT_REQUIRE_BMV2=1 but {what}")
+    _ledger(name, what)
     # Straight to the terminal, past pytest's capture: the skip must be loud.
     capture = request.config.pluginmanager.getplugin("capturemanager")
     if capture is not None:
@@ -45,23 +72,26 @@ def bmv2_binary(request):
         _unavailable(request, "BMv2 simple_switch_grpc not found (PATH, /opt/p4/bin)")
     if os.geteuid() != 0:
         _unavailable(request, "BMv2 tests need root (network namespaces, veths)")
+    _ledger(request.node.nodeid)
     return path
 
 
 class Switch:
     """A running BMv2 with Weft's pipeline and a primary P4Runtime client."""
 
-    def __init__(self, bmv2, client, cli):
+    def __init__(self, bmv2, client, cli, request):
         self.bmv2 = bmv2
         self.p4rt = client
         self.cli_binary = cli
+        self.request = request
 
     def port(self, i):
         return self.bmv2.ports[i]
 
     def cli(self, *commands):
         if self.cli_binary is None:
-            pytest.skip("simple_switch_CLI with a Python that has `thrift` not found")
+            _unavailable(self.request, "BMv2's simple_switch_CLI with a Python that has `thrift` "
+                                       "and `bm_runtime` not found (scripts/setup.sh)")
         return self.bmv2.cli(self.cli_binary, list(commands))
 
     def set_queue_rate(self, port, pps, depth=None):
@@ -78,7 +108,7 @@ def make_switch(request, binary, nports):
     try:
         client = P4RuntimeClient(bmv2.grpc_addr, bmv2.device_id, P4INFO)
         client.set_pipeline(BMV2_JSON)
-        return Switch(bmv2, client, find_cli(binary))
+        return Switch(bmv2, client, find_cli(binary), request)
     except BaseException:
         out = bmv2.output()
         if client is not None:

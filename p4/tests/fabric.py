@@ -203,11 +203,11 @@ def bth(opcode=0x04, dst_qp=0x11, psn=0, ack_req=0):
 
 
 def roce4(dst="10.0.2.1", src="10.0.1.1", dst_qp=0x11, psn=0, sport=49152, tos=0x02, port_in=1,
-          payload=0):
+          payload=0, opcode=0x04):
     """A RoCEv2 packet; `payload` more bytes after the BTH's stand-in payload."""
     return (Ether(dst=mac_str(router_mac(port_in)), src=HOST_MAC)
             / IP(src=src, dst=dst, ttl=64, tos=tos) / UDP(sport=sport, dport=4791)
-            / Raw(bth(dst_qp=dst_qp, psn=psn) + b"d" * payload))
+            / Raw(bth(opcode=opcode, dst_qp=dst_qp, psn=psn) + b"d" * payload))
 
 
 def send_paced(port, frames, gap=0.002):

@@ -41,6 +41,43 @@ def test_psn_tracking_counts_one_gap_and_one_regression_and_nothing_for_in_order
     assert wait_for(lambda: psn_totals(c) == (1, 1), timeout=5), psn_totals(c)
 
 
+def test_psn_anomalies_are_counted_at_the_egress_port_of_the_host_they_go_to(switch):
+    """Two hosts behind ports 2 and 3: the gap and the regression toward 10.0.3.1 are counted in
+    port 3's cell only, the in-order QP toward 10.0.2.1 leaves port 2's cell at zero: the switch
+    says which host sees reordering, whatever else it sends."""
+    c = switch.p4rt
+    basic_router(c)
+    route4(c, "10.0.2.0/24", nexthop=2)
+    route4(c, "10.0.3.0/24", nexthop=3)
+    for p in (2, 3):
+        c.insert("psn_tracking_table", {"port": p}, "enable_psn_tracking")
+    frames = [roce4(dst="10.0.3.1", dst_qp=0x11, psn=p) for p in (1, 2, 3, 5, 6, 4, 7)]
+    frames += [roce4(dst="10.0.2.1", dst_qp=0x11, psn=p) for p in range(1, 15)]
+    send_paced(switch.port(1), frames)
+    got = collect(switch, [2, 3], len(frames))
+    assert (len(got[2]), len(got[3])) == (14, 7)
+    ooo = lambda p: c.counter("psn_out_of_order_counter", p)[0]  # noqa: E731
+    reg = lambda p: c.counter("psn_regression_counter", p)[0]  # noqa: E731
+    assert wait_for(lambda: (ooo(3), reg(3)) == (1, 1), timeout=5), (ooo(3), reg(3))
+    assert (ooo(2), reg(2)) == (0, 0)
+    assert psn_totals(c) == (1, 1)
+
+
+def test_acks_and_cnps_are_not_tracked_though_their_psns_skip_ahead(switch):
+    """Coalesced ACKs (opcode 0x11) carry the PSN they acknowledge, 16 apart, and CNPs (0x81)
+    carry none that counts: neither is a reordered packet. Data (RDMA WRITE, 0x0a) that skips is."""
+    c = switch.p4rt
+    basic_router(c)
+    route4(c, "10.0.2.0/24", nexthop=2)
+    c.insert("psn_tracking_table", {"port": 2}, "enable_psn_tracking")
+    frames = [roce4(dst_qp=0x11, psn=p, opcode=0x11) for p in (16, 32, 48, 64, 40)]
+    frames += [roce4(dst_qp=0x11, psn=p, opcode=0x81) for p in (0, 7, 3)]
+    frames += [roce4(dst_qp=0x33, psn=p, opcode=0x0a) for p in (1, 3)]
+    send_paced(switch.port(1), frames)
+    assert len(collect(switch, [2], len(frames))[2]) == len(frames)
+    assert wait_for(lambda: psn_totals(c) == (1, 0), timeout=5), psn_totals(c)
+
+
 def test_psn_tracking_is_off_on_ports_without_an_entry(switch):
     c = switch.p4rt
     basic_router(c)

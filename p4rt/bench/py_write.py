@@ -7,9 +7,12 @@ same BMv2 in the same run. It builds exactly the entries the Rust side builds (k
 and writes them in batches of --batch with --in-flight Writes outstanding (grpcio futures).
 
 Entries are built before timing. Without --prebuilt the timed loop includes protobuf
-serialisation, as a Python client normally does (p4runtime 1.6.0 needs the pure-Python
-protobuf runtime, which is slow); with --prebuilt requests are serialised before timing, which
-leaves the transport and the switch. One JSON line is printed. Run each on an empty table.
+serialisation, as a Python client normally does; with --prebuilt requests are serialised before
+timing, which leaves the transport and the switch. Which protobuf runtime serialises is the
+environment's: PyPI's p4runtime 1.6.0 modules on protobuf 5 import only with the pure-Python
+runtime (the default here, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python, slow); PI's generated
+modules with Debian's python3-protobuf run on its C++ runtime (=cpp). The JSON line printed names
+the runtime used. Run each on an empty table.
 
 usage: py_write.py --addr 127.0.0.1:PORT --device-id 1 --election-id 100 --table-id ID
        --field-id ID --field-bits 32 --kind lpm|exact --action-id ID --params ID:BITS,...
@@ -27,6 +30,8 @@ import time
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 import grpc  # noqa: E402
+from google.protobuf import __version__ as protobuf_version  # noqa: E402
+from google.protobuf.internal import api_implementation  # noqa: E402
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
 
 
@@ -167,6 +172,7 @@ def main():
         "seconds": seconds,
         "entries_per_s": a.count / seconds,
         "failed_batches": failures,
+        "protobuf": f"{api_implementation.Type()} {protobuf_version}",
     }))
 
 

@@ -2,6 +2,12 @@
 //! reference) against p4lang's Python client (p4rt/bench/py_write.py) on the same BMv2 build in
 //! the same run, 10k and 100k entries, each run on a fresh switch; then a read-back of 100k.
 //!
+//! The Python client runs twice where it can: with the project's `.venv` (PyPI's p4runtime 1.6.0
+//! on protobuf 5, whose generated modules import only with the pure-Python protobuf runtime:
+//! serialising is most of its time), and with Debian's python3 (python3-protobuf's C++ runtime,
+//! python3-grpcio) and PI's generated p4runtime modules where BMv2's install put them on its
+//! path: the faster baseline. Each line says which protobuf runtime serialised.
+//!
 //!   cargo bench -p weft-p4rt --bench bmv2_write
 //!
 //! Env: WEFT_BENCH_BATCH (updates per Write, default 1000), WEFT_BENCH_IN_FLIGHT (default 8),
@@ -69,8 +75,41 @@ async fn rust_run(
     Ok((write, read))
 }
 
+/// A Python to run py_write.py with: (interpreter, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION, label).
+type Python = (PathBuf, &'static str, &'static str);
+
+/// The Pythons that can run py_write.py here: the `.venv` (pure-Python protobuf), and Debian's
+/// python3 where it imports grpc and p4runtime with its C++ protobuf runtime.
+fn pythons() -> Vec<Python> {
+    let mut out = Vec::new();
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    if venv.is_file() {
+        out.push((venv, "python", "python (pure-Python protobuf)"));
+    } else {
+        println!(
+            "python client (.venv) skipped: {} not found",
+            venv.display()
+        );
+    }
+    let debian = PathBuf::from("/usr/bin/python3");
+    let imports = Command::new(&debian)
+        .args(["-c", "import grpc, p4.v1.p4runtime_pb2_grpc"])
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "cpp")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if imports {
+        out.push((debian, "cpp", "python (C++ protobuf)"));
+    } else {
+        println!(
+            "python client on C++ protobuf skipped: /usr/bin/python3 cannot import grpc and p4.v1 (Debian python3-grpcio, python3-protobuf, PI's Python modules)"
+        );
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn python_run(
-    python: &std::path::Path,
+    python: &Python,
     bin: &std::path::Path,
     pipeline: &PipelineConfig,
     table: &BulkTable,
@@ -93,7 +132,7 @@ async fn python_run(
         .map(|p| format!("{}:{}", p.id, p.bitwidth))
         .collect();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/py_write.py");
-    let mut cmd = Command::new(python);
+    let mut cmd = Command::new(&python.0);
     cmd.arg(script)
         .args(["--addr", &sw.grpc_addr()])
         .args(["--device-id", &sw.device_id().to_string()])
@@ -114,7 +153,7 @@ async fn python_run(
         .args(["--count", &count.to_string()])
         .args(["--batch", &opts.max_batch_updates.to_string()])
         .args(["--in-flight", &opts.max_in_flight.to_string()])
-        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python");
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", python.1);
     if prebuilt {
         cmd.arg("--prebuilt");
     }
@@ -126,6 +165,7 @@ async fn python_run(
     );
     let line = String::from_utf8_lossy(&out.stdout);
     let v: serde_like::Json = serde_like::parse(&line)?;
+    println!("  {}: protobuf runtime {}", python.2, v.protobuf);
     anyhow::ensure!(
         v.failed_batches == 0,
         "python: {} batches failed",
@@ -152,6 +192,7 @@ mod serde_like {
     pub struct Json {
         pub seconds: f64,
         pub failed_batches: u64,
+        pub protobuf: String,
     }
     fn field<'a>(line: &'a str, name: &str) -> anyhow::Result<&'a str> {
         let key = format!("\"{name}\": ");
@@ -167,6 +208,7 @@ mod serde_like {
         Ok(Json {
             seconds: field(line, "seconds")?.parse()?,
             failed_batches: field(line, "failed_batches")?.parse()?,
+            protobuf: field(line, "protobuf")?.trim_matches('"').to_string(),
         })
     }
 }
@@ -186,7 +228,7 @@ async fn main() -> anyhow::Result<()> {
         .split(',')
         .filter_map(|c| c.trim().parse().ok())
         .collect();
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    let pythons = pythons();
     let piped = WriteOptions {
         max_batch_updates: batch,
         max_batch_bytes: 1 << 20,
@@ -222,26 +264,24 @@ async fn main() -> anyhow::Result<()> {
             count,
             seconds: w,
         });
-        if python.is_file() {
-            let s = python_run(&python, &bin, &pipeline, &table, count, &piped, false).await?;
-            runs.push(Run {
-                label: format!("python {in_flight} in flight"),
-                count,
-                seconds: s,
-            });
-            let s = python_run(&python, &bin, &pipeline, &table, count, &piped, true).await?;
-            runs.push(Run {
-                label: format!("python {in_flight} in flight, pre-serialised"),
-                count,
-                seconds: s,
-            });
-        } else {
-            println!("python client skipped: {} not found", python.display());
+        for py in &pythons {
+            for prebuilt in [false, true] {
+                let s = python_run(py, &bin, &pipeline, &table, count, &piped, prebuilt).await?;
+                runs.push(Run {
+                    label: format!(
+                        "{} {in_flight} in flight{}",
+                        py.2,
+                        if prebuilt { ", pre-serialised" } else { "" }
+                    ),
+                    count,
+                    seconds: s,
+                });
+            }
         }
     }
 
     println!(
-        "\n{:<40} {:>8} {:>9} {:>12} {:>10}",
+        "\n{:<58} {:>8} {:>9} {:>12} {:>10}",
         "client", "entries", "seconds", "entries/s", "rust/this"
     );
     for count in &counts {
@@ -251,7 +291,7 @@ async fn main() -> anyhow::Result<()> {
         for r in runs.iter().filter(|r| r.count == *count) {
             let ratio = rust.map_or(f64::NAN, |x| x.rate() / r.rate());
             println!(
-                "{:<40} {:>8} {:>9.3} {:>12.0} {:>10.2}",
+                "{:<58} {:>8} {:>9.3} {:>12.0} {:>10.2}",
                 r.label,
                 r.count,
                 r.seconds,

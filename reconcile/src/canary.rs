@@ -36,8 +36,9 @@ pub fn canaries(t: &Topology, among: &BTreeSet<SwitchIdx>, n: usize) -> BTreeSet
     out
 }
 
-/// After the canary pass: every canary took everything, its plugin runs (when answers were
-/// awaited), and reading it again leaves nothing to plan. Returns the problems, one line each.
+/// After the canary pass: every canary took everything, its plugin runs and reading it again
+/// leaves nothing to plan. Returns the problems, one line each; a pass that did not wait for
+/// answers is one (nothing was verified).
 pub async fn verify(
     t: &Topology,
     info: &weft_p4rt::P4Info,
@@ -64,7 +65,11 @@ pub async fn verify(
         return problems;
     }
     if !waited {
-        // --no-wait: no plugin answers, so APPL_STATE_DB says nothing to compare.
+        // Without answers nothing says a canary took its entries: never "verified".
+        problems.push(
+            "canaries cannot be verified without waiting for their plugins' answers (--no-wait)"
+                .into(),
+        );
         return problems;
     }
     let sel = Some(canaries.clone());

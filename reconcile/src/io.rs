@@ -5,22 +5,22 @@
 //! switch's connections sit behind an uncontended lock; a semaphore bounds how many switches
 //! are read or written at once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, Semaphore, mpsc};
-use weft_sonic_db::{
-    FieldValues, KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb,
-    SonicDbError, SonicDbId, Table, dump_tables,
-};
+use weft_sonic_db::zmq::DEFAULT_REPLY_TIMEOUT;
+use weft_sonic_db::{P4RT_TABLE, SonicDb, SonicDbError, SonicDbId, Table, dump_tables};
 use weft_sonic_schema::Row;
 use weft_sonic_schema::state::{InstalledDigests, PLUGIN_STATUS_KEY, PluginStatus};
-use weft_topology::{SwitchIdx, Topology};
+use weft_topology::{Consumer, SwitchIdx, Topology};
 
-use crate::core::{Answer, AnswerStatus, Batch, Input, Output, SwitchError, TIMEOUT, UNANSWERED};
+use crate::core::{Batch, Input, Output, SwitchError};
 use crate::damping::Nanos;
-use crate::plan::{Installed, Source};
+pub use crate::dberr::{db_error, one_line};
+use crate::plan::{Installed, SonicReadiness, Source};
+use crate::writer::{SwitchTarget, Writer};
 
 /// How long to wait for a DB at all before calling the switch unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -41,41 +41,9 @@ impl Clock {
     }
 }
 
-/// A DB error by kind, with an operator-facing reason on one line: `not a Redis server at …`
-/// when the peer answered in something other than the Redis protocol (an HTTP server, a wrong
-/// port), rather than the parser's bytes.
-pub fn db_error(db: &str, e: &SonicDbError) -> SwitchError {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if let Some(r) = c.downcast_ref::<redis::RedisError>()
-            && r.kind() == redis::ErrorKind::Parse
-        {
-            return SwitchError::Protocol { db: db.to_string() };
-        }
-        cause = c.source();
-    }
-    let detail = one_line(&e.to_string());
-    match e {
-        SonicDbError::Fenced { term, held } => SwitchError::Fenced {
-            term: *term,
-            held: *held,
-        },
-        SonicDbError::ConnectTimeout { .. } => SwitchError::TimedOut { detail },
-        SonicDbError::Redis { source, .. } if source.is_timeout() => {
-            SwitchError::TimedOut { detail }
-        }
-        _ => SwitchError::Unreachable { detail },
-    }
-}
-
 /// [`db_error`]'s reason alone.
 pub fn describe_db_error(db: &str, e: &SonicDbError) -> String {
     db_error(db, e).to_string()
-}
-
-/// Newlines and runs of blanks as single spaces: a log line or a table cell stays one line.
-pub fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 async fn with_timeout<T>(
@@ -95,12 +63,36 @@ async fn with_timeout<T>(
 /// What the switch behind `db` has: APPL_STATE_DB P4RT_TABLE, Weft's CONFIG_DB tables, and
 /// its plugin's status row.
 pub async fn read_installed(db: &str) -> Result<Installed, SwitchError> {
-    with_timeout(db, "a read", read_installed_inner(db)).await
+    read_installed_of(db, Consumer::Weft).await
 }
 
-async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
+/// What the switch behind `db` has, as its consumer leaves it: weft-plugin's APPL_STATE_DB
+/// and status row, or SONiC p4orch's APPL_DB P4RT_TABLE and SONiC's readiness.
+pub async fn read_installed_of(db: &str, consumer: Consumer) -> Result<Installed, SwitchError> {
+    with_timeout(db, "a read", read_installed_inner(db, consumer)).await
+}
+
+/// SONiC's own signals that p4orch takes entries ([`SonicReadiness`]).
+pub async fn read_sonic_readiness(sonic: &SonicDb) -> Result<SonicReadiness, SonicDbError> {
+    let ports = Table::new(sonic.connect(SonicDbId::ApplDb).await?, "PORT_TABLE")?;
+    let warm = Table::new(
+        sonic.connect(SonicDbId::StateDb).await?,
+        "WARM_RESTART_TABLE",
+    )?;
+    Ok(SonicReadiness {
+        ports_ready: ports.exists("PortInitDone").await?,
+        warm_restart: warm.hget("orchagent", "state").await?,
+    })
+}
+
+async fn read_installed_inner(db: &str, consumer: Consumer) -> Result<Installed, SonicDbError> {
     let sonic = SonicDb::from_endpoint(db)?;
-    let state = sonic.connect(SonicDbId::ApplStateDb).await?;
+    // p4orch writes what it applied back to APPL_DB P4RT_TABLE since sonic-swss#3066.
+    let from = match consumer {
+        Consumer::Weft => SonicDbId::ApplStateDb,
+        Consumer::Sonic => SonicDbId::ApplDb,
+    };
+    let state = sonic.connect(from).await?;
     let mut entries = dump_tables(&state, &[P4RT_TABLE])
         .await?
         .remove(P4RT_TABLE)
@@ -116,11 +108,17 @@ async fn read_installed_inner(db: &str) -> Result<Installed, SonicDbError> {
             config.insert(format!("{table}|{k}"), v);
         }
     }
-    let plugin = status_row(&sonic).await?;
+    let (source, plugin) = match consumer {
+        Consumer::Weft => (Source::ApplStateDb, status_row(&sonic).await?),
+        Consumer::Sonic => (
+            Source::SonicApplDb(read_sonic_readiness(&sonic).await?),
+            None,
+        ),
+    };
     Ok(Installed {
         entries,
         config,
-        source: Source::ApplStateDb,
+        source,
         plugin,
     })
 }
@@ -213,10 +211,10 @@ pub async fn read_all(
             continue;
         }
         let sem = sem.clone();
-        let (db, name) = (s.db.clone(), s.name.clone());
+        let (db, name, consumer) = (s.db.clone(), s.name.clone(), s.consumer);
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await;
-            let r = read_installed(&db).await;
+            let r = read_installed_of(&db, consumer).await;
             match &r {
                 Ok(inst) => tracing::debug!(switch = %name, installed = %inst.describe(), entries = inst.entries.len(), "read"),
                 Err(e) => tracing::debug!(switch = %name, error = %e, "read failed"),
@@ -253,149 +251,6 @@ impl Fence {
     }
 }
 
-/// A switch's connections for writes, kept between batches so a reconvergence pays no connects.
-struct Writer {
-    producer: ProducerStateTable,
-    waiter: ResponseWaiter,
-    config: weft_sonic_db::DbConnection,
-}
-
-impl Writer {
-    async fn open(db: &str) -> Result<Writer, SonicDbError> {
-        let sonic = SonicDb::from_endpoint(db)?;
-        // Subscribe before writing, or a fast plugin's answers are lost.
-        let waiter = ResponseWaiter::subscribe(&sonic, P4RT_TABLE).await?;
-        let producer = ProducerStateTable::new(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await?;
-        let config = sonic.connect(SonicDbId::ConfigDb).await?;
-        Ok(Writer {
-            producer,
-            waiter,
-            config,
-        })
-    }
-
-    async fn write(
-        &mut self,
-        batch: &Batch,
-        answer_timeout: Option<Duration>,
-        term: Option<u64>,
-    ) -> Result<Vec<Answer>, SonicDbError> {
-        if self.producer.fence() != term {
-            self.producer.set_fence(term).await?;
-        }
-        match batch {
-            Batch::Config { set, del } => {
-                // One table handle per table; rows of a table in one atomic round trip.
-                type Rows = Vec<(String, FieldValues)>;
-                let mut by_table: BTreeMap<&str, (Rows, Vec<String>)> = BTreeMap::new();
-                for c in set {
-                    by_table
-                        .entry(c.table())
-                        .or_default()
-                        .0
-                        .push((c.key(), c.fields()));
-                }
-                for k in del {
-                    if let Some((table, key)) = k.split_once('|') {
-                        by_table.entry(table).or_default().1.push(key.to_string());
-                    }
-                }
-                // Referenced rows first: the batch is sorted by rank, keep that order by table.
-                let mut order: Vec<&str> = Vec::new();
-                for c in set {
-                    if !order.contains(&c.table()) {
-                        order.push(c.table());
-                    }
-                }
-                for t in by_table.keys() {
-                    if !order.contains(t) {
-                        order.push(t);
-                    }
-                }
-                let mut answers = Vec::new();
-                for table in order {
-                    let Some((rows, dels)) = by_table.get(table) else {
-                        continue;
-                    };
-                    let t = Table::new(self.config.clone(), table)?;
-                    match term {
-                        Some(term) => t.replace_many_fenced(term, rows, dels).await?,
-                        None => t.replace_many(rows, dels).await?,
-                    }
-                    answers.extend(rows.iter().map(|(k, _)| Answer::ok(format!("{table}|{k}"))));
-                    answers.extend(dels.iter().map(|k| Answer::ok(format!("{table}|{k}"))));
-                }
-                Ok(answers)
-            }
-            Batch::Entries {
-                delete,
-                ops,
-                replace,
-                ..
-            } => {
-                let kofv: Vec<KeyOpFieldValues> = ops
-                    .iter()
-                    .map(|(k, f)| {
-                        if *delete {
-                            KeyOpFieldValues::del(k.clone())
-                        } else {
-                            KeyOpFieldValues::set(k.clone(), f.iter().cloned())
-                        }
-                    })
-                    .collect();
-                let replace: &BTreeSet<String> = replace;
-                self.producer
-                    .apply_replacing(&kofv, &|k| replace.contains(k))
-                    .await?;
-                let Some(timeout) = answer_timeout else {
-                    return Ok(ops
-                        .iter()
-                        .map(|(k, _)| Answer {
-                            key: k.clone(),
-                            status: UNANSWERED,
-                            message: String::new(),
-                        })
-                        .collect());
-                };
-                let outcome = self
-                    .waiter
-                    .wait(ops.iter().map(|(k, _)| k.clone()), timeout)
-                    .await?;
-                Ok(ops
-                    .iter()
-                    .map(|(k, _)| match outcome.responses.get(k) {
-                        Some(r) => answer_of(k, r),
-                        None => Answer {
-                            key: k.clone(),
-                            status: TIMEOUT,
-                            message: format!(
-                                "no answer within {timeout:?}: is the switch's plugin running?"
-                            ),
-                        },
-                    })
-                    .collect())
-            }
-        }
-    }
-}
-
-/// A switch's answer to one key. A code SONiC does not define is `SWSS_RC_UNKNOWN`, its text
-/// kept in the message.
-fn answer_of(key: &str, r: &weft_sonic_db::Response) -> Answer {
-    let message = if r.status.as_str() == r.status_str {
-        r.message.clone()
-    } else {
-        format!("{} {}", r.status_str, r.message)
-            .trim_end()
-            .to_string()
-    };
-    Answer {
-        key: key.to_string(),
-        status: AnswerStatus::Code(r.status),
-        message,
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct ExecOptions {
     /// How long to wait for a switch to answer one batch; `None`: do not wait (`--no-wait`).
@@ -410,7 +265,7 @@ pub struct ExecOptions {
 
 /// Carries out the core's requests; results arrive on the channel given to [`Executor::new`].
 pub struct Executor {
-    dbs: Vec<String>,
+    targets: Vec<SwitchTarget>,
     writers: Vec<Arc<Mutex<Option<Writer>>>>,
     sem: Arc<Semaphore>,
     opts: ExecOptions,
@@ -426,7 +281,15 @@ impl Executor {
         tx: mpsc::UnboundedSender<(Nanos, Input)>,
     ) -> Self {
         Executor {
-            dbs: t.switches.iter().map(|s| s.db.clone()).collect(),
+            targets: t
+                .switches
+                .iter()
+                .map(|s| SwitchTarget {
+                    db: s.db.clone(),
+                    transport: s.transport.clone(),
+                    consumer: s.consumer,
+                })
+                .collect(),
             writers: t
                 .switches
                 .iter()
@@ -466,7 +329,8 @@ impl Executor {
     }
 
     fn read(&self, switch: SwitchIdx, ticket: u64, expect: Option<InstalledDigests>) {
-        let db = self.dbs[switch].clone();
+        let db = self.targets[switch].db.clone();
+        let consumer = self.targets[switch].consumer;
         let sem = self.sem.clone();
         let tx = self.tx.clone();
         let clock = self.clock;
@@ -475,16 +339,16 @@ impl Executor {
             // The status row first: a plugin in sync publishing the expected digests saves
             // reading every row (a fabric's start and every resync).
             let known = match expect {
-                Some(want) => read_status(&db)
+                Some(want) if consumer == Consumer::Weft => read_status(&db)
                     .await
                     .ok()
                     .flatten()
                     .and_then(|st| Installed::by_digest(st, &want)),
-                None => None,
+                _ => None,
             };
             let result = match known {
                 Some(k) => Ok(Box::new(k)),
-                None => read_installed(&db).await.map(Box::new),
+                None => read_installed_of(&db, consumer).await.map(Box::new),
             };
             let _ = tx.send((
                 clock.now(),
@@ -498,7 +362,7 @@ impl Executor {
     }
 
     fn write(&self, switch: SwitchIdx, ticket: u64, batch: Arc<Batch>) {
-        let db = self.dbs[switch].clone();
+        let target = self.targets[switch].clone();
         let sem = self.sem.clone();
         let tx = self.tx.clone();
         let clock = self.clock;
@@ -507,9 +371,25 @@ impl Executor {
         tokio::spawn(async move {
             let _permit = sem.acquire_owned().await;
             let mut guard = slot.lock().await;
+            let db = target.db.as_str();
             let result = async {
                 if guard.is_none() {
-                    *guard = Some(with_timeout(&db, "a connect", Writer::open(&db)).await?);
+                    let reply = opts.answer_timeout.unwrap_or(DEFAULT_REPLY_TIMEOUT);
+                    let open = async {
+                        Writer::open(&target, reply)
+                            .await
+                            .map_err(|e| e.switch_error(db))
+                    };
+                    *guard = Some(match tokio::time::timeout(CONNECT_TIMEOUT, open).await {
+                        Ok(w) => w?,
+                        Err(_) => {
+                            return Err(SwitchError::TimedOut {
+                                detail: format!(
+                                    "{db} did not answer a connect within {CONNECT_TIMEOUT:?}"
+                                ),
+                            });
+                        }
+                    });
                 }
                 let Some(w) = guard.as_mut() else {
                     return Err(SwitchError::Unreachable {
@@ -522,14 +402,14 @@ impl Executor {
                 }
                 match w.write(&batch, opts.answer_timeout, term).await {
                     Ok(a) => Ok(a),
-                    Err(e @ SonicDbError::Fenced { .. }) => {
+                    Err(e) if e.is_fenced() => {
                         tracing::error!(switch_db = %db, error = %e, "write fenced");
                         if let Some(f) = &opts.fence {
                             f.refused.notify_one();
                         }
-                        Err(db_error(&db, &e))
+                        Err(e.switch_error(db))
                     }
-                    Err(e) => Err(db_error(&db, &e)),
+                    Err(e) => Err(e.switch_error(db)),
                 }
             }
             .await;
@@ -551,8 +431,6 @@ impl Executor {
 
 #[cfg(test)]
 mod tests {
-    use weft_sonic_db::{Response, StatusCode};
-
     use super::*;
 
     #[test]
@@ -605,23 +483,5 @@ mod tests {
         assert!(matches!(got, SwitchError::Unreachable { .. }), "{got:?}");
         assert_eq!(got.to_string(), one_line(&refused.to_string()));
         assert!(got.retried());
-    }
-
-    #[test]
-    fn an_answer_with_a_code_sonic_does_not_define_keeps_its_text_in_the_message() {
-        let r = |status_str: &str, message: &str| Response {
-            key: "K".into(),
-            status: StatusCode::from_swss(status_str),
-            status_str: status_str.into(),
-            message: message.into(),
-            fields: Vec::new(),
-        };
-        let a = answer_of("K", &r("SWSS_RC_IN_USE", "used by a route"));
-        assert_eq!(a.status, AnswerStatus::Code(StatusCode::InUse));
-        assert_eq!(a.message, "used by a route");
-        let a = answer_of("K", &r("SWSS_RC_NEW_THING", "odd"));
-        assert_eq!(a.status, AnswerStatus::Code(StatusCode::Unknown));
-        assert_eq!(a.message, "SWSS_RC_NEW_THING odd");
-        assert!(!a.is_ok());
     }
 }

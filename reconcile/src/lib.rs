@@ -5,9 +5,12 @@
 
 pub mod apply;
 pub mod canary;
+pub mod compare;
 pub mod core;
 pub mod damping;
+mod dberr;
 pub mod ha;
+pub mod history;
 pub mod io;
 pub mod lock;
 pub mod passes;
@@ -16,3 +19,4 @@ pub mod planfile;
 pub mod planning;
 pub mod run;
 pub mod targets;
+pub mod writer;

@@ -70,11 +70,52 @@ pub enum Source {
     ApplStateDb,
     /// Not read (`--offline`) or not readable: planned against nothing.
     Empty(String),
+    /// Read from the APPL_DB P4RT_TABLE of a switch whose consumer is SONiC's own p4orch, which
+    /// writes what it applied back there (sonic-swss#3066), and its CONFIG_DB; with what SONiC
+    /// publishes about its readiness.
+    SonicApplDb(SonicReadiness),
     /// Not read because the plugin, in sync, publishes digests of APPL_STATE_DB and CONFIG_DB
     /// equal to these, which are the desired state's ([`Installed::by_digest`]): the switch
     /// holds exactly what it should.
     #[serde(skip_serializing)]
     Digest(InstalledDigests),
+}
+
+/// Whether SONiC's own P4RT consumer (p4orch in orchagent) takes entries, from what SONiC
+/// itself publishes: orchagent programs nothing before portsyncd's `PortInitDone` (APPL_DB
+/// `PORT_TABLE:PortInitDone`), and during a warm restart sonic-pins' P4RT app holds its writes
+/// until orchagent's warm-restart state is `reconciled` (STATE_DB `WARM_RESTART_TABLE|orchagent`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SonicReadiness {
+    /// APPL_DB `PORT_TABLE:PortInitDone` exists.
+    pub ports_ready: bool,
+    /// STATE_DB `WARM_RESTART_TABLE|orchagent` field `state`, when a warm restart left one.
+    pub warm_restart: Option<String>,
+}
+
+impl SonicReadiness {
+    pub fn ready(&self) -> bool {
+        self.ports_ready
+            && self
+                .warm_restart
+                .as_deref()
+                .is_none_or(|s| s == "reconciled")
+    }
+
+    /// Why not, in the operator's words (`None`: ready).
+    pub fn why_not(&self) -> Option<String> {
+        if !self.ports_ready {
+            return Some(
+                "no APPL_DB PORT_TABLE:PortInitDone: SONiC has not initialised its ports".into(),
+            );
+        }
+        match self.warm_restart.as_deref() {
+            Some(s) if s != "reconciled" => Some(format!(
+                "orchagent's warm restart is {s}, not reconciled (STATE_DB WARM_RESTART_TABLE|orchagent)"
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// What a switch has, as read from its SONiC DB.
@@ -156,6 +197,10 @@ impl Installed {
                 ),
                 None => "APPL_STATE_DB (no live plugin: not what the switch holds)".into(),
             },
+            Source::SonicApplDb(r) => match r.why_not() {
+                None => "APPL_DB (SONiC p4orch)".into(),
+                Some(why) => format!("APPL_DB (SONiC p4orch not ready: {why})"),
+            },
             Source::Empty(why) => format!("empty: {why}"),
         }
     }
@@ -180,9 +225,15 @@ impl Installed {
 
     /// The switch holds what APPL_STATE_DB says only while its plugin is running (primary,
     /// pipeline pushed, synced).
+    /// A switch whose consumer is SONiC's p4orch: while SONiC says it is ready.
     pub fn trusted(&self) -> bool {
-        matches!(self.source, Source::ApplStateDb | Source::Digest(_))
-            && self.plugin.as_ref().is_some_and(|p| p.in_sync())
+        match &self.source {
+            Source::SonicApplDb(r) => r.ready(),
+            Source::ApplStateDb | Source::Digest(_) => {
+                self.plugin.as_ref().is_some_and(|p| p.in_sync())
+            }
+            Source::Empty(_) => false,
+        }
     }
 }
 
@@ -717,61 +768,227 @@ pub fn render_header(fabric: &str, links_down: &[String]) -> String {
     o
 }
 
-/// One switch's line (and with `verbose`, every change with old → new fields).
-pub fn render_switch(s: &SwitchPlan, verbose: bool) -> String {
+/// Keys as an operator reads them: digit runs compare as numbers (`Ethernet4` before
+/// `Ethernet12`, `0x5` before `0x1a` of the same width as hex would not), the rest as text.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> impl Iterator<Item = (bool, &str)> {
+        let mut rest = s;
+        std::iter::from_fn(move || {
+            let first = rest.chars().next()?;
+            let digit = first.is_ascii_digit();
+            let end = rest
+                .find(|c: char| c.is_ascii_digit() != digit)
+                .unwrap_or(rest.len());
+            let (chunk, tail) = rest.split_at(end);
+            rest = tail;
+            Some((digit, chunk))
+        })
+    }
+    let mut x = chunks(a);
+    let mut y = chunks(b);
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some((true, p)), Some((true, q))) => {
+                let (p, q) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                let o = p.len().cmp(&q.len()).then_with(|| p.cmp(q));
+                if o.is_ne() {
+                    return o;
+                }
+            }
+            (Some((_, p)), Some((_, q))) => {
+                if p != q {
+                    return p.cmp(q);
+                }
+            }
+        }
+    }
+}
+
+/// One change as `-v` lists it: `+`, `~` or `-`, the key, the fields before (a modification)
+/// and after.
+pub struct ChangeLine {
+    pub sign: char,
+    pub key: String,
+    pub old: Option<FieldValues>,
+    pub new: FieldValues,
+}
+
+/// A switch's line of the plan table.
+pub struct SwitchLine<'a> {
+    pub name: &'a str,
+    pub entries: usize,
+    pub add: usize,
+    pub modify: usize,
+    pub delete: usize,
+    pub config: usize,
+    pub groups: usize,
+    pub installed_from: &'a str,
+}
+
+/// The plan table's line of a switch, and with `changes` every change under it: P4RT entries
+/// first, then CONFIG_DB rows, each group in natural key order.
+pub fn render_lines(
+    l: &SwitchLine<'_>,
+    changes: Option<(Vec<ChangeLine>, Vec<ChangeLine>)>,
+) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let groups = s
-        .add
-        .iter()
-        .chain(&s.modify)
-        .filter(|c| c.stage == Stage::Group)
-        .count();
     let _ = writeln!(
         o,
         "{:<20} {:>8} {:>6} {:>7} {:>7} {:>8} {:>8}  {}",
-        s.name,
-        s.counts.entries,
-        s.counts.add,
-        s.counts.modify,
-        s.counts.delete,
-        s.counts.config_set + s.counts.config_delete,
-        groups,
-        s.installed_from
+        l.name, l.entries, l.add, l.modify, l.delete, l.config, l.groups, l.installed_from
     );
-    if verbose {
-        for c in &s.add {
-            let _ = writeln!(o, "    + {}", c.key);
-        }
-        for c in &s.modify {
-            let _ = writeln!(o, "    ~ {}", c.key);
-            field_diff(&mut o, c.old.as_ref(), &c.fields);
-        }
-        for c in &s.delete {
-            let _ = writeln!(o, "    - {}", c.key);
-        }
-        for c in &s.config_set {
-            let _ = writeln!(
-                o,
-                "    {} {}",
-                if c.old.is_some() { "~" } else { "+" },
-                c.redis_key()
-            );
-            if c.old.is_some() {
-                field_diff(&mut o, c.old.as_ref(), &c.fields());
+    let Some((entries, rows)) = changes else {
+        return o;
+    };
+    for mut group in [entries, rows] {
+        let rank = |c: char| match c {
+            '+' => 0,
+            '~' => 1,
+            _ => 2,
+        };
+        group.sort_by(|a, b| {
+            rank(a.sign)
+                .cmp(&rank(b.sign))
+                .then_with(|| natural_cmp(&a.key, &b.key))
+        });
+        for c in group {
+            let _ = writeln!(o, "    {} {}", c.sign, c.key);
+            if c.sign != '-' {
+                field_diff(&mut o, c.old.as_ref(), &c.new);
             }
-        }
-        for k in &s.config_delete {
-            let _ = writeln!(o, "    - {k}");
         }
     }
     o
 }
 
+/// One switch's line (and with `verbose`, every change: the fields of an addition, old → new
+/// of a modification; keys in natural order).
+pub fn render_switch(s: &SwitchPlan, verbose: bool) -> String {
+    let line = SwitchLine {
+        name: &s.name,
+        entries: s.counts.entries,
+        add: s.counts.add,
+        modify: s.counts.modify,
+        delete: s.counts.delete,
+        config: s.counts.config_set + s.counts.config_delete,
+        groups: s
+            .add
+            .iter()
+            .chain(&s.modify)
+            .filter(|c| c.stage == Stage::Group)
+            .count(),
+        installed_from: &s.installed_from,
+    };
+    let changes = verbose.then(|| {
+        let entry = |sign: char, c: &EntryChange| ChangeLine {
+            sign,
+            key: c.key.clone(),
+            old: c.old.clone(),
+            new: c.fields.clone(),
+        };
+        let entries = s
+            .add
+            .iter()
+            .map(|c| entry('+', c))
+            .chain(s.modify.iter().map(|c| entry('~', c)))
+            .chain(s.delete.iter().map(|c| entry('-', c)))
+            .collect();
+        let rows = s
+            .config_set
+            .iter()
+            .map(|c| ChangeLine {
+                sign: if c.old.is_some() { '~' } else { '+' },
+                key: c.redis_key(),
+                old: c.old.clone(),
+                new: c.fields(),
+            })
+            .chain(s.config_delete.iter().map(|k| ChangeLine {
+                sign: '-',
+                key: k.clone(),
+                old: None,
+                new: Vec::new(),
+            }))
+            .collect();
+        (entries, rows)
+    });
+    render_lines(&line, changes)
+}
+
+/// What a plan adds, modifies and deletes: P4RT entries and CONFIG_DB rows apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub add: usize,
+    pub modify: usize,
+    pub delete: usize,
+    pub config_add: usize,
+    pub config_modify: usize,
+    pub config_delete: usize,
+}
+
+impl Totals {
+    /// Adds one switch's plan.
+    pub fn count(&mut self, p: &SwitchPlan) {
+        self.add += p.counts.add;
+        self.modify += p.counts.modify;
+        self.delete += p.counts.delete;
+        let modified = p.config_set.iter().filter(|c| c.old.is_some()).count();
+        self.config_modify += modified;
+        self.config_add += p.counts.config_set - modified;
+        self.config_delete += p.counts.config_delete;
+    }
+
+    /// `total: 3 to add, 1 to modify, 1 to delete on 1 switch (P4RT entries: 3 to add;
+    /// CONFIG_DB rows: 1 to modify, 1 to delete)`.
+    pub fn line(&self, switches: usize) -> String {
+        fn part(what: &str, a: usize, m: usize, d: usize) -> Option<String> {
+            let v: Vec<String> = [(a, "to add"), (m, "to modify"), (d, "to delete")]
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, w)| format!("{n} {w}"))
+                .collect();
+            (!v.is_empty()).then(|| format!("{what}: {}", v.join(", ")))
+        }
+        let parts: Vec<String> = [
+            part("P4RT entries", self.add, self.modify, self.delete),
+            part(
+                "CONFIG_DB rows",
+                self.config_add,
+                self.config_modify,
+                self.config_delete,
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        format!(
+            "total: {} to add, {} to modify, {} to delete on {switches} switch{}{}",
+            self.add + self.config_add,
+            self.modify + self.config_modify,
+            self.delete + self.config_delete,
+            if switches == 1 { "" } else { "es" },
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join("; "))
+            }
+        )
+    }
+}
+
 /// `        field: old → new` for every field that differs.
 fn field_diff(o: &mut String, old: Option<&FieldValues>, new: &FieldValues) {
     use std::fmt::Write as _;
-    let old = old.map(field_map).unwrap_or_default();
+    let Some(old) = old.map(field_map) else {
+        // An addition: its fields as written.
+        for (f, v) in field_map(new) {
+            let _ = writeln!(o, "        {f}: {v}");
+        }
+        return;
+    };
     let new = field_map(new);
     for (f, v) in &new {
         match old.get(f) {
@@ -794,7 +1011,7 @@ fn field_diff(o: &mut String, old: Option<&FieldValues>, new: &FieldValues) {
 /// Summary lines after the switches: per-class fallbacks, notes (summarised), totals.
 pub fn render_footer(
     switches: usize,
-    totals: (usize, usize, usize),
+    totals: &Totals,
     fallbacks: &BTreeSet<String>,
     notes: &[String],
     verbose: bool,
@@ -815,11 +1032,7 @@ pub fn render_footer(
             notes.len() - shown
         );
     }
-    let (a, m, d) = totals;
-    let _ = writeln!(
-        o,
-        "total: {a} to add, {m} to modify, {d} to delete on {switches} switches"
-    );
+    let _ = writeln!(o, "{}", totals.line(switches));
     o
 }
 
@@ -839,7 +1052,7 @@ pub fn fallbacks(sw: &SwitchDesired, out: &mut BTreeSet<String>) {
 pub fn render(p: &Plan, verbose: bool) -> String {
     let mut o = render_header(&p.fabric, &p.links_down);
     let mut fb = BTreeSet::new();
-    let mut totals = (0, 0, 0);
+    let mut totals = Totals::default();
     for s in &p.switches {
         o.push_str(&render_switch(s, verbose));
         for m in s.routes.iter().flat_map(|r| r.modes.iter()) {
@@ -850,13 +1063,11 @@ pub fn render(p: &Plan, verbose: bool) -> String {
                 ));
             }
         }
-        totals.0 += s.counts.add;
-        totals.1 += s.counts.modify;
-        totals.2 += s.counts.delete;
+        totals.count(s);
     }
     o.push_str(&render_footer(
         p.switches.len(),
-        totals,
+        &totals,
         &fb,
         &p.notes,
         verbose,

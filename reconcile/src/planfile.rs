@@ -22,7 +22,7 @@ pub fn text_digest(text: &str) -> String {
 }
 
 /// What identifies a plan file's intent.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanIntent {
     /// The intent file the plan was made from (as given).
     pub file: String,
@@ -140,4 +140,132 @@ pub fn write_file_header(
         serde_json::to_string(down_args)?,
         serde_json::to_string(&selected)?,
     )
+}
+
+fn fields_of(v: &serde_json::Value) -> weft_sonic_db::FieldValues {
+    match v {
+        // Entries: `[["action", "..."], ...]`.
+        serde_json::Value::Array(a) => a
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p.get(0)?.as_str()?.to_string(),
+                    p.get(1)?.as_str()?.to_string(),
+                ))
+            })
+            .collect(),
+        // CONFIG_DB rows: `{"pfc_enable": "3", ...}`.
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), String::from),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One switch of a plan file's JSON as the plan table shows it (`weft show PLAN.json`).
+fn render_file_switch(
+    s: &serde_json::Value,
+    verbose: bool,
+    totals: &mut crate::plan::Totals,
+) -> String {
+    use crate::plan::{ChangeLine, SwitchLine, render_lines};
+    let n = |k: &str| s["counts"][k].as_u64().unwrap_or(0) as usize;
+    let list = |k: &str| s[k].as_array().map(Vec::as_slice).unwrap_or_default();
+    let config_modify = list("config_set")
+        .iter()
+        .filter(|c| c.get("old").is_some())
+        .count();
+    totals.add += n("add");
+    totals.modify += n("modify");
+    totals.delete += n("delete");
+    totals.config_add += n("config_set") - config_modify.min(n("config_set"));
+    totals.config_modify += config_modify;
+    totals.config_delete += n("config_delete");
+    let groups = list("add")
+        .iter()
+        .chain(list("modify"))
+        .filter(|c| c["stage"] == "Group")
+        .count();
+    let line = SwitchLine {
+        name: s["name"].as_str().unwrap_or("?"),
+        entries: n("entries"),
+        add: n("add"),
+        modify: n("modify"),
+        delete: n("delete"),
+        config: n("config_set") + n("config_delete"),
+        groups,
+        installed_from: s["installed_from"].as_str().unwrap_or("?"),
+    };
+    let changes = verbose.then(|| {
+        let entry = |sign: char, c: &serde_json::Value| ChangeLine {
+            sign,
+            key: c["key"].as_str().unwrap_or_default().to_string(),
+            old: c.get("old").map(fields_of),
+            new: fields_of(&c["fields"]),
+        };
+        let entries = list("add")
+            .iter()
+            .map(|c| entry('+', c))
+            .chain(list("modify").iter().map(|c| entry('~', c)))
+            .chain(list("delete").iter().map(|c| entry('-', c)))
+            .collect();
+        let rows = list("config_set")
+            .iter()
+            .map(|c| ChangeLine {
+                sign: if c.get("old").is_some() { '~' } else { '+' },
+                key: format!(
+                    "{}|{}",
+                    c["table"].as_str().unwrap_or_default(),
+                    c["key"].as_str().unwrap_or_default()
+                ),
+                old: c.get("old").map(fields_of),
+                new: fields_of(&c["fields"]),
+            })
+            .chain(list("config_delete").iter().map(|k| ChangeLine {
+                sign: '-',
+                key: k.as_str().unwrap_or_default().to_string(),
+                old: None,
+                new: Vec::new(),
+            }))
+            .collect();
+        (entries, rows)
+    });
+    render_lines(&line, changes)
+}
+
+/// A plan file's plan as `weft plan` printed it (`weft show PLAN.json`), from its JSON.
+pub fn render_plan_file(v: &serde_json::Value, verbose: bool) -> String {
+    let strings = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut o =
+        crate::plan::render_header(v["fabric"].as_str().unwrap_or("?"), &strings("links_down"));
+    let mut totals = crate::plan::Totals::default();
+    let switches = v["switches"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for s in switches {
+        o.push_str(&render_file_switch(s, verbose, &mut totals));
+    }
+    o.push_str(&crate::plan::render_footer(
+        switches.len(),
+        &totals,
+        &Default::default(),
+        &strings("notes"),
+        verbose,
+    ));
+    o
 }

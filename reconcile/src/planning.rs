@@ -68,6 +68,9 @@ pub struct PlanRequest<'a> {
     pub selection: &'a Option<BTreeSet<SwitchIdx>>,
     /// Also write a plan file here, with its intent and `--down` as given.
     pub file: Option<(&'a mut dyn Write, &'a PlanIntent, &'a [String])>,
+    /// JSON written right after the plan's opening brace (the caller's envelope fields, each
+    /// followed by a comma); empty for none.
+    pub json_lead: &'a str,
 }
 
 /// A switch's installed state in `write_plan`: known (read, or by digest) or being read.
@@ -133,7 +136,7 @@ struct Planner<'a, 'r> {
     links_down: Vec<String>,
     stats: PlanStats,
     fallbacks: BTreeSet<String>,
-    totals: (usize, usize, usize),
+    totals: plan::Totals,
     first: bool,
 }
 
@@ -147,6 +150,7 @@ impl<'a, 'r> Planner<'a, 'r> {
             }
             Format::Json => {
                 out.write_all(b"{")?;
+                out.write_all(self.req.json_lead.as_bytes())?;
                 json_header(out, t, &self.links_down, &self.notes)?;
             }
         }
@@ -179,10 +183,11 @@ impl<'a, 'r> Planner<'a, 'r> {
         match status.and_then(|st| by_digest(name, *st, desired)) {
             Some(i) => Pending::Ready(Box::new(i)),
             None => {
-                let (db, sem) = (self.t.switches[si].db.clone(), self.reads.clone());
+                let sw = &self.t.switches[si];
+                let (db, consumer, sem) = (sw.db.clone(), sw.consumer, self.reads.clone());
                 Pending::Reading(tokio::spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    crate::io::read_installed(&db)
+                    crate::io::read_installed_of(&db, consumer)
                         .await
                         .unwrap_or_else(|e| Installed::empty(format!("DB unreachable ({e})")))
                 }))
@@ -218,9 +223,7 @@ impl<'a, 'r> Planner<'a, 'r> {
         if !p.is_empty() {
             self.stats.changed += 1;
         }
-        self.totals.0 += p.counts.add;
-        self.totals.1 += p.counts.modify;
-        self.totals.2 += p.counts.delete;
+        self.totals.count(&p);
         match req.format {
             Format::Text => {
                 plan::fallbacks(sw, &mut self.fallbacks);
@@ -259,7 +262,7 @@ impl<'a, 'r> Planner<'a, 'r> {
                     summarise_notes(t, &self.notes)
                 };
                 out.write_all(
-                    plan::render_footer(n, self.totals, &self.fallbacks, &shown, self.req.verbose)
+                    plan::render_footer(n, &self.totals, &self.fallbacks, &shown, self.req.verbose)
                         .as_bytes(),
                 )?;
             }
@@ -320,7 +323,7 @@ pub async fn write_plan(
         links_down,
         stats: PlanStats::default(),
         fallbacks: BTreeSet::new(),
-        totals: (0, 0, 0),
+        totals: plan::Totals::default(),
         first: true,
     };
     p.header(out)?;

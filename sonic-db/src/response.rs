@@ -236,6 +236,14 @@ impl ResponsePublisher {
     /// response (one script of a PUBLISH per key). State first, so a controller that hears
     /// SUCCESS and reads APPL_STATE_DB finds the entry.
     pub async fn publish_batch(&mut self, results: &[EntryResult]) -> Result<(), SonicDbError> {
+        self.write_state(results).await?;
+        self.notify(results).await
+    }
+
+    /// The APPL_STATE_DB half of [`Self::publish_batch`], without the notifications: a batch
+    /// that came over ZMQ is answered by its reply, as p4orch's `ResponsePublisher` with a
+    /// `ZmqServer` publishes nothing on the channel.
+    pub async fn write_state(&mut self, results: &[EntryResult]) -> Result<(), SonicDbError> {
         if results.is_empty() {
             return Ok(());
         }
@@ -288,6 +296,14 @@ impl ResponsePublisher {
                     Op::Set => t.set(&r.key, &r.fields),
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The notifications half of [`Self::publish_batch`]: one response per key on the channel.
+    pub async fn notify(&mut self, results: &[EntryResult]) -> Result<(), SonicDbError> {
+        if results.is_empty() {
+            return Ok(());
         }
         let messages: Vec<String> = results
             .iter()

@@ -19,6 +19,11 @@
 //!   the Redis side on a table of its own: the consumer's pops and the responses with their
 //!   APPL_STATE_DB copies, in the plugin's batch size.
 //!
+//! * the same routes over SONiC's ZMQ channel (a fresh switch, Redis and plugin with
+//!   `--zmq-endpoint`, one request of all routes as `weft apply` sends a stage, per-key
+//!   replies): its time, its ratio to the ceiling, and each process's CPU per entry beside the
+//!   Redis path's.
+//!
 //! Without BMv2 it prints SKIPPED and exits 0 (`WEFT_REQUIRE_BMV2=1` fails instead).
 //! `WEFT_BENCH_PLUGIN=PATH` measures another build of `weft-plugin` (an earlier commit's) with
 //! the same bench. `WEFT_BENCH_REDIS_STATS=1` also prints redis-server's per-command CPU (`INFO commandstats`,
@@ -33,6 +38,7 @@ use weft_appdb::{Call, Encoder, Match, PortMap, Value};
 use weft_p4::{actions as a, tables as t};
 use weft_p4rt::proto::p4::v1::{Update, update};
 use weft_p4rt::{Client, ClientConfig};
+use weft_sonic_db::zmq::{ProducerOptions, ZmqEndpoint, ZmqProducer};
 use weft_sonic_db::{
     ConsumerStateTable, EntryResult, KeyOpFieldValues, Op, P4RT_TABLE, ProducerStateTable,
     ResponsePublisher, ResponseWaiter, SonicDb, SonicDbId, Table,
@@ -276,7 +282,12 @@ struct Bed {
     log: std::path::PathBuf,
 }
 
-async fn start_bed(bin: &Path, plugin_bin: &Path) -> anyhow::Result<Bed> {
+/// `zmq`: the plugin also takes batches over ZMQ there.
+async fn start_bed(
+    bin: &Path,
+    plugin_bin: &Path,
+    zmq: Option<&ZmqEndpoint>,
+) -> anyhow::Result<Bed> {
     let redis = RedisServer::start().context("redis-server")?;
     let sw = start_switch(bin)?;
     let sonic = SonicDb::from_endpoint(&redis.url())?;
@@ -293,9 +304,17 @@ async fn start_bed(bin: &Path, plugin_bin: &Path) -> anyhow::Result<Bed> {
             )
             .await?;
     }
-    let log = std::env::temp_dir().join(format!("weft-e2e-routes-{}.log", std::process::id()));
+    let log = std::env::temp_dir().join(format!(
+        "weft-e2e-routes-{}{}.log",
+        std::process::id(),
+        if zmq.is_some() { "-zmq" } else { "" }
+    ));
     let out = std::fs::File::create(&log)?;
-    let child = Command::new(plugin_bin)
+    let mut cmd = Command::new(plugin_bin);
+    if let Some(ep) = zmq {
+        cmd.args(["--zmq-endpoint", &ep.to_string()]);
+    }
+    let child = cmd
         .args(["--redis", &redis.url(), "--p4rt", &sw.grpc_addr()])
         .args(["--device-id", &sw.device_id().to_string()])
         // The per-batch timing lines, nothing else at debug.
@@ -328,18 +347,72 @@ struct E2e {
     batches: (u64, u64, u64),
 }
 
+/// Over ZMQ: one request per batch (what `weft apply` sends for a stage), per-key replies.
+async fn send_and_wait(
+    producer: &mut ZmqProducer,
+    ops: &[KeyOpFieldValues],
+) -> anyhow::Result<(Duration, Duration)> {
+    let t0 = Instant::now();
+    let out = producer
+        .send(ops)
+        .await
+        .map_err(|e| anyhow::anyhow!("ZMQ send: {}", e.error))?;
+    let total = t0.elapsed();
+    if !out.all_ok() {
+        let first = out.failures().next().map(|r| format!("{r:?}"));
+        bail!(
+            "{} keys without a reply, first failure: {first:?}",
+            out.missing.len()
+        );
+    }
+    Ok((total, total))
+}
+
+/// Where a phase sends its entries.
+enum Via<'a> {
+    Redis,
+    Zmq(&'a mut ZmqProducer),
+}
+
+impl Via<'_> {
+    async fn send(
+        &mut self,
+        sonic: &SonicDb,
+        ops: &[KeyOpFieldValues],
+    ) -> anyhow::Result<(Duration, Duration)> {
+        match self {
+            Via::Redis => produce_and_wait(sonic, ops).await,
+            Via::Zmq(p) => send_and_wait(p, ops).await,
+        }
+    }
+}
+
 async fn end_to_end(
     bed: &Bed,
     base: &[KeyOpFieldValues],
     routes: &[KeyOpFieldValues],
+    mut via: Via<'_>,
 ) -> anyhow::Result<E2e> {
     let sonic = &bed.sonic;
     let log = &bed.log;
     // The plugin is up (primary, pipeline pushed, synced) once it answers these.
     let t_ready = Instant::now();
-    produce_and_wait(sonic, base)
-        .await
-        .with_context(|| format!("setup entries; plugin log {}", log.display()))?;
+    loop {
+        match via.send(sonic, base).await {
+            Ok(_) => break,
+            // A ZMQ request before the plugin's session runs waits in its queue; one that
+            // timed out is sent again.
+            Err(e)
+                if t_ready.elapsed() < Duration::from_secs(120) && matches!(via, Via::Zmq(_)) =>
+            {
+                tracing_free_note(&e);
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("setup entries; plugin log {}", log.display()));
+            }
+        }
+    }
     let ready = t_ready.elapsed();
     // The plugin logs a batch after answering it: let the setup batch's line land first.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -362,7 +435,8 @@ async fn end_to_end(
             .await?;
     }
     let cpu0: Vec<Duration> = pids.iter().map(|(_, p)| cpu_of(*p)).collect();
-    let (produced, total) = produce_and_wait(sonic, routes)
+    let (produced, total) = via
+        .send(sonic, routes)
         .await
         .with_context(|| format!("routes; plugin log {}", log.display()))?;
     let cpu = pids
@@ -390,6 +464,10 @@ async fn end_to_end(
         commandstats,
         batches: (after.0 - before.0, after.1 - before.1, after.2 - before.2),
     })
+}
+
+fn tracing_free_note(e: &anyhow::Error) {
+    eprintln!("{BENCH}: setup over ZMQ not answered yet ({e}); sending again");
 }
 
 /// The Redis side alone, on the same redis-server under a table of its own: the consumer's
@@ -510,13 +588,32 @@ async fn p4rt_alone(
 }
 
 async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
-    let bed = start_bed(bin, plugin_bin).await?;
     let (base, routes) = entries(n)?;
-    let e2e = end_to_end(&bed, &base, &routes).await?;
+    let bed = start_bed(bin, plugin_bin, None).await?;
+    let e2e = end_to_end(&bed, &base, &routes, Via::Redis).await?;
     let stages = redis_stages(&bed, &routes).await?;
+    finish(bed);
+    // The same routes over SONiC's ZMQ channel, into a fresh switch, Redis and plugin.
+    let ep = ZmqEndpoint::ipc(
+        std::env::temp_dir().join(format!("weft-e2e-routes-{}.zmq", std::process::id())),
+    );
+    let zbed = start_bed(bin, plugin_bin, Some(&ep)).await?;
+    let options = ProducerOptions {
+        reply_timeout: Duration::from_secs(300),
+        ..ProducerOptions::default()
+    };
+    let mut producer = ZmqProducer::connect(&ep, "APPL_DB", P4RT_TABLE, options)?;
+    let zmq = end_to_end(&zbed, &base, &routes, Via::Zmq(&mut producer)).await?;
+    drop(producer);
+    finish(zbed);
     let (translate, updates) = translate(&routes)?;
     let p4rt = p4rt_alone(bin, &updates).await?;
     report(n, &e2e, &stages, translate, &p4rt);
+    report_zmq(n, &e2e, &zmq, p4rt[1].1);
+    Ok(())
+}
+
+fn finish(bed: Bed) {
     let Bed { sw, log, .. } = bed;
     drop(sw);
     if std::env::var_os("WEFT_BENCH_KEEP_LOG").is_some() {
@@ -524,7 +621,33 @@ async fn run(bin: &Path, plugin_bin: &Path, n: usize) -> anyhow::Result<()> {
     } else {
         let _ = std::fs::remove_file(&log);
     }
-    Ok(())
+}
+
+/// The ZMQ phase beside the Redis one: time, ratio to BMv2's ceiling, CPU per entry.
+fn report_zmq(n: usize, redis: &E2e, zmq: &E2e, ceiling: Duration) {
+    let ratio = |e: &E2e| ceiling.as_secs_f64() / e.total.as_secs_f64().max(1e-9);
+    println!(
+        "  over ZMQ (one request, per-key replies, APPL_DB written behind by the plugin): {:.2?} = {}; end to end / ceiling = {:.2} (Redis: {:.2?}, {:.2}); ZMQ {:.1}x Redis",
+        zmq.total,
+        rate(n, zmq.total),
+        ratio(zmq),
+        redis.total,
+        ratio(redis),
+        redis.total.as_secs_f64() / zmq.total.as_secs_f64().max(1e-9)
+    );
+    let (batches, keys, busy_ms) = zmq.batches;
+    println!(
+        "    plugin busy over ZMQ: {busy_ms} ms in {batches} batches ({keys} keys); ready in {:.2?}",
+        zmq.ready
+    );
+    println!("    CPU per entry (µs), Redis | ZMQ:");
+    for ((name, r), (_, z)) in redis.cpu.iter().zip(&zmq.cpu) {
+        println!(
+            "      {name:<42} {:>7.1} | {:>7.1}",
+            r.as_secs_f64() * 1e6 / n as f64,
+            z.as_secs_f64() * 1e6 / n as f64
+        );
+    }
 }
 
 fn report(

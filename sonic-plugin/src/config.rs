@@ -150,6 +150,10 @@ options! {
     ///   weft-plugin --redis redis://127.0.0.1:6379 --redis-password s3cret \
     ///       --p4rt 127.0.0.1:9559 --port Ethernet0=veth0 --port Ethernet4=veth2
     ///
+    ///   # Entries over SONiC's ZMQ channel (request/reply, per-key replies) as well as APPL_DB:
+    ///   weft-plugin --redis unix:///var/run/redis/redis.sock --p4rt 127.0.0.1:9559 \
+    ///       --zmq-endpoint ipc:///zmq_swss/p4orch_zmq_swss_ep
+    ///
     ///   # Everything from a file (YAML or JSON; flags given as well override it):
     ///   weft-plugin --config /etc/weft/plugin.yaml --log-format json
     ///
@@ -208,6 +212,11 @@ options! {
         #[arg(long = "port", value_name = "PORT=IF")]
         #[serde(deserialize_with = "map_entries")]
         pub ports: Vec<String>,
+        /// Also take batches over SONiC's ZMQ channel (request/reply), bound here: tcp://HOST:PORT
+        /// or ipc:///path (p4orch's is ipc:///zmq_swss/p4orch_zmq_swss_ep). APPL_DB P4RT_TABLE
+        /// is still consumed and each batch is written there behind [default: Redis only].
+        #[arg(long, env = "WEFT_ZMQ_ENDPOINT", value_name = "ENDPOINT")]
+        pub zmq_endpoint: Option<String>,
         /// Keys taken from APPL_DB per batch [default: 4096].
         #[arg(long, value_name = "N")]
         pub batch_size: Option<usize>,
@@ -427,6 +436,8 @@ pub struct PluginConfig {
     pub interfaces: BTreeMap<String, String>,
     pub batch_size: usize,
     pub consumer_poll: Duration,
+    /// Where batches are also taken over ZMQ (`None`: APPL_DB only).
+    pub zmq_endpoint: Option<weft_sonic_db::zmq::ZmqEndpoint>,
     pub counter_interval: Option<Duration>,
     pub status_interval: Duration,
     pub queue: QueueModel,
@@ -464,6 +475,7 @@ impl PluginConfig {
             interfaces: BTreeMap::new(),
             batch_size: 4096,
             consumer_poll: Duration::from_millis(100),
+            zmq_endpoint: None,
             counter_interval: Some(Duration::from_secs(1)),
             status_interval: Duration::from_secs(1),
             queue: QueueModel::default(),
@@ -595,6 +607,11 @@ impl Options {
                 return Err(invalid("batch_size", "must be > 0"));
             }
             c.batch_size = b;
+        }
+        if let Some(e) = &self.zmq_endpoint {
+            c.zmq_endpoint = Some(e.parse().map_err(|e: weft_sonic_db::zmq::ZmqError| {
+                invalid("zmq_endpoint", e.to_string())
+            })?);
         }
         c.watch_ports = self.watch_ports;
         Ok(())

@@ -6,11 +6,12 @@
 //! | | `SAI_PORT_STAT_IF_OUT_UCAST_PKTS`, `SAI_PORT_STAT_IF_OUT_OCTETS` | `port_tx_counter[port]` |
 //! | | `SAI_PORT_STAT_PFC_<p>_RX_PKTS` / `_TX_PKTS` | `pfc_rx_pause_counter` / `pfc_tx_pause_counter[port×8+p]` |
 //! | | `WEFT_PFC_<p>_RX_RESUME_PKTS` / `WEFT_PFC_<p>_TX_RESUME_PKTS` | `pfc_rx_resume_counter` / `pfc_tx_resume_counter` |
+//! | | `WEFT_PSN_OUT_OF_ORDER_PKTS`, `WEFT_PSN_REGRESSION_PKTS` | `psn_out_of_order_counter[port]`, `psn_regression_counter[port]` (RoCE requests leaving the port: the host it faces) |
 //! | `COUNTERS:EthernetN:<q>` | `SAI_QUEUE_STAT_PACKETS`, `SAI_QUEUE_STAT_BYTES` | `queue_tx_counter[port×8+q]` |
 //! | | `SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS` | `ecn_mark_counter[port×8+q]` |
 //! | | `SAI_QUEUE_STAT_TRIM_PACKETS` | `trim_counter[port×8+q]` (q: the class before trimming) |
 //! | `COUNTERS:WEFT_SWITCH` | `WEFT_DROP_<REASON>_PKTS`, `_OCTETS` | `drop_reason_counter[reason]` |
-//! | | `WEFT_PSN_OUT_OF_ORDER_PKTS`, `WEFT_PSN_REGRESSION_PKTS` | `psn_out_of_order_counter`, `psn_regression_counter` (sum of every QP slot, one wildcard read each) |
+//! | | `WEFT_PSN_OUT_OF_ORDER_PKTS`, `WEFT_PSN_REGRESSION_PKTS` | the ports' PSN counts summed |
 //! | `COUNTERS:WEFT_NEXTHOP:<0xid>` | `WEFT_MULTIPATH_MEMBER_PKTS`, `_OCTETS` | `multipath_member_counter[nexthop_id]` |
 //!
 //! `COUNTERS_PORT_NAME_MAP` maps each port name to its own key (SONiC maps to SAI object ids,
@@ -60,6 +61,8 @@ pub fn reads(info: &P4Info, ports: &PortMap, nexthops: &BTreeSet<u32>) -> Vec<En
     for p in &ids {
         out.extend(cell(info, c::port_rx_counter::NAME, i64::from(*p)));
         out.extend(cell(info, c::port_tx_counter::NAME, i64::from(*p)));
+        out.extend(cell(info, c::psn_out_of_order_counter::NAME, i64::from(*p)));
+        out.extend(cell(info, c::psn_regression_counter::NAME, i64::from(*p)));
     }
     out.extend(port_queue_reads(
         info,
@@ -84,26 +87,16 @@ pub fn reads(info: &P4Info, ports: &PortMap, nexthops: &BTreeSet<u32>) -> Vec<En
             i64::from(*nh),
         ));
     }
-    // The PSN counters (every QP slot, one wildcard read each) are read by the daemon's PSN
-    // task, not here: the reads take long on BMv2 and the counter poll runs in the session loop.
     out
 }
 
-/// The PSN anomaly counters, every slot (one wildcard read each).
-pub fn psn_reads(info: &P4Info) -> Vec<Entity> {
-    [
-        c::psn_out_of_order_counter::NAME,
-        c::psn_regression_counter::NAME,
-    ]
-    .iter()
-    .filter_map(|n| info.counter_entry(n, None).ok())
-    .map(|ce| Entity {
-        entity: Some(entity::Entity::CounterEntry(ce)),
-    })
-    .collect()
+/// What a PSN task of its own reads: nothing. The PSN counters are per port and read with the
+/// port counters above (two cells a port), so nothing is left that would hold up the poll.
+pub fn psn_reads(_info: &P4Info) -> Vec<Entity> {
+    Vec::new()
 }
 
-/// (out of order, regressions) summed over the slots.
+/// (out of order, regressions) summed over the cells read.
 pub fn psn_totals(cells: &Cells) -> (u64, u64) {
     let sum = |id: u32| {
         cells
@@ -154,6 +147,8 @@ pub fn rows(ports: &PortMap, nexthops: &BTreeSet<u32>, cells: &Cells) -> Vec<Cou
             pc.tx_packets = Some(pk);
             pc.tx_bytes = Some(by);
         }
+        pc.psn_out_of_order = get(c::psn_out_of_order_counter::ID, *p).map(|x| x.0);
+        pc.psn_regressions = get(c::psn_regression_counter::ID, *p).map(|x| x.0);
         for q in 0..QUEUES {
             let i = p * QUEUES + q;
             let pfc = &mut pc.pfc[q as usize];
@@ -188,6 +183,7 @@ pub fn rows(ports: &PortMap, nexthops: &BTreeSet<u32>, cells: &Cells) -> Vec<Cou
             sw.drops.insert(label.to_string(), v);
         }
     }
+    // Over the configured ports' cells: the switch's total of what its ports counted.
     let sum = |id: u32| -> Option<u64> {
         let mut cells_of = cells.range((id, i64::MIN)..=(id, i64::MAX)).peekable();
         cells_of.peek()?;
@@ -240,6 +236,7 @@ mod tests {
     fn cells_become_sonic_named_rows() {
         let mut ports = PortMap::default();
         ports.by_name.insert("Ethernet0".into(), 1);
+        ports.by_name.insert("Ethernet4".into(), 2);
         let mut cells = Cells::new();
         cells.insert((c::port_rx_counter::ID, 1), (10, 1000));
         cells.insert((c::pfc_rx_pause_counter::ID, 8 + 3), (4, 0));
@@ -247,8 +244,9 @@ mod tests {
         cells.insert((c::trim_counter::ID, 8 + 2), (6, 0));
         cells.insert((c::drop_reason_counter::ID, 5), (7, 700));
         cells.insert((c::multipath_member_counter::ID, 5), (9, 900));
-        cells.insert((c::psn_out_of_order_counter::ID, 17), (3, 0));
-        cells.insert((c::psn_out_of_order_counter::ID, 4000), (4, 0));
+        cells.insert((c::psn_out_of_order_counter::ID, 1), (3, 0));
+        cells.insert((c::psn_out_of_order_counter::ID, 2), (4, 0));
+        cells.insert((c::psn_regression_counter::ID, 2), (0, 0));
         let r: std::collections::BTreeMap<String, FieldValues> =
             rows(&ports, &[5].into(), &cells).iter().map(wire).collect();
         let f = |k: &str, f: &str| {
@@ -281,11 +279,32 @@ mod tests {
             f("WEFT_NEXTHOP:0x5", "WEFT_MULTIPATH_MEMBER_PKTS").as_deref(),
             Some("9")
         );
+        // Per port (the host it faces), and summed for the switch.
+        assert_eq!(
+            f("Ethernet0", "WEFT_PSN_OUT_OF_ORDER_PKTS").as_deref(),
+            Some("3")
+        );
+        assert_eq!(
+            f("Ethernet4", "WEFT_PSN_OUT_OF_ORDER_PKTS").as_deref(),
+            Some("4")
+        );
+        assert_eq!(
+            f("Ethernet4", "WEFT_PSN_REGRESSION_PKTS").as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            f("Ethernet0", "WEFT_PSN_REGRESSION_PKTS"),
+            None,
+            "not read: unknown"
+        );
         assert_eq!(
             f("WEFT_SWITCH", "WEFT_PSN_OUT_OF_ORDER_PKTS").as_deref(),
             Some("7"),
-            "summed over the QP slots"
+            "summed over the ports"
         );
-        assert_eq!(f("WEFT_SWITCH", "WEFT_PSN_REGRESSION_PKTS"), None);
+        assert_eq!(
+            f("WEFT_SWITCH", "WEFT_PSN_REGRESSION_PKTS").as_deref(),
+            Some("0")
+        );
     }
 }

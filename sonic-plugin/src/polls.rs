@@ -78,7 +78,9 @@ pub enum PollError {
     Postcards(#[source] redis::RedisError),
 }
 
-/// One counter poll: ports, queues and nexthop paths into COUNTERS_DB, and the port name map.
+/// One counter poll: ports, queues and nexthop paths into COUNTERS_DB, and the port name map;
+/// `COUNTERS:WEFT_SWITCH` is stamped with the poll's wall time and `interval`, so readers can
+/// tell current counters from ones a dead or stuck poll left behind.
 pub async fn poll_counters(
     client: &Client,
     info: &P4Info,
@@ -86,8 +88,12 @@ pub async fn poll_counters(
     metrics: &PluginMetrics,
     ports: &PortMap,
     nexthops: &std::collections::BTreeSet<u32>,
+    interval: Option<Duration>,
 ) -> Result<(), PollError> {
     let t0 = Instant::now();
+    let polled_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let reads = crate::counters::reads(info, ports, nexthops);
     let cells = if reads.is_empty() {
         Default::default()
@@ -100,7 +106,13 @@ pub async fn poll_counters(
     };
     let typed = crate::counters::rows(ports, nexthops, &cells);
     metrics.set_counters(weft_telemetry::SwitchSnapshot::from_rows(&typed));
-    let rows: Vec<(String, FieldValues)> = typed.iter().map(crate::counters::wire).collect();
+    let mut rows: Vec<(String, FieldValues)> = typed.iter().map(crate::counters::wire).collect();
+    let stamp = weft_sonic_schema::counters::SwitchCounters {
+        poll_time_ms: Some(polled_ms),
+        poll_interval_ms: interval.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        ..Default::default()
+    };
+    rows.push((stamp.key(), stamp.to_fields()));
     let conn = sonic.connect(SonicDbId::CountersDb).await?;
     Table::new(conn.clone(), "COUNTERS")?
         .merge_many(&rows)

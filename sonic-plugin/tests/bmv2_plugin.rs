@@ -1,5 +1,6 @@
 //! The plugin binary against a real redis-server and a real BMv2 running Weft's pipeline; the
-//! switch is read back with the independent `p4rt-dump` tool. Without BMv2: SKIPPED
+//! switch is read back with the independent `tests/scripts/p4rt_dump.py` and compared, entry by
+//! entry, with what was written (`tests/scripts/p4rt_plan_check.py`). Without BMv2: SKIPPED
 //! (`WEFT_REQUIRE_BMV2=1` fails instead).
 
 use std::path::PathBuf;
@@ -40,9 +41,11 @@ fn start_plugin(redis: &RedisServer, sw: &Bmv2, log: &PathBuf) -> ProcessGuard {
     ProcessGuard::new("weft-plugin", child)
 }
 
-fn dump(sw: &Bmv2) -> serde_json::Value {
+/// Everything the switch holds, read by the independent `tests/scripts/p4rt_dump.py` (the
+/// `p4runtime` package only): its JSON text as printed.
+fn dump_text(sw: &Bmv2) -> String {
     let out = Command::new(format!("{REPO}/.venv/bin/python"))
-        .arg("/work/shared/tools/p4rt-dump")
+        .arg(format!("{REPO}/tests/scripts/p4rt_dump.py"))
         .args([
             "--addr",
             &sw.grpc_addr(),
@@ -52,55 +55,65 @@ fn dump(sw: &Bmv2) -> serde_json::Value {
         .args(["--p4info", &format!("{REPO}/p4/build/weft.p4info.txtpb")])
         .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
         .output()
-        .expect("run p4rt-dump");
+        .expect("run p4rt_dump.py");
     assert!(
         out.status.success(),
-        "p4rt-dump: {}",
+        "p4rt_dump.py: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("p4rt-dump JSON")
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Table name → number of entries, plus members and groups.
-fn counts(d: &serde_json::Value) -> Vec<(String, usize)> {
-    let mut out: Vec<(String, usize)> = d["tables"]
-        .as_object()
-        .map(|t| {
-            t.iter()
-                .map(|(k, v)| (k.clone(), v.as_array().map_or(0, Vec::len)))
-                .collect()
-        })
-        .unwrap_or_default();
-    for kind in ["members", "groups"] {
-        let n = d[kind]
-            .as_object()
-            .map(|p| {
-                p.values()
-                    .map(|m| m.as_object().map_or(0, |m| m.len()))
-                    .sum()
-            })
-            .unwrap_or(0);
-        out.push((kind.to_string(), n));
+fn dump(sw: &Bmv2) -> serde_json::Value {
+    serde_json::from_str(&dump_text(sw)).expect("p4rt_dump.py JSON")
+}
+
+/// Whether the switch holds exactly `ops` in the tables the controller writes (every match,
+/// action, parameter and group member compared by the independent
+/// `tests/scripts/p4rt_plan_check.py`, port ids from `write_config`), and as many entries as
+/// the two ports' QoS rows give in the plugin's own `queue_config_table`: `Err` says what
+/// differs.
+fn holds(sw: &Bmv2, ops: &[KeyOpFieldValues]) -> Result<(), String> {
+    let text = dump_text(sw);
+    let dir = std::env::temp_dir();
+    let tag = format!("{}-{}", std::process::id(), sw.grpc_port());
+    let (ef, df) = (
+        dir.join(format!("weft-plan-entries-{tag}.json")),
+        dir.join(format!("weft-dump-{tag}.json")),
+    );
+    let entries: Vec<serde_json::Value> = ops
+        .iter()
+        .map(|o| serde_json::json!({"key": o.key, "fields": o.fields}))
+        .collect();
+    std::fs::write(&ef, serde_json::Value::from(entries).to_string()).expect("entries file");
+    std::fs::write(&df, &text).expect("dump file");
+    let out = Command::new(format!("{REPO}/.venv/bin/python"))
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+        .arg(format!("{REPO}/tests/scripts/p4rt_plan_check.py"))
+        .args(["--p4info", &format!("{REPO}/p4/build/weft.p4info.txtpb")])
+        .arg("--entries")
+        .arg(&ef)
+        .arg("--dump")
+        .arg(&df)
+        .args(["--ports", "Ethernet0=1,Ethernet4=2"])
+        .output()
+        .expect("run p4rt_plan_check.py");
+    let _ = std::fs::remove_file(&ef);
+    let _ = std::fs::remove_file(&df);
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!("{report}{}", String::from_utf8_lossy(&out.stderr)));
     }
-    out.sort();
-    out
-}
-
-fn expected() -> Vec<(String, usize)> {
-    let mut v: Vec<(String, usize)> = [
-        ("egress.port.queue_config_table", 2),
-        ("ingress.multipath.wcmp_group_table", 1),
-        ("ingress.nexthop.nexthop_table", 2),
-        ("ingress.port.port_config_table", 2),
-        ("ingress.routing.ipv4_table", 3),
-        ("members", 2),
-        ("groups", 1),
-    ]
-    .into_iter()
-    .map(|(a, b)| (a.to_string(), b))
-    .collect();
-    v.sort();
-    v
+    let d: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let queues = d["tables"][weft_p4::tables::queue_config_table::NAME]
+        .as_array()
+        .map_or(0, Vec::len);
+    if queues != 2 {
+        return Err(format!(
+            "queue_config_table holds {queues} entries, not 2: {d}"
+        ));
+    }
+    Ok(())
 }
 
 async fn status(sonic: &SonicDb, field: &str) -> u64 {
@@ -464,8 +477,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         [("action", "set_nexthop_id"), ("param/nexthop_id", "0x2")],
     ));
 
-    let want = expected();
-    assert_eq!(counts(&dump(&sw)), want, "switch after the first apply");
+    holds(&sw, &ops).unwrap_or_else(|e| panic!("switch after the first apply: {e}"));
     let g = &dump(&sw)["groups"];
     let group = g
         .as_object()
@@ -491,11 +503,9 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
     let used = r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x1"}"#;
     let res = apply(&sonic, &[KeyOpFieldValues::del(used)]).await;
     assert_eq!(res[used].0, StatusCode::InUse, "{:?}", res[used]);
-    assert_eq!(
-        counts(&dump(&sw)),
-        want,
-        "a refused route installed nothing and a used nexthop was not deleted"
-    );
+    holds(&sw, &ops).unwrap_or_else(|e| {
+        panic!("a refused route installed nothing and a used nexthop was not deleted: {e}")
+    });
 
     // Every answer so far (installs, refusals, the delete refused IN_USE) is in the digests.
     wait_for_digests(&sonic, "after the batches").await;
@@ -531,13 +541,13 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         0,
         "restart sync rewrote the switch"
     );
-    assert_eq!(counts(&dump(&sw)), want, "switch after plugin restart");
+    holds(&sw, &ops).unwrap_or_else(|e| panic!("switch after plugin restart: {e}"));
     wait_for_digests(&sonic, "after the plugin restart").await;
 
     // BMv2 restarts empty: the plugin pushes the pipeline and replays everything.
     sw.restart().expect("BMv2 restart");
     wait_for("switch repopulated", Duration::from_secs(90), || {
-        counts(&dump(&sw)) == want
+        holds(&sw, &ops).is_ok()
     })
     .await;
 
@@ -567,7 +577,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         res.values().all(|(s, _)| *s == StatusCode::Success),
         "{res:?}"
     );
-    assert_eq!(counts(&dump(&sw)), want, "switch after Redis restart");
+    holds(&sw, &ops).unwrap_or_else(|e| panic!("switch after Redis restart: {e}"));
     wait_for_digests(&sonic, "after the Redis restart").await;
     // A delete through APPL_DB takes its row out of the digest.
     let route = ops

@@ -40,8 +40,9 @@ pub struct PfcCounts {
     pub rx_pause_duration_us: Option<u64>,
 }
 
-/// `COUNTERS:EthernetN`: a port's packets and bytes, PFC per priority and the queue-depth
-/// histogram (bucket b: packets that found `[b << shift, (b+1) << shift)` packets queued).
+/// `COUNTERS:EthernetN`: a port's packets and bytes, PFC per priority, the queue-depth
+/// histogram (bucket b: packets that found `[b << shift, (b+1) << shift)` packets queued) and
+/// the RoCE PSN anomalies of packets leaving it (host-facing ports: the host they go to).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PortCounters {
     pub port: String,
@@ -52,15 +53,19 @@ pub struct PortCounters {
     pub pfc: [PfcCounts; QUEUES],
     pub depth_histogram: Option<[u64; HIST_BUCKETS]>,
     pub histogram_shift: Option<u64>,
+    pub psn_out_of_order: Option<u64>,
+    pub psn_regressions: Option<u64>,
 }
 
-const RX_PKTS: &str = "SAI_PORT_STAT_IF_IN_UCAST_PKTS";
-const RX_OCTETS: &str = "SAI_PORT_STAT_IF_IN_OCTETS";
-const TX_PKTS: &str = "SAI_PORT_STAT_IF_OUT_UCAST_PKTS";
-const TX_OCTETS: &str = "SAI_PORT_STAT_IF_OUT_OCTETS";
-const HIST_SHIFT: &str = "WEFT_QUEUE_DEPTH_HISTOGRAM_SHIFT";
+pub const RX_PKTS: &str = "SAI_PORT_STAT_IF_IN_UCAST_PKTS";
+pub const RX_OCTETS: &str = "SAI_PORT_STAT_IF_IN_OCTETS";
+pub const TX_PKTS: &str = "SAI_PORT_STAT_IF_OUT_UCAST_PKTS";
+pub const TX_OCTETS: &str = "SAI_PORT_STAT_IF_OUT_OCTETS";
+pub const HIST_SHIFT: &str = "WEFT_QUEUE_DEPTH_HISTOGRAM_SHIFT";
 
-fn pfc_names(q: usize) -> [String; 5] {
+/// Priority `q`'s PFC fields of a port row: PAUSE received, sent, RESUME received, sent, and the
+/// time the peer held the queue paused.
+pub fn pfc_names(q: usize) -> [String; 5] {
     [
         format!("SAI_PORT_STAT_PFC_{q}_RX_PKTS"),
         format!("SAI_PORT_STAT_PFC_{q}_TX_PKTS"),
@@ -70,7 +75,8 @@ fn pfc_names(q: usize) -> [String; 5] {
     ]
 }
 
-fn bucket_name(b: usize) -> String {
+/// Bucket `b`'s field of a port row's queue-depth histogram.
+pub fn bucket_name(b: usize) -> String {
     format!("WEFT_QUEUE_DEPTH_BUCKET_{b}_PKTS")
 }
 
@@ -148,6 +154,18 @@ impl Row for PortCounters {
             optional: true,
             doc: "bucket width is `1 << shift` packets",
         },
+        FieldDoc {
+            name: PSN_OOO,
+            expected: "packets",
+            optional: true,
+            doc: "RoCE requests sent out of this (host-facing) port whose PSN skipped ahead (psn_out_of_order_counter[port])",
+        },
+        FieldDoc {
+            name: PSN_REGRESSION,
+            expected: "packets",
+            optional: true,
+            doc: "RoCE requests sent out of this port with an older PSN (psn_regression_counter[port])",
+        },
     ];
     fn key(&self) -> String {
         self.port.clone()
@@ -172,6 +190,8 @@ impl Row for PortCounters {
             }
         }
         put(&mut o, HIST_SHIFT, self.histogram_shift);
+        put(&mut o, PSN_OOO, self.psn_out_of_order);
+        put(&mut o, PSN_REGRESSION, self.psn_regressions);
         o
     }
     fn from_fields(key: &str, f: &FieldValues) -> Result<Self, SchemaError> {
@@ -182,6 +202,8 @@ impl Row for PortCounters {
             tx_packets: get(f, TX_PKTS),
             tx_bytes: get(f, TX_OCTETS),
             histogram_shift: get(f, HIST_SHIFT),
+            psn_out_of_order: get(f, PSN_OOO),
+            psn_regressions: get(f, PSN_REGRESSION),
             ..Default::default()
         };
         for q in 0..QUEUES {
@@ -225,14 +247,14 @@ pub struct QueueCounters {
     pub wd_restored: Option<u64>,
 }
 
-const Q_PKTS: &str = "SAI_QUEUE_STAT_PACKETS";
-const Q_BYTES: &str = "SAI_QUEUE_STAT_BYTES";
-const Q_ECN: &str = "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS";
-const Q_TRIM: &str = "SAI_QUEUE_STAT_TRIM_PACKETS";
-const WD_STATUS: &str = "PFC_WD_STATUS";
-const WD_ACTION: &str = "PFC_WD_ACTION";
-const WD_DETECTED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED";
-const WD_RESTORED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED";
+pub const Q_PKTS: &str = "SAI_QUEUE_STAT_PACKETS";
+pub const Q_BYTES: &str = "SAI_QUEUE_STAT_BYTES";
+pub const Q_TRIM: &str = "SAI_QUEUE_STAT_TRIM_PACKETS";
+pub const Q_ECN: &str = "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS";
+pub const WD_STATUS: &str = "PFC_WD_STATUS";
+pub const WD_ACTION: &str = "PFC_WD_ACTION";
+pub const WD_DETECTED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED";
+pub const WD_RESTORED: &str = "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED";
 
 impl Row for QueueCounters {
     const TABLE: &'static str = "COUNTERS";
@@ -339,18 +361,30 @@ impl Row for QueueCounters {
     }
 }
 
-/// `COUNTERS:WEFT_SWITCH`: packets and bytes dropped, by the pipeline's drop reason.
+/// `COUNTERS:WEFT_SWITCH`: packets and bytes dropped, by the pipeline's drop reason; and when
+/// the plugin last wrote the counters, so a reader tells current counters from a dead poller's.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SwitchCounters {
     /// Reason label (lower case, as the pipeline names it) → (packets, bytes).
     pub drops: BTreeMap<String, (u64, u64)>,
-    /// RoCE PSN anomalies at the host-facing ports, summed over the pipeline's QP slots.
+    /// RoCE PSN anomalies at the host-facing ports, summed over the ports (per port: each
+    /// port's row).
     pub psn_out_of_order: Option<u64>,
     pub psn_regressions: Option<u64>,
+    /// Unix time (ms, the plugin's clock) of the counter poll that wrote these rows, written in
+    /// the same merge as them. Absent from an older plugin.
+    pub poll_time_ms: Option<u64>,
+    /// The plugin's counter polling interval (ms): readers call rows older than a few
+    /// intervals stale.
+    pub poll_interval_ms: Option<u64>,
 }
 
-const PSN_OOO: &str = "WEFT_PSN_OUT_OF_ORDER_PKTS";
-const PSN_REGRESSION: &str = "WEFT_PSN_REGRESSION_PKTS";
+pub const PSN_OOO: &str = "WEFT_PSN_OUT_OF_ORDER_PKTS";
+pub const PSN_REGRESSION: &str = "WEFT_PSN_REGRESSION_PKTS";
+/// [`SwitchCounters::poll_time_ms`]'s field.
+pub const POLL_TIME: &str = "WEFT_POLL_TIME_MS";
+/// [`SwitchCounters::poll_interval_ms`]'s field.
+pub const POLL_INTERVAL: &str = "WEFT_POLL_INTERVAL_MS";
 
 impl Row for SwitchCounters {
     const TABLE: &'static str = "COUNTERS";
@@ -375,13 +409,25 @@ impl Row for SwitchCounters {
             name: PSN_OOO,
             expected: "packets",
             optional: true,
-            doc: "RoCE packets toward a host whose PSN skipped ahead (psn_out_of_order_counter, all slots)",
+            doc: "RoCE requests toward a host whose PSN skipped ahead (psn_out_of_order_counter, sum over the ports)",
         },
         FieldDoc {
             name: PSN_REGRESSION,
             expected: "packets",
             optional: true,
             doc: "RoCE packets toward a host with an older PSN: retransmissions or late packets",
+        },
+        FieldDoc {
+            name: POLL_TIME,
+            expected: "unix ms",
+            optional: true,
+            doc: "when the counter poll that wrote the COUNTERS rows ran (the plugin's clock); readers judge staleness by it",
+        },
+        FieldDoc {
+            name: POLL_INTERVAL,
+            expected: "ms",
+            optional: true,
+            doc: "the plugin's counter polling interval",
         },
     ];
     fn key(&self) -> String {
@@ -396,6 +442,8 @@ impl Row for SwitchCounters {
         }
         put(&mut o, PSN_OOO, self.psn_out_of_order);
         put(&mut o, PSN_REGRESSION, self.psn_regressions);
+        put(&mut o, POLL_TIME, self.poll_time_ms);
+        put(&mut o, POLL_INTERVAL, self.poll_interval_ms);
         o
     }
     fn from_fields(_key: &str, f: &FieldValues) -> Result<Self, SchemaError> {
@@ -417,6 +465,8 @@ impl Row for SwitchCounters {
             drops,
             psn_out_of_order: get(f, PSN_OOO),
             psn_regressions: get(f, PSN_REGRESSION),
+            poll_time_ms: get(f, POLL_TIME),
+            poll_interval_ms: get(f, POLL_INTERVAL),
         })
     }
 }
@@ -535,6 +585,8 @@ mod tests {
         };
         p.pfc[3].rx_pause = Some(4);
         p.depth_histogram = Some([1; HIST_BUCKETS]);
+        p.psn_out_of_order = Some(7);
+        p.psn_regressions = Some(0);
         let q = QueueCounters {
             port: "Ethernet0".into(),
             queue: 3,

@@ -1,5 +1,6 @@
 //! Weft's observability: the Prometheus metrics the plugin and the controller serve
-//! ([`metrics`]), and the tiny HTTP server that serves them ([`server`]).
+//! ([`metrics`]), the alerting rules written from them ([`rules`]), and the tiny HTTP server
+//! that serves them ([`server`]).
 //!
 //! Everything is encoded by `prometheus-client` (OpenMetrics text); names follow Prometheus
 //! conventions: `weft_` prefix, base units in the name, counters end in `_total`, and every
@@ -8,6 +9,7 @@
 
 pub mod metrics;
 pub mod postcard;
+pub mod rules;
 pub mod server;
 
 pub use metrics::{ControllerMetrics, PluginMetrics, SwitchSnapshot};

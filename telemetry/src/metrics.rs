@@ -150,7 +150,7 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         "weft_roce_psn_out_of_order_packets_total",
         "counter",
         S,
-        "RoCE packets toward host ports whose PSN skipped ahead (psn_out_of_order_counter, all QP slots).",
+        "RoCE requests toward host ports whose PSN skipped ahead (psn_out_of_order_counter, summed over the ports).",
     ),
     fam(
         "weft_roce_psn_regressions_total",
@@ -787,6 +787,10 @@ impl PluginMetrics {
     }
 }
 
+/// `weft_reconvergence_duration_seconds`'s buckets: (first upper edge, factor, count), 1 ms to
+/// ~16 s. The alert rules compare with an edge of these.
+pub const RECONVERGENCE_BUCKETS: (f64, f64, u16) = (0.001, 2.0, 15);
+
 /// `weft run`'s registry.
 #[derive(Debug)]
 pub struct ControllerMetrics {
@@ -809,8 +813,11 @@ impl ControllerMetrics {
         let mut r = Registry::default();
         let m = ControllerMetrics {
             registry: Arc::new(Registry::default()),
-            // 1 ms .. ~16 s.
-            reconvergence: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            reconvergence: Histogram::new(exponential_buckets(
+                RECONVERGENCE_BUCKETS.0,
+                RECONVERGENCE_BUCKETS.1,
+                RECONVERGENCE_BUCKETS.2,
+            )),
             reconvergences: Counter::default(),
             events: Family::default(),
             writes: Family::default(),

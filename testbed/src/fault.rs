@@ -174,8 +174,9 @@ pub struct Tools {
 
 impl Tools {
     /// `simple_switch_CLI` next to BMv2 (PATH, /opt/p4/bin); the Python from `WEFT_P4RT_PYTHON`,
-    /// else the repository's `.venv` (above the running binary's target directory), else
-    /// `python3`; `weft-traffic` next to the running binary or on PATH.
+    /// else the repository's `.venv` (above the running binary, or above the working directory:
+    /// a target directory outside the checkout), else `python3`; `weft-traffic` next to the
+    /// running binary or on PATH.
     pub fn locate() -> Tools {
         let here = std::env::current_exe()
             .ok()
@@ -183,8 +184,10 @@ impl Tools {
             .unwrap_or_default();
         let bmv2_cli = crate::find("simple_switch_CLI", &[Path::new("/opt/p4/bin")])
             .unwrap_or_else(|| PathBuf::from("simple_switch_CLI"));
+        let cwd = std::env::current_dir().unwrap_or_default();
         let venv = here
             .ancestors()
+            .chain(cwd.ancestors())
             .map(|a| a.join(".venv/bin/python"))
             .find(|p| p.exists());
         let p4rt_python = std::env::var_os("WEFT_P4RT_PYTHON")

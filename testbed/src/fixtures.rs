@@ -73,5 +73,6 @@ pub(crate) fn state(dir: &Path) -> State {
                 middle: ["w1a".into(), "w1b".into()],
             },
         ],
+        made_dirs: Vec::new(),
     }
 }

@@ -20,6 +20,7 @@
 //! | [`up`] | `up` and `down`: namespaces, cables, host interfaces, then the switches |
 //! | [`switches`] | each switch's Redis, BMv2 and plugin: options, command lines, start, kill, restart |
 //! | [`wires`] | the cables: veths through the wires namespace, pulled and plugged back |
+//! | [`claims`] | the sockets, ports and namespaces a testbed takes; refusing to take another's |
 //! | [`names`] | namespace, interface and directory names; where a switch's Redis listens |
 //! | [`state`] | the state file: what a testbed started |
 //! | [`status`] | which of its processes run, which host namespaces exist |
@@ -33,6 +34,7 @@
 pub mod acl;
 pub mod campaign;
 pub mod chaos;
+pub mod claims;
 mod error;
 pub mod exec;
 pub mod fault;
@@ -61,7 +63,7 @@ pub use programs::Programs;
 pub(crate) use programs::find;
 pub use prometheus::prometheus_config;
 pub use state::{HostState, ProcState, State, SwitchState, WireState};
-pub use status::{HostStatus, ProcessStatus, StatusReport, status, status_report};
+pub use status::{DbStatus, HostStatus, ProcessStatus, StatusReport, status, status_report};
 pub use switches::{
     METRICS_BASE_PORT, UpOptions, controller_metrics_addr, kill_process, plugin_args,
     plugin_metrics_addr, restart_process,

@@ -5,9 +5,15 @@ use std::time::Duration;
 use crate::state::{State, SwitchState};
 
 /// A Prometheus configuration scraping every plugin of the testbed (and `weft run` at
-/// `controller`, when given), every `interval`. Prometheus has to run in the fabric namespace
-/// (`ip netns exec <netns> prometheus ...`): that is where the plugins listen.
-pub fn prometheus_config(st: &State, controller: Option<&str>, interval: Duration) -> String {
+/// `controller`, when given), every `interval`, loading the alerting rules in `rules` when
+/// given. Prometheus has to run in the fabric namespace (`ip netns exec <netns> prometheus
+/// ...`): that is where the plugins listen.
+pub fn prometheus_config(
+    st: &State,
+    controller: Option<&str>,
+    interval: Duration,
+    rules: Option<&std::path::Path>,
+) -> String {
     let secs = format!("{}ms", interval.as_millis().max(100));
     let mut out = format!(
         "# Prometheus scrape configuration for Weft testbed {fabric}, written by\n\
@@ -15,12 +21,18 @@ pub fn prometheus_config(st: &State, controller: Option<&str>, interval: Duratio
          # namespace, so run Prometheus there:\n\
          #   ip netns exec {ns} prometheus --config.file=THIS_FILE --storage.tsdb.path=DIR\n\
          #   and weft run with --metrics {ctl} (also in {ns}) for the controller's job.\n\
-         global:\n  scrape_interval: {secs}\n  evaluation_interval: {secs}\n\
-         scrape_configs:\n",
+         global:\n  scrape_interval: {secs}\n  evaluation_interval: {secs}\n",
         fabric = st.fabric,
         ns = st.netns,
         ctl = controller.unwrap_or("127.0.0.1:19400"),
     );
+    if let Some(r) = rules {
+        out.push_str(&format!(
+            "rule_files:\n  - '{}'\n",
+            r.display().to_string().replace('\'', "''")
+        ));
+    }
+    out.push_str("scrape_configs:\n");
     out.push_str("  - job_name: weft-plugin\n    honor_labels: true\n    static_configs:\n");
     let targets: Vec<&SwitchState> = st.switches.iter().filter(|s| s.metrics.is_some()).collect();
     if targets.is_empty() {
@@ -50,7 +62,16 @@ mod tests {
     #[test]
     fn every_plugin_with_metrics_is_a_target_and_the_controller_a_job_of_its_own() {
         let st = fixtures::state(std::path::Path::new("/run/weft/testbed/lab"));
-        let c = prometheus_config(&st, Some("127.0.0.1:19400"), Duration::from_secs(1));
+        let c = prometheus_config(
+            &st,
+            Some("127.0.0.1:19400"),
+            Duration::from_secs(1),
+            Some(std::path::Path::new("/tmp/weft-alerts.yml")),
+        );
+        assert!(
+            c.contains("rule_files:\n  - '/tmp/weft-alerts.yml'\nscrape_configs:\n"),
+            "{c}"
+        );
         assert!(c.contains("  scrape_interval: 1000ms\n"), "{c}");
         assert!(c.contains("ip netns exec weft-lab prometheus"), "{c}");
         assert!(
@@ -73,7 +94,8 @@ mod tests {
         for s in &mut st.switches {
             s.metrics = None;
         }
-        let c = prometheus_config(&st, None, Duration::from_millis(10));
+        let c = prometheus_config(&st, None, Duration::from_millis(10), None);
+        assert!(!c.contains("rule_files"), "{c}");
         assert!(c.contains("static_configs:\n      []\n"), "{c}");
         assert!(c.contains("scrape_interval: 100ms"), "{c}");
         assert!(!c.contains("weft-controller"), "{c}");

@@ -66,6 +66,9 @@ pub struct State {
     /// The cables, for `link down/up` (empty in state files of older testbeds).
     #[serde(default)]
     pub wires: Vec<WireState>,
+    /// The socket directories `up` made (and `down` removes): none that were there before.
+    #[serde(default)]
+    pub made_dirs: Vec<PathBuf>,
 }
 
 impl State {

@@ -19,7 +19,24 @@ pub struct StatusReport {
     /// Only redis-servers (`up --db-only`).
     pub db_only: bool,
     pub processes: Vec<ProcessStatus>,
+    /// Every switch's DB: whether it answers where the intent says (a process that runs
+    /// but whose socket is gone answers nobody).
+    pub dbs: Vec<DbStatus>,
     pub hosts: Vec<HostStatus>,
+}
+
+impl StatusReport {
+    /// Every process runs and every DB answers.
+    pub fn healthy(&self) -> bool {
+        self.processes.iter().all(|p| p.running) && self.dbs.iter().all(|d| d.answers)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DbStatus {
+    pub switch: String,
+    pub db: String,
+    pub answers: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -51,6 +68,15 @@ pub fn status_report(state_dir: &Path) -> Result<StatusReport> {
                 pid: p.pid,
                 running: pid_alive(p.pid),
                 log: p.log.clone(),
+            })
+            .collect(),
+        dbs: st
+            .switches
+            .iter()
+            .map(|s| DbStatus {
+                switch: s.name.clone(),
+                db: s.db.clone(),
+                answers: crate::claims::db_answers(&s.db),
             })
             .collect(),
         hosts: st

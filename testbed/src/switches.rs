@@ -79,8 +79,17 @@ pub(crate) fn start_switches(
         // The switch's SONiC DB.
         if let Some(sock) = unix_path(&sw.db) {
             if let Some(parent) = sock.parent() {
+                // Which of its directories this testbed makes (and only those, `down` removes).
+                let mut new: Vec<std::path::PathBuf> = parent
+                    .ancestors()
+                    .take_while(|d| !d.exists())
+                    .map(Path::to_path_buf)
+                    .collect();
                 fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+                st.made_dirs.append(&mut new);
             }
+            // A socket file nobody answers on is a dead server's (`up` checked that none
+            // answers): it would keep the new server from binding.
             let _ = fs::remove_file(&sock);
         }
         let redis = redis_cmd(&programs.redis, sw, &sdir, acl.as_ref())?;
@@ -309,6 +318,9 @@ impl SwitchProcesses<'_> {
         for (port, pps) in line_rates(sw, interfaces) {
             pl.extend(["--line-rate".into(), format!("{port}={pps}")]);
         }
+        if let Some(ep) = sw.transport.zmq_endpoint() {
+            pl.extend(["--zmq-endpoint".into(), ep.to_string()]);
+        }
         if let Some(t) = self.tls {
             pl.extend(tls::plugin_args(t));
         }
@@ -462,7 +474,7 @@ hosts:
                 "--port",
                 "0",
                 "--unixsocket",
-                "/run/weft/s1/redis.sock",
+                "/run/weft/lab/s1/redis.sock",
                 "--unixsocketperm",
                 "700"
             ]

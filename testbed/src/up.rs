@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use weft_topology::{Host, Topology};
 
+use crate::claims::{Claims, STATE_ROOT, conflicts, in_use, live_testbeds};
 use crate::error::{Result, TestbedError, io};
 use crate::exec::{kill, pid_alive, run};
 use crate::fault;
@@ -34,6 +35,7 @@ pub fn up(t: &Topology, programs: &Programs, opts: &UpOptions) -> Result<State> 
             dir.display()
         )));
     }
+    check_free(t, opts)?;
     fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     let mut st = State {
         fabric: t.name.clone(),
@@ -43,6 +45,7 @@ pub fn up(t: &Topology, programs: &Programs, opts: &UpOptions) -> Result<State> 
         switches: Vec::new(),
         hosts: Vec::new(),
         wires: Vec::new(),
+        made_dirs: Vec::new(),
     };
     match build(t, programs, opts, &mut st) {
         Ok(()) => Ok(st),
@@ -52,6 +55,35 @@ pub fn up(t: &Topology, programs: &Programs, opts: &UpOptions) -> Result<State> 
             Err(e)
         }
     }
+}
+
+/// Refuses a testbed that would take a socket, port or namespace another live testbed holds
+/// (naming it), or that something else already serves.
+fn check_free(t: &Topology, opts: &UpOptions) -> Result<()> {
+    let mine = Claims::of_topology(t, opts.db_only);
+    let root = Path::new(STATE_ROOT);
+    let mut roots = vec![root];
+    if let Some(parent) = opts.state_dir.parent().filter(|p| *p != root) {
+        roots.push(parent);
+    }
+    let taken = conflicts(&mine, &live_testbeds(&roots, &opts.state_dir));
+    let busy = if taken.is_empty() {
+        in_use(&mine)
+    } else {
+        Vec::new()
+    };
+    if taken.is_empty() && busy.is_empty() {
+        return Ok(());
+    }
+    let why = if taken.is_empty() {
+        format!("already in use: {}", busy.join("; "))
+    } else {
+        format!("another testbed runs there: {}", taken.join("; "))
+    };
+    Err(TestbedError::Other(format!(
+        "testbed {} not started: {why}. Each fabric needs its own sockets: leave `fabric.defaults.db_socket_dir` out (sockets go to /run/weft/{}/) or give this intent a directory of its own",
+        t.name, t.name
+    )))
 }
 
 fn build(t: &Topology, programs: &Programs, opts: &UpOptions, st: &mut State) -> Result<()> {
@@ -259,6 +291,48 @@ pub fn host_commands(t: &Topology, hi: usize, h: &Host) -> Vec<Vec<String>> {
     out
 }
 
+/// The testbed's sockets and the directories its `up` made for them, never what another live
+/// testbed holds (a state file of an older weft does not say which directories it made: then
+/// the socket's directory and its parent, when empty, as before).
+fn remove_sockets(st: &State, state_dir: &Path, done: &mut Vec<String>) {
+    let others = live_testbeds(&[Path::new(STATE_ROOT)], state_dir);
+    let held: std::collections::BTreeSet<std::path::PathBuf> = others
+        .iter()
+        .flat_map(|o| Claims::of_state(o).sockets)
+        .collect();
+    for sw in &st.switches {
+        let Some(sock) = unix_path(&sw.db) else {
+            continue;
+        };
+        if held.contains(&sock) {
+            done.push(format!(
+                "left {}: another running testbed uses it",
+                sock.display()
+            ));
+            continue;
+        }
+        let _ = fs::remove_file(&sock);
+        if st.made_dirs.is_empty() {
+            let mut dir = sock.parent().map(Path::to_path_buf);
+            for _ in 0..2 {
+                let Some(d) = dir else { break };
+                if fs::remove_dir(&d).is_ok() {
+                    done.push(format!("removed {}", d.display()));
+                }
+                dir = d.parent().map(Path::to_path_buf);
+            }
+        }
+    }
+    // Deepest first: a switch's directory before the fabric's.
+    let mut made = st.made_dirs.clone();
+    made.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for d in made {
+        if fs::remove_dir(&d).is_ok() {
+            done.push(format!("removed {}", d.display()));
+        }
+    }
+}
+
 /// Removes everything a testbed started: processes by PID, namespaces (with their veths), and
 /// the state file. Works from the state file, and without one from the namespace names.
 pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
@@ -288,21 +362,7 @@ pub fn down(state_dir: &Path, fabric: &str) -> Result<Vec<String>> {
                 format!("{} (pid {}) was not running", p.name, p.pid)
             });
         }
-        for sw in &st.switches {
-            if let Some(sock) = unix_path(&sw.db) {
-                let _ = fs::remove_file(&sock);
-                // The directory `up` made for the socket, and its parents up to the fabric's
-                // (`/run/weft/<fabric>/<switch>`, then `/run/weft/<fabric>`), when empty.
-                let mut dir = sock.parent().map(Path::to_path_buf);
-                for _ in 0..2 {
-                    let Some(d) = dir else { break };
-                    if fs::remove_dir(&d).is_ok() {
-                        done.push(format!("removed {}", d.display()));
-                    }
-                    dir = d.parent().map(Path::to_path_buf);
-                }
-            }
-        }
+        remove_sockets(st, state_dir, &mut done);
     }
     let prefix = fabric_netns(st.as_ref().map_or(fabric, |s| s.fabric.as_str()));
     if let Ok(list) = run(&["ip", "netns", "list"]) {

@@ -38,24 +38,74 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
     on_path.or_else(|| Some(Path::new(P4_PREFIX_BIN).join(name)).filter(|p| p.is_file()))
 }
 
-/// Whether `WEFT_REQUIRE_BMV2=1`: missing BMv2 is then a failure, not a skip.
+/// Whether a BMv2 test must run or fail rather than skip: `WEFT_REQUIRE_BMV2=1` always,
+/// `WEFT_REQUIRE_BMV2=0` never (an explicit opt-out), and without either whenever BMv2 is
+/// installed. Installed means every BMv2 test runs: a missing prerequisite beside it (root, a
+/// Python module, a binary not built) is a failure, not a passing SKIPPED.
 pub fn bmv2_required() -> bool {
-    std::env::var("WEFT_REQUIRE_BMV2").is_ok_and(|v| v == "1")
+    match std::env::var("WEFT_REQUIRE_BMV2").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => find_bmv2().is_some(),
+    }
 }
 
-/// The BMv2 binary, or `None` after printing the SKIPPED line (panics instead when
-/// `WEFT_REQUIRE_BMV2=1`).
+/// Why the policy requires BMv2 tests, for failure messages.
+fn required_because() -> &'static str {
+    match std::env::var("WEFT_REQUIRE_BMV2").as_deref() {
+        Ok("1") => "WEFT_REQUIRE_BMV2=1",
+        _ => "BMv2 is installed (WEFT_REQUIRE_BMV2=0 to allow skipping)",
+    }
+}
+
+/// A BMv2 test that cannot run for `why`: a failure when [`bmv2_required`], else a loud
+/// SKIPPED line (also on stderr, past cargo's capture) and a ledger record.
+pub fn skip_or_fail(test: &str, why: &str) {
+    if bmv2_required() {
+        panic!("{}: {test} cannot run: {why}", required_because());
+    }
+    println!("SKIPPED: {test}: {why}");
+    eprintln!("SKIPPED: {test}: {why}");
+    ledger(test, Some(why));
+}
+
+/// Records that BMv2 test `test` runs (its prerequisites are all there).
+pub fn ran(test: &str) {
+    ledger(test, None);
+}
+
+/// Appends `ran\tTEST` or `skipped\tTEST\tWHY` to the file `WEFT_TEST_LEDGER` names (if set):
+/// `scripts/test.sh` summarises it in one line. A test's last record counts.
+fn ledger(test: &str, skipped: Option<&str>) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("WEFT_TEST_LEDGER") else {
+        return;
+    };
+    let clean = |s: &str| s.replace(['\t', '\n'], " ");
+    let line = match skipped {
+        Some(why) => format!("skipped\t{}\t{}\n", clean(test), clean(why)),
+        None => format!("ran\t{}\n", clean(test)),
+    };
+    // One write per line with O_APPEND: lines of tests running in parallel do not interleave.
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+}
+
+/// The BMv2 binary (the test is recorded as run), or `None` after [`skip_or_fail`].
 pub fn bmv2_or_skip(test: &str) -> Option<PathBuf> {
     match find_bmv2() {
-        Some(p) => Some(p),
+        Some(p) => {
+            ran(test);
+            Some(p)
+        }
         None => {
-            let msg = format!(
-                "{test}: BMv2 {BMV2_BINARY} not found (looked on PATH and {P4_PREFIX_BIN})"
+            skip_or_fail(
+                test,
+                &format!("BMv2 {BMV2_BINARY} not found (looked on PATH and {P4_PREFIX_BIN})"),
             );
-            if bmv2_required() {
-                panic!("WEFT_REQUIRE_BMV2=1 but {msg}");
-            }
-            println!("SKIPPED: {msg}");
             None
         }
     }

@@ -33,7 +33,8 @@ const LAYERS: &[&[&str]] = &[
     &["weft-p4"],
     &["weft-compiler"],
     &["weft-simulate", "weft-reconcile", "weft-sonic-plugin"],
-    &["weft-testbed", "weft-observe"],
+    &["weft-testbed", "weft-observe", "weft-twin"],
+    &["weft-ui"],
     &["weft-controller"],
     &["weft-fuzz"],
 ];

@@ -167,9 +167,51 @@ pub fn suggest<'a>(wrong: &str, known: impl IntoIterator<Item = &'a str>) -> Opt
         .map(|(_, k)| k)
 }
 
+/// The known names nearest to `wrong`, every one as near as the nearest (`ip` is as near to
+/// `ipv4` as to `ipv6`: naming one would be a coin toss), as a help text's words: `` `ipv4` `` or
+/// `` `ipv4` or `ipv6` ``.
+pub fn suggestion<'a>(wrong: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let wrong_l = wrong.to_ascii_lowercase();
+    let scored: Vec<(f64, &str)> = known
+        .into_iter()
+        .map(|k| (strsim::jaro_winkler(&wrong_l, &k.to_ascii_lowercase()), k))
+        .filter(|(score, _)| *score >= 0.8)
+        .collect();
+    let best = scored.iter().map(|s| s.0).fold(f64::NAN, f64::max);
+    let mut names: Vec<&str> = scored
+        .iter()
+        .filter(|(s, _)| (best - s).abs() < 1e-9)
+        .map(|(_, k)| *k)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    match names.as_slice() {
+        [] => None,
+        [one] => Some(format!("`{one}`")),
+        [init @ .., last] => Some(format!(
+            "{} or `{last}`",
+            init.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_as_near_as_each_other_are_all_suggested() {
+        let host = ["name", "ipv4", "ipv6", "mac", "attach"];
+        assert_eq!(suggestion("ip", host).as_deref(), Some("`ipv4` or `ipv6`"));
+        assert_eq!(
+            suggestion("ipv5", ["ipv4", "name"]).as_deref(),
+            Some("`ipv4`")
+        );
+        assert_eq!(suggestion("frobnicate", host), None);
+    }
 
     #[test]
     fn suggestion_finds_typos_and_ignores_unrelated_names() {

@@ -29,8 +29,11 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 pub use diag::Diagnostic;
-pub use model::{Intent, MacAddr, PortRef, Role, RoutingMode, TrimSpec, Tuning, WatchdogAction};
+pub use model::{
+    Intent, MacAddr, P4rtTransport, PortRef, Role, RoutingMode, TrimSpec, Tuning, WatchdogAction,
+};
 pub use names::{MAX_NAME_LEN, NameError, check_name, display_name, is_valid_name};
+pub use resolve::transport::{self, ZMQ_SOCKET_NAME, check_zmq_endpoint};
 pub use resolve::{
     DEFAULT_CABLE, DEFAULT_MTU, DEFAULT_POSTCARD_SAMPLE, DEFAULT_SPEED, MAX_WATCHED_FLOWS,
     min_trim_size,

@@ -103,10 +103,63 @@ pub struct Defaults {
     /// Default `127.0.0.1:9559`.
     pub p4rt_address: Option<String>,
     /// Directory under which generated switches' SONiC Redis sockets live
-    /// (`unix://DIR/<switch>/redis.sock`). Default `/run/weft`.
+    /// (`unix://DIR/<switch>/redis.sock`). Default `/run/weft/<fabric>`: each fabric its own.
     pub db_socket_dir: Option<String>,
     /// Whether hosts' NICs tolerate out-of-order delivery (out-of-order data placement). Default false.
     pub ooo_tolerant: Option<bool>,
+    /// How P4RT entries reach each switch's consumer: `redis` (APPL_DB P4RT_TABLE, the default)
+    /// or `zmq` (SONiC's ZMQ channel, APPL_DB still written behind).
+    pub p4rt_transport: Option<P4rtTransport>,
+    /// With `p4rt_transport: zmq`: `tcp://HOST:BASE` (switch N gets BASE+N-1) or `ipc:///DIR`
+    /// (switch `S` gets `ipc:///DIR/S/p4rt_zmq.sock`). Default: `ipc://` beside each switch's
+    /// generated DB socket.
+    pub zmq_endpoint: Option<String>,
+    /// Which program consumes P4RT entries on each switch: `weft` (weft-plugin, the default)
+    /// or `sonic` (SONiC's own p4orch).
+    pub consumer: Option<Consumer>,
+}
+
+/// How P4RT entries reach a switch's consumer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum P4rtTransport {
+    /// swss-common's ProducerStateTable into APPL_DB P4RT_TABLE; answers on
+    /// APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL.
+    #[default]
+    Redis,
+    /// swss-common's ZMQ request/reply channel: one message per batch, per-key replies, APPL_DB
+    /// written behind.
+    Zmq,
+}
+
+impl P4rtTransport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            P4rtTransport::Redis => "redis",
+            P4rtTransport::Zmq => "zmq",
+        }
+    }
+}
+
+/// Which program consumes a switch's P4RT entries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Consumer {
+    /// weft-plugin: its status row says when it is running, APPL_STATE_DB holds what it installed.
+    #[default]
+    Weft,
+    /// SONiC's p4orch: ready when SONiC says so (ports initialised, no warm restart under way),
+    /// installed state in APPL_DB P4RT_TABLE as p4orch leaves it (sonic-swss#3066).
+    Sonic,
+}
+
+impl Consumer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Consumer::Weft => "weft",
+            Consumer::Sonic => "sonic",
+        }
+    }
 }
 
 /// Address pools from which switch loopbacks and host addresses are allocated.
@@ -230,6 +283,12 @@ pub struct SwitchSpec {
     pub p4rt_address: Option<String>,
     /// The switch's SONiC Redis: `redis://HOST:PORT[/]`, `unix:///path.sock` or a socket path.
     pub db: Option<String>,
+    /// `redis` or `zmq` (see `fabric.defaults.p4rt_transport`).
+    pub p4rt_transport: Option<P4rtTransport>,
+    /// The ZMQ endpoint of the switch's consumer: `tcp://HOST:PORT` or `ipc:///path`.
+    pub zmq_endpoint: Option<String>,
+    /// `weft` or `sonic` (see `fabric.defaults.consumer`).
+    pub consumer: Option<Consumer>,
     pub router_mac: Option<MacAddr>,
     pub loopback: Option<Ipv4Addr>,
     /// Plane of a multi-plane fabric.

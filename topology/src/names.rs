@@ -14,7 +14,10 @@
 //! So a name is 1 to [`MAX_NAME_LEN`] characters from `A–Z a–z 0–9 _ . -`, starting with a letter
 //! or digit. 63 (a DNS label) keeps every derived name inside its limit: the longest namespace,
 //! `weft-` + 24 characters of the fabric + `-` + 63 of the host, is 93 bytes (limit 255), and the
-//! default socket `/run/weft/<switch>/redis.sock` is at most 84 bytes (limit 107). Linux interface
+//! default socket directory `/run/weft/<fabric>` is shortened (its first characters and a digest
+//! of the whole name) when a long fabric name would take `<dir>/<switch>/redis.sock` past 107
+//! bytes; only a `db_socket_dir` the operator wrote can still be too long, and is reported where
+//! it is written. Linux interface
 //! names (IFNAMSIZ, 15 characters) are never made from names: the testbed names them
 //! `s<device id>p<port id>`, which device ids up to 2³²−1 and port ids up to 510 keep at 15.
 

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::diag::{Sink, suggest};
+use crate::diag::{Sink, suggestion};
 use crate::formats::check_format;
 use crate::yaml::{Node, Pos, Scalar};
 
@@ -130,13 +130,13 @@ impl<'a> Checker<'a> {
                             .map(|p| p.keys().map(String::as_str).collect())
                             .unwrap_or_default();
                         let msg = format!("unknown field `{key}`");
-                        match suggest(key, known.iter().copied()) {
+                        match suggestion(key, known.iter().copied()) {
                             Some(s) => sink.push_help(
                                 self.file,
                                 *kpos,
                                 &child,
                                 msg,
-                                format!("did you mean `{s}`?"),
+                                format!("did you mean {s}?"),
                             ),
                             None => sink.push_help(
                                 self.file,
@@ -338,8 +338,8 @@ impl<'a> Checker<'a> {
         sink: &mut Sink,
     ) {
         let msg = format!("unknown value {value:?}");
-        match suggest(value, names.iter().copied()) {
-            Some(s) => sink.push_help(self.file, pos, item, msg, format!("did you mean `{s}`?")),
+        match suggestion(value, names.iter().copied()) {
+            Some(s) => sink.push_help(self.file, pos, item, msg, format!("did you mean {s}?")),
             None => sink.push_help(
                 self.file,
                 pos,

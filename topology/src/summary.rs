@@ -208,13 +208,13 @@ pub fn render(s: &Summary, all_switches: bool) -> String {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "{:<24} {:<10} {:>6} {:>10} {:>6} {:>5} {:>5}",
-            "switch", "role", "dev id", "ports", "hosts", "up", "down"
+            "{:<24} {:<10} {:>6} {:>10} {:>6} {:>8} {:>9}",
+            "switch", "role", "dev id", "ports", "hosts", "uplinks", "downlinks"
         );
         for u in &s.per_switch {
             let _ = writeln!(
                 o,
-                "{:<24} {:<10} {:>6} {:>10} {:>6} {:>5} {:>5}",
+                "{:<24} {:<10} {:>6} {:>10} {:>6} {:>8} {:>9}",
                 u.name,
                 u.role.as_str(),
                 u.device_id,

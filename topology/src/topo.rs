@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Serialize;
 
+pub use crate::model::Consumer;
 use crate::model::{MacAddr, Role, RoutingMode, Tuning, WatchdogAction};
 use crate::qos;
 use crate::units::{Bytes, Duration, Length, Speed};
@@ -50,6 +51,11 @@ pub struct Switch {
     pub device_id: u64,
     pub p4rt_address: String,
     pub db: String,
+    /// How P4RT entries reach the switch's consumer (Redis unless the intent says ZMQ).
+    #[serde(skip_serializing_if = "Transport::is_redis")]
+    pub transport: Transport,
+    #[serde(skip_serializing_if = "is_weft")]
+    pub consumer: Consumer,
     pub router_mac: MacAddr,
     pub loopback: Ipv4Addr,
     pub plane: Option<u32>,
@@ -59,6 +65,41 @@ pub struct Switch {
     pub host_subnet_v6: Option<Ipv6Net>,
     #[serde(skip)]
     pub origin: String,
+}
+
+/// A switch's P4RT transport, resolved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Transport {
+    #[default]
+    Redis,
+    /// `tcp://HOST:PORT` or `ipc:///path`.
+    Zmq { endpoint: String },
+}
+
+impl Transport {
+    pub fn is_redis(&self) -> bool {
+        matches!(self, Transport::Redis)
+    }
+
+    /// The ZMQ endpoint, for a ZMQ transport.
+    pub fn zmq_endpoint(&self) -> Option<&str> {
+        match self {
+            Transport::Zmq { endpoint } => Some(endpoint),
+            Transport::Redis => None,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transport::Redis => "redis",
+            Transport::Zmq { .. } => "zmq",
+        }
+    }
+}
+
+fn is_weft(c: &Consumer) -> bool {
+    *c == Consumer::Weft
 }
 
 impl Switch {

@@ -94,18 +94,42 @@ impl Speed {
     pub fn as_gbps(self) -> f64 {
         self.0 as f64 / 1e9
     }
+    /// The speeds a port can train at: those IEEE 802.3 defines for Ethernet (10 Mb/s to
+    /// 1.6 Tb/s). Anything else is a typo or a speed no port has.
+    pub const ETHERNET: [Speed; 14] = [
+        Speed(10_000_000),
+        Speed(100_000_000),
+        Speed::gbps(1),
+        Speed(2_500_000_000),
+        Speed::gbps(5),
+        Speed::gbps(10),
+        Speed::gbps(25),
+        Speed::gbps(40),
+        Speed::gbps(50),
+        Speed::gbps(100),
+        Speed::gbps(200),
+        Speed::gbps(400),
+        Speed::gbps(800),
+        Speed::gbps(1600),
+    ];
+
     pub(crate) fn parse(s: &str) -> Option<Self> {
         let (v, unit) = split_number(s)?;
         let unit = unit.to_ascii_lowercase();
-        let unit = unit.strip_suffix("bps").unwrap_or(&unit);
+        // `400G`, `400Gbps`, `400Gb/s` (as `weft show` prints), `400Gbit/s`.
+        let unit = ["bps", "b/s", "bit/s"]
+            .iter()
+            .find_map(|suffix| unit.strip_suffix(suffix))
+            .unwrap_or(&unit)
+            .trim();
         let scale = match unit {
             "m" => 1e6,
             "g" => 1e9,
             "t" => 1e12,
             _ => return None,
         };
-        let bits = scaled(v, scale)?;
-        (bits > 0).then_some(Speed(bits))
+        let bits = Speed(scaled(v, scale)?);
+        Speed::ETHERNET.contains(&bits).then_some(bits)
     }
 }
 
@@ -128,7 +152,7 @@ unit_type!(
     Speed,
     "speed",
     "speed",
-    "a speed such as \"100G\", \"400G\" or \"1.6T\" (M, G or T, optionally followed by bps)",
+    "an Ethernet speed (IEEE 802.3: 10M, 100M, 1G, 2.5G, 5G, 10G, 25G, 40G, 50G, 100G, 200G, 400G, 800G or 1.6T), written \"400G\", \"400Gbps\" or \"400Gb/s\"",
     "400G"
 );
 
@@ -152,7 +176,8 @@ impl Length {
             "km" => 1_000_000.0,
             _ => return None,
         };
-        scaled(v, scale).map(Length)
+        // A cable has a length: 0 would make the PFC headroom it needs look free.
+        scaled(v, scale).filter(|&mm| mm > 0).map(Length)
     }
 }
 
@@ -170,7 +195,7 @@ unit_type!(
     Length,
     "length",
     "length",
-    "a cable length such as \"5m\", \"300m\" or \"2km\" (mm, cm, m or km)",
+    "a cable length such as \"5m\", \"300m\" or \"2km\" (mm, cm, m or km; more than 0)",
     "5m"
 );
 
@@ -372,6 +397,17 @@ mod tests {
         assert!("400".parse::<Speed>().is_err());
         assert!("fast".parse::<Speed>().is_err());
         assert!("0G".parse::<Speed>().is_err());
+        assert_eq!(
+            "100Gb/s".parse::<Speed>(),
+            Ok(Speed::gbps(100)),
+            "as `show` prints"
+        );
+        assert_eq!("400 Gbit/s".parse::<Speed>(), Ok(Speed::gbps(400)));
+        assert_eq!("2.5G".parse::<Speed>(), Ok(Speed(2_500_000_000)));
+        assert!("123G".parse::<Speed>().is_err(), "no Ethernet standard");
+        assert!("100Tbps".parse::<Speed>().is_err(), "no port is that fast");
+        assert!("0m".parse::<Length>().is_err(), "a cable has a length");
+        assert_eq!("1mm".parse::<Length>(), Ok(Length(1)));
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub struct QueuesArgs {
     /// Only queues that counted something.
     #[arg(long)]
     pub nonzero: bool,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -31,30 +31,13 @@ pub struct PfcwdArgs {
     pub file: String,
     #[command(flatten)]
     pub targets: Targets,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
 
-fn errors_json(errors: &Unread) -> Vec<serde_json::Value> {
-    errors
-        .iter()
-        .map(|(s, e)| serde_json::json!({"switch": s, "error": e.to_string()}))
-        .collect()
-}
-
-fn print_unread(errors: &Unread) {
-    for (s, e) in errors {
-        outln!("{s}: UNREACHABLE: {e}");
-    }
-}
-
-fn outcome(errors: &Unread) -> Outcome {
-    if errors.is_empty() {
-        Outcome::Ok
-    } else {
-        Outcome::Failed
-    }
+fn outcome(unknown: &Unread) -> Outcome {
+    super::verdict(unknown, Outcome::Ok)
 }
 
 pub async fn queues(a: &QueuesArgs) -> anyhow::Result<Outcome> {
@@ -64,13 +47,12 @@ pub async fn queues(a: &QueuesArgs) -> anyhow::Result<Outcome> {
     let (rows, errors) = queue_rows(&t, &a.targets.chosen(&t)?, a.nonzero).await;
     let n = |v: Option<u64>| v.map_or("N/A".to_string(), |v| v.to_string());
     match a.output {
-        OutputFormat::Json => outln!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"fabric": t.name, "queues": rows, "errors": errors_json(&errors)})
-            )?
-        ),
-        OutputFormat::Text => {
+        o if o.structured() => crate::report::emit(
+            o,
+            Some(&t.name),
+            &serde_json::json!({"queues": rows, "unknown": errors}),
+        )?,
+        _ => {
             outln!(
                 "{:<16} {:<12} {:>3} {:>12} {:>14} {:>10} {:>8} {:>8}",
                 "switch",
@@ -95,7 +77,7 @@ pub async fn queues(a: &QueuesArgs) -> anyhow::Result<Outcome> {
                     n(r.pfc_rx)
                 );
             }
-            print_unread(&errors);
+            super::print_unknown(&errors);
         }
     }
     Ok(outcome(&errors))
@@ -107,13 +89,12 @@ pub async fn pfcwd(a: &PfcwdArgs) -> anyhow::Result<Outcome> {
     };
     let (rows, errors) = pfcwd_rows(&t, &a.targets.chosen(&t)?).await;
     match a.output {
-        OutputFormat::Json => outln!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"fabric": t.name, "queues": rows, "errors": errors_json(&errors)})
-            )?
-        ),
-        OutputFormat::Text => {
+        o if o.structured() => crate::report::emit(
+            o,
+            Some(&t.name),
+            &serde_json::json!({"queues": rows, "unknown": errors}),
+        )?,
+        _ => {
             outln!(
                 "{:<16} {:<16} {:<12} {:<8} {:>14} {:>14}  last change",
                 "switch",
@@ -125,10 +106,10 @@ pub async fn pfcwd(a: &PfcwdArgs) -> anyhow::Result<Outcome> {
             );
             for r in &rows {
                 outln!(
-                    "{:<16} {:<16} {:<12} {:<8} {:>14} {:>14}  {}",
+                    "{:<16} {:<16} {} {:<8} {:>14} {:>14}  {}",
                     r.switch,
                     format!("{}:{}", r.port, r.priority),
-                    r.status,
+                    crate::style::state(&format!("{:<12}", r.status)),
                     r.action,
                     r.storms_detected,
                     r.storms_restored,
@@ -144,7 +125,7 @@ pub async fn pfcwd(a: &PfcwdArgs) -> anyhow::Result<Outcome> {
                     "(no queue watched: no PFC_WD rows in CONFIG_DB; has the intent been applied?)"
                 );
             }
-            print_unread(&errors);
+            super::print_unknown(&errors);
         }
     }
     Ok(outcome(&errors))

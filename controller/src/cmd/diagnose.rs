@@ -1,16 +1,17 @@
 //! `weft diagnose FILE [--window 10s]`: every switch sampled over the window
 //! (`weft_observe::diagnose`), the samples handed to the pure rules of `weft-diagnose`, the
-//! findings printed ranked by confidence. Exit status 0 healthy, 3 findings, 1 nothing could
-//! be read.
+//! findings printed ranked by confidence. Exit status 0 healthy (every switch judged, nothing
+//! found), 3 findings, 1 a switch could not be judged (no current counters in two samples).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use serde::Serialize;
 use weft_diagnose::{Finding, Thresholds, Window};
-use weft_observe::diagnose::watch;
+use weft_observe::diagnose::{Unreadable, fabric_mismatch, fabric_of, unknown};
+use weft_observe::read::Unknown;
+use weft_observe::source::{Source, watch};
 use weft_topology::Topology;
 
 use super::Outcome;
@@ -38,53 +39,68 @@ pub struct DiagnoseArgs {
     /// Also list findings below the reporting threshold (they do not change the exit status).
     #[arg(long)]
     pub all: bool,
-    /// text or json.
+    /// Where the counters come from: `db` (every switch's DBs) or `prometheus=http://HOST:PORT`
+    /// (the plugins' metrics as a Prometheus scraping them holds them: the last WINDOW).
+    #[arg(long, default_value = "db", value_name = "SOURCE")]
+    pub source: Source,
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
 
 #[derive(Debug, Serialize)]
 struct Report<'a> {
-    fabric: &'a str,
     window_ms: u64,
     samples: usize,
+    /// Every switch judged and nothing found.
     healthy: bool,
     findings: &'a [Finding],
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    unreadable: &'a BTreeMap<String, String>,
+    /// Switches the window could not judge (fewer than two samples with current counters).
+    unknown: &'a [Unknown],
 }
 
-/// The window to judge: recorded (`--replay`) or sampled now; and the switches not read.
-async fn window(
-    t: &Topology,
-    a: &DiagnoseArgs,
-) -> anyhow::Result<(Window, BTreeMap<String, String>)> {
+/// The window to judge: recorded (`--replay`, refused when it is of another fabric) or
+/// sampled now; and why switches were not sampled.
+async fn window(t: &Topology, a: &DiagnoseArgs) -> anyhow::Result<(Window, Unreadable)> {
     if let Some(p) = &a.replay {
         let text = std::fs::read_to_string(p)
             .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
         let w = serde_json::from_str::<Window>(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        return Ok((w, BTreeMap::new()));
+        let differs = fabric_mismatch(&fabric_of(t), &w.fabric);
+        if !differs.is_empty() {
+            anyhow::bail!(
+                "{} is a recording of another fabric than {}'s ({}); replay it with the intent it was recorded on",
+                p.display(),
+                t.name,
+                differs.join("; ")
+            );
+        }
+        return Ok((w, Unreadable::new()));
     }
-    let (w, errors) = watch(t, a.window, a.interval).await;
-    Ok((
-        w,
-        errors
-            .into_iter()
-            .map(|(sw, e)| (sw, e.to_string()))
-            .collect(),
-    ))
+    let (w, watched) = watch(t, &a.source, a.window, a.interval).await?;
+    Ok((w, watched.unjudged))
 }
 
-fn print_text(t: &Topology, w: &Window, window_ms: u64, findings: &[Finding]) {
-    if findings.is_empty() {
-        outln!(
-            "healthy: nothing found over {:.1}s ({} samples of {} switches)",
-            window_ms as f64 / 1000.0,
-            w.samples.len(),
-            t.switches.len()
-        );
+fn print_text(t: &Topology, w: &Window, window_ms: u64, findings: &[Finding], unknown: &[Unknown]) {
+    let over = format!(
+        "over {:.1}s ({} samples of {} switches)",
+        window_ms as f64 / 1000.0,
+        w.samples.len(),
+        t.switches.len()
+    );
+    match (findings.is_empty(), unknown.is_empty()) {
+        (true, true) => outln!("healthy: nothing found {over}"),
+        (true, false) => outln!(
+            "{}: nothing found on the {} switch(es) judged {over}; {} switch(es) not judged:",
+            crate::style::unknown("not healthy, not judged"),
+            t.switches.len() - unknown.len(),
+            unknown.len()
+        ),
+        (false, false) => outln!("{} switch(es) not judged {over}:", unknown.len()),
+        (false, true) => {}
     }
+    super::print_unknown(unknown);
     for (i, f) in findings.iter().enumerate() {
         outln!(
             "{}. {} {} (confidence {:.2})",
@@ -108,7 +124,7 @@ fn print_text(t: &Topology, w: &Window, window_ms: u64, findings: &[Finding]) {
             );
         }
         if !f.victims.is_empty() {
-            outln!("   affected: {}", f.victims.join(", "));
+            outln!("   affected: {}", weft_diagnose::summarize(&f.victims, 12));
         }
         outln!("   action: {}", f.action);
     }
@@ -119,17 +135,15 @@ pub async fn run(a: &DiagnoseArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Invalid);
     };
     let (w, errors) = window(&t, a).await?;
-    if w.samples.iter().all(|s| s.switches.is_empty()) {
-        for (sw, e) in &errors {
-            crate::errln!("weft: {sw}: {e}");
-        }
-        anyhow::bail!("no switch could be read");
-    }
+    let unknown = unknown(&fabric_of(&t), &w, &errors);
     if let Some(p) = &a.record {
         std::fs::write(p, serde_json::to_string(&w)? + "\n")
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
     }
-    let th = Thresholds::default();
+    let th = Thresholds {
+        loss_by_sample_time: a.replay.is_some() || a.source == Source::Db,
+        ..Thresholds::default()
+    };
     let findings = if a.all {
         weft_diagnose::all_findings(&w, &th)
     } else {
@@ -144,27 +158,23 @@ pub async fn run(a: &DiagnoseArgs) -> anyhow::Result<Outcome> {
         _ => 0,
     };
     match a.output {
-        OutputFormat::Json => outln!(
-            "{}",
-            serde_json::to_string_pretty(&Report {
-                fabric: &t.name,
+        o if o.structured() => crate::report::emit(
+            o,
+            Some(&t.name),
+            &Report {
                 window_ms,
                 samples: w.samples.len(),
-                healthy: reported == 0,
+                healthy: reported == 0 && unknown.is_empty(),
                 findings: &findings,
-                unreadable: &errors,
-            })?
-        ),
-        OutputFormat::Text => {
-            print_text(&t, &w, window_ms, &findings);
-            for (sw, e) in &errors {
-                outln!("unreadable: {sw}: {e}");
-            }
-        }
+                unknown: &unknown,
+            },
+        )?,
+        _ => print_text(&t, &w, window_ms, &findings, &unknown),
     }
-    Ok(if reported == 0 {
+    let answer = if reported == 0 {
         Outcome::Ok
     } else {
         Outcome::NotYet
-    })
+    };
+    Ok(super::verdict(&unknown, answer))
 }

@@ -19,10 +19,11 @@ pub struct GraphArgs {
     /// The intent file.
     #[arg(value_name = "FILE")]
     pub file: String,
-    /// dot (Graphviz source) or svg (rendered by Graphviz's `dot`).
-    #[arg(long, value_enum, default_value = "dot")]
-    pub format: GraphFormat,
-    /// Write here instead of standard output.
+    /// dot (Graphviz source) or svg (rendered by Graphviz's `dot`) [default: from -o's
+    /// extension (.svg, .dot, .gv), else dot].
+    #[arg(long, value_enum)]
+    pub format: Option<GraphFormat>,
+    /// Write here instead of standard output (`.svg` renders SVG).
     #[arg(long = "out", short = 'o', value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Do not read link state from the switches.
@@ -166,18 +167,62 @@ pub fn svg(dot_text: &str) -> anyhow::Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
+/// The format asked for: `--format`, else `-o`'s extension; an extension of another format,
+/// or one neither format has, is refused rather than written in the wrong format.
+pub fn format_of(
+    format: Option<GraphFormat>,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<GraphFormat> {
+    let ext = out
+        .and_then(|p| p.extension())
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let by_ext = match ext.as_deref() {
+        None => None,
+        Some("svg") => Some(GraphFormat::Svg),
+        Some("dot" | "gv") => Some(GraphFormat::Dot),
+        Some(other) => bail!(
+            "{}: no graph format .{other} (use .svg or .dot, or --format)",
+            out.map(|p| p.display().to_string()).unwrap_or_default()
+        ),
+    };
+    match (format, by_ext) {
+        (Some(f), Some(e)) if f != e => bail!(
+            "--format {} but {} names another format",
+            if f == GraphFormat::Svg { "svg" } else { "dot" },
+            out.map(|p| p.display().to_string()).unwrap_or_default()
+        ),
+        (Some(f), _) => Ok(f),
+        (None, e) => Ok(e.unwrap_or(GraphFormat::Dot)),
+    }
+}
+
 pub async fn run(a: &GraphArgs) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid(&a.file)? else {
         return Ok(Outcome::Invalid);
     };
+    let format = format_of(a.format, a.out.as_deref())?;
+    let mut unknown = Vec::new();
     let state: Vec<Option<bool>> = if a.offline {
         vec![None; t.links.len()]
     } else {
         let views = switch::read_all(&t, &None, Want::default()).await;
+        for (si, v) in &views {
+            if let Err(e) = v {
+                unknown.push(weft_observe::read::Unknown {
+                    switch: t.switches[*si].name.clone(),
+                    data: "unreachable",
+                    detail: e.to_string(),
+                });
+            }
+        }
         switch::link_states(&t, &views)
     };
+    // The drawing is still made (their links grey); the operator is told why they are.
+    for u in &unknown {
+        crate::warnln!("weft: {u} (its links are drawn grey: unknown)");
+    }
     let text = dot(&t, &state, a.hosts);
-    let bytes = match a.format {
+    let bytes = match format {
         GraphFormat::Dot => text.into_bytes(),
         GraphFormat::Svg => svg(&text)?,
     };
@@ -185,5 +230,5 @@ pub async fn run(a: &GraphArgs) -> anyhow::Result<Outcome> {
         Some(p) => std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display()))?,
         None => crate::out::stdout().write_all(&bytes)?,
     }
-    Ok(Outcome::Ok)
+    Ok(super::verdict(&unknown, Outcome::Ok))
 }

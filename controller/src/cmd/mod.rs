@@ -2,13 +2,19 @@
 //! as is) and its run, which calls the libraries and prints. Each returns an [`Outcome`] so
 //! the binary maps it to the documented exit codes (`crate::cli::EXIT_CODES`): 0 ok, 1
 //! failure, 2 invalid intent, 3 "not yet" (changes found, problems found, not running).
+//!
+//! One rule for every command that reads switches ([`verdict`]): a switch it needed and could
+//! not use (no answer, no data, stale data) makes the answer incomplete, exit 1, whatever the
+//! rest says; only a complete answer is 0 or 3.
 
 pub mod counters;
 pub mod diagnose;
+pub mod diff;
 pub mod doctor;
 pub mod graph;
 pub mod intent;
 pub mod plan;
+pub mod rules;
 pub mod run;
 pub mod show;
 pub mod simulate;
@@ -16,6 +22,7 @@ pub mod status;
 pub mod testbed;
 pub mod top;
 pub mod trace;
+pub mod ui;
 pub mod validate;
 pub mod workload;
 
@@ -39,6 +46,23 @@ impl Outcome {
             Outcome::Invalid => 2,
             Outcome::NotYet => 3,
         }
+    }
+}
+
+/// The exit rule for commands that read switches: 1 when any switch the answer needed could not
+/// be used, else `answer`.
+pub fn verdict(unknown: &[weft_observe::read::Unknown], answer: Outcome) -> Outcome {
+    if unknown.is_empty() {
+        answer
+    } else {
+        Outcome::Failed
+    }
+}
+
+/// The switches a verdict could not use, one line each (`leaf1: NO DATA: ...`).
+pub fn print_unknown(unknown: &[weft_observe::read::Unknown]) {
+    for u in unknown {
+        crate::outln!("{}", crate::style::unknown(&u.to_string()));
     }
 }
 

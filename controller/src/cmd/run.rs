@@ -51,10 +51,13 @@ pub struct RunArgs {
     /// Serve Prometheus/OpenMetrics metrics at http://ADDR/metrics (HOST:PORT).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    /// Serve the live fabric page (as `weft ui`) at http://ADDR/ (HOST:PORT, e.g. 127.0.0.1:8088).
+    #[arg(long, value_name = "ADDR", value_parser = weft_ui::parse_listen)]
+    pub ui: Option<std::net::SocketAddr>,
 }
 
-/// `weft run`'s metrics, fed by the reconciler's loop.
-struct Observer(weft_telemetry::ControllerMetrics);
+/// `weft run`'s metrics (and its page, with `--ui`), fed by the reconciler's loop.
+struct Observer(weft_telemetry::ControllerMetrics, Option<weft_ui::UiHook>);
 
 impl run::RunObserver for Observer {
     fn port_event(&self, switch: &str) {
@@ -74,6 +77,9 @@ impl run::RunObserver for Observer {
     }
     fn reconverged(&self, rec: &weft_reconcile::core::Reconvergence) {
         self.0.reconverged(rec.total_ms);
+        if let Some(ui) = &self.1 {
+            ui.reconverged(rec);
+        }
     }
     fn links(&self, links: &[LinkStatus]) {
         let down = links.iter().filter(|l| !l.in_use).count();
@@ -120,9 +126,28 @@ pub async fn run(a: &RunArgs) -> anyhow::Result<Outcome> {
     let info = std::sync::Arc::new(
         weft_compiler::p4map::pipeline_p4info().context("the pipeline's P4Info")?,
     );
-    let observer = Observer(weft_telemetry::ControllerMetrics::new(
-        t.switches.iter().map(|s| s.name.as_str()),
-    ));
+    let ui = match a.ui {
+        Some(listen) => Some(
+            weft_ui::serve(
+                std::sync::Arc::new(t.clone()),
+                Box::new(weft_ui::DbSource::new(&t)),
+                weft_ui::UiOptions {
+                    listen,
+                    interval: Duration::from_secs(1),
+                    window: Duration::from_secs(10),
+                    history: Duration::from_secs(300),
+                    status_file: status_file.clone(),
+                },
+            )
+            .await
+            .context("weft run --ui")?,
+        ),
+        None => None,
+    };
+    let observer = Observer(
+        weft_telemetry::ControllerMetrics::new(t.switches.iter().map(|s| s.name.as_str())),
+        ui.as_ref().map(|u| u.hook()),
+    );
     let _server = match &a.metrics {
         Some(addr) => Some(
             weft_telemetry::serve(addr, observer.0.registry())
@@ -167,7 +192,8 @@ pub async fn run(a: &RunArgs) -> anyhow::Result<Outcome> {
     }
 }
 
-async fn shutdown() {
+/// SIGTERM or ctrl-c.
+pub(crate) async fn shutdown() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

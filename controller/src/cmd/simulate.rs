@@ -28,8 +28,8 @@ pub struct SimulateArgs {
     /// Links to take down, by either end (SWITCH:PORT), comma separated or repeated.
     #[arg(long, value_name = "SWITCH:PORT")]
     pub down: Vec<String>,
-    /// Also take this percentage of the switch-to-switch links down, drawn by --seed.
-    #[arg(long, value_name = "PERCENT")]
+    /// Also take this percentage (0–100) of the switch-to-switch links down, drawn by --seed.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
     pub random_down: Option<f64>,
     /// Seed of --random-down.
     #[arg(long, default_value = "1")]
@@ -50,21 +50,40 @@ pub struct SimulateArgs {
     /// collective runs on every plane at once].
     #[arg(long, value_delimiter = ',', value_name = "HOSTS")]
     pub ranks: Option<Vec<String>>,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
+}
+
+/// A percentage that can be one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0:?}: a percentage is a number from 0 to 100")]
+pub struct PercentError(String);
+
+fn parse_percent(s: &str) -> Result<f64, PercentError> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(PercentError(s.to_string())),
+    }
 }
 
 #[derive(Serialize)]
 struct ModeReport<'a> {
     mode: &'a str,
+    /// Whether every byte reaches its destination: bytes between hosts no live path joins
+    /// never arrive, so such a collective does not complete (its times are then `null`).
+    completes: bool,
     #[serde(flatten)]
     outcome: &'a ModelOutcome,
 }
 
+/// Whether the collective completes in this mode: nothing unroutable.
+fn completes(o: &ModelOutcome) -> bool {
+    o.bytes_unroutable <= 0.0
+}
+
 #[derive(Serialize)]
 struct Report<'a> {
-    fabric: &'a str,
     collective: &'a str,
     class: &'a str,
     ranks: usize,
@@ -84,6 +103,8 @@ fn human_bw(b: f64) -> String {
 }
 
 fn human_s(s: f64) -> String {
+    // -0.0 (a sum of nothing) is 0.
+    let s = s + 0.0;
     if s >= 1.0 {
         format!("{s:.2} s")
     } else if s >= 1e-3 {
@@ -168,6 +189,33 @@ fn print_text(
         "mean link"
     );
     for (m, o) in outcomes {
+        if !completes(o) {
+            crate::outln!(
+                "{:<9} {:>11} {:>11} {:>7} {:>11} {:>11} {:>10} {:>10}  {}",
+                m.as_str(),
+                crate::style::bad("never"),
+                human_s(o.ideal_s),
+                "-",
+                "-",
+                "-",
+                human_s(o.max_fabric_link_s),
+                human_s(o.mean_fabric_link_s),
+                "hosts with no live path between them"
+            );
+            crate::outln!(
+                "          does not complete: {:.3}% of the bytes have no path{}",
+                100.0 * o.bytes_unroutable / (o.bytes_offered + o.bytes_unroutable).max(1.0),
+                if o.bytes_dropped > 0.0 {
+                    format!(
+                        ", {:.3}% of the rest dropped",
+                        100.0 * o.bytes_dropped / o.bytes_offered.max(1.0)
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            continue;
+        }
         crate::outln!(
             "{:<9} {:>11} {:>11} {:>7.2} {:>11} {:>11} {:>10} {:>10}  {}",
             m.as_str(),
@@ -217,9 +265,8 @@ pub fn run(a: &SimulateArgs) -> anyhow::Result<Outcome> {
         .map(|l| weft_reconcile::core::link_name(&t, l))
         .collect();
     match a.output {
-        OutputFormat::Json => {
+        o if o.structured() => {
             let r = Report {
-                fabric: &t.name,
                 collective: a.collective.as_str(),
                 class: &class,
                 ranks: w.groups.iter().map(Vec::len).sum(),
@@ -231,16 +278,36 @@ pub fn run(a: &SimulateArgs) -> anyhow::Result<Outcome> {
                     .iter()
                     .map(|(m, o)| ModeReport {
                         mode: m.as_str(),
+                        completes: completes(o),
                         outcome: o,
                     })
                     .collect(),
             };
-            crate::outln!("{}", serde_json::to_string_pretty(&r)?);
+            let mut v = serde_json::to_value(&r)?;
+            // A collective that does not complete has no completion time, nor a ratio to one.
+            for m in v["results"].as_array_mut().into_iter().flatten() {
+                if m["completes"] == false {
+                    for k in [
+                        "completion_s",
+                        "ratio",
+                        "algbw_bytes_per_s",
+                        "busbw_bytes_per_s",
+                    ] {
+                        m[k] = serde_json::Value::Null;
+                    }
+                }
+            }
+            crate::report::emit(o, Some(&t.name), &v)?;
         }
-        OutputFormat::Text => {
+        _ => {
             let elapsed = t0.elapsed().as_secs_f64();
             print_text(&t, a, &w, &down_names, elapsed, &class, &outcomes);
         }
     }
-    Ok(Outcome::Ok)
+    // Hosts cut off: the collective does not complete, whatever the other modes do.
+    Ok(if outcomes.iter().all(|(_, o)| completes(o)) {
+        Outcome::Ok
+    } else {
+        Outcome::NotYet
+    })
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
+use weft_observe::read::Unknown;
 use weft_observe::status::{
     ElectionError, LinkRow, SwitchRow, SwitchTuning, ecn_tuning, link_rows, read_daemon_status,
     read_election, switch_rows,
@@ -33,7 +34,7 @@ pub struct StatusArgs {
     /// Read the election from etcd too: leader, term and replicas (etcd://HOST:PORT[,…]).
     #[arg(long, value_name = "ETCD")]
     pub ha: Option<String>,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -81,7 +82,17 @@ pub async fn status(a: &StatusArgs) -> anyhow::Result<Outcome> {
     let links = link_rows(&t, live, &views);
     let switches = switch_rows(&t, &views);
     let tuning = ecn_tuning(&t).await;
-    if a.output == OutputFormat::Json {
+    let unknown: Vec<Unknown> = switches
+        .iter()
+        .filter_map(|r| {
+            r.error.as_ref().map(|e| Unknown {
+                switch: r.switch.clone(),
+                data: "unreachable",
+                detail: e.clone(),
+            })
+        })
+        .collect();
+    if a.output.structured() {
         let per_switch: serde_json::Map<String, serde_json::Value> = tuning
             .iter()
             .map(|(sw, r)| {
@@ -93,7 +104,7 @@ pub async fn status(a: &StatusArgs) -> anyhow::Result<Outcome> {
             })
             .collect();
         let v = serde_json::json!({
-            "fabric": t.name,
+            "unknown": unknown,
             "run": {
                 "running": live.is_some(),
                 "error": run_error,
@@ -108,7 +119,7 @@ pub async fn status(a: &StatusArgs) -> anyhow::Result<Outcome> {
                 Err(e) => serde_json::json!({ "error": e.to_string() }),
             }),
         });
-        outln!("{}", serde_json::to_string_pretty(&v)?);
+        crate::report::emit(a.output, Some(&t.name), &v)?;
     } else {
         print_election(election.as_ref());
         match (&live, &run_error) {
@@ -120,11 +131,12 @@ pub async fn status(a: &StatusArgs) -> anyhow::Result<Outcome> {
         print_switches(&switches);
         print_tuning(&tuning);
     }
-    Ok(if live.is_some() {
+    let answer = if live.is_some() {
         Outcome::Ok
     } else {
         Outcome::NotYet
-    })
+    };
+    Ok(super::verdict(&unknown, answer))
 }
 
 fn print_election(election: Option<&Election>) {
@@ -190,6 +202,18 @@ fn print_run_status(s: &DaemonStatus) {
     }
 }
 
+/// One end's `oper/admin` in its column, red when down, yellow when unknown.
+fn end(state: &str) -> String {
+    let padded = format!("{state:<11}");
+    if state.starts_with("down") || state.ends_with("/down") {
+        crate::style::bad(&padded)
+    } else if state == "?" || state == "no row" {
+        crate::style::unknown(&padded)
+    } else {
+        padded
+    }
+}
+
 fn print_links(links: &[LinkRow]) {
     let w = links
         .iter()
@@ -211,11 +235,11 @@ fn print_links(links: &[LinkRow]) {
             _ => String::new(),
         };
         outln!(
-            "{:<w$}  {:<11}{:<11}{}{extra}",
+            "{:<w$}  {}{}{}{extra}",
             l.link,
-            l.a_state,
-            l.b_state,
-            l.usage
+            end(&l.a_state),
+            end(&l.b_state),
+            crate::style::state(&l.usage)
         );
     }
 }
@@ -231,16 +255,29 @@ fn print_switches(rows: &[SwitchRow]) {
     );
     for r in rows {
         match &r.error {
-            Some(e) => outln!("{:<20} UNREACHABLE: {e}", r.switch),
-            None => outln!(
-                "{:<20} {:<32} {:>7} {:>10}  {}",
+            Some(e) => outln!(
+                "{:<20} {}",
                 r.switch,
-                r.plugin.as_deref().unwrap_or("?"),
+                crate::style::bad(&format!("UNREACHABLE: {e}"))
+            ),
+            None => outln!(
+                "{:<20} {} {:>7} {:>10}  {}",
+                r.switch,
+                plugin_cell(r.plugin.as_deref().unwrap_or("?")),
                 r.queued.unwrap_or(0),
                 r.unanswered.unwrap_or(0),
                 r.lock.as_deref().unwrap_or("-")
             ),
         }
+    }
+}
+
+fn plugin_cell(p: &str) -> String {
+    let padded = format!("{p:<32}");
+    if p.starts_with("running") {
+        padded
+    } else {
+        crate::style::bad(&padded)
     }
 }
 

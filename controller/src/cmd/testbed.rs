@@ -92,7 +92,8 @@ pub enum TestbedCommand {
     ///
     /// Every plugin of the testbed serves /metrics on the fabric namespace's loopback, so
     /// Prometheus runs in that namespace (`ip netns exec weft-<fabric>`), and so does
-    /// `weft run --metrics` for the controller's job.
+    /// `weft run --metrics` for the controller's job. With OUT, the alerting rules of
+    /// `weft prometheus-rules` go beside it (weft-alerts.yml) and the configuration loads them.
     #[command(verbatim_doc_comment)]
     PrometheusConfig(PrometheusConfigArgs),
     /// Ping every host from every host.
@@ -167,6 +168,18 @@ pub struct UpArgs {
     /// --plugin-arg=0.18).
     #[arg(long = "plugin-arg", allow_hyphen_values = true, value_name = "ARG")]
     pub plugin_args: Vec<String>,
+    /// zmq: every plugin also serves SONiC's ZMQ channel (beside its DB socket, unless the
+    /// intent names an endpoint), as if `fabric.defaults.p4rt_transport: zmq` were written.
+    /// The controller writes over ZMQ where the intent it is given says so.
+    /// [default: what the intent says, else redis]
+    #[arg(long, value_enum, value_name = "TRANSPORT")]
+    pub transport: Option<TransportArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportArg {
+    Redis,
+    Zmq,
 }
 
 #[derive(Args, Debug)]
@@ -181,7 +194,7 @@ pub struct StatusArgs {
     /// The intent file or the fabric's name.
     #[arg(value_name = "FILE|FABRIC")]
     pub fabric: String,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -257,6 +270,10 @@ pub struct PrometheusConfigArgs {
     /// Scrape interval.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub interval: Duration,
+    /// Also write the alerting rules (`weft prometheus-rules`) here and load them from the
+    /// configuration [default with OUT: weft-alerts.yml beside it; "none": no rules].
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -264,7 +281,7 @@ pub struct PingArgs {
     /// The intent file or the fabric's name.
     #[arg(value_name = "FILE|FABRIC")]
     pub fabric: String,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -301,7 +318,7 @@ pub struct FaultArgs {
     /// reorder: extra latency of the slow path.
     #[arg(long, default_value = "20ms", value_parser = parse_duration, value_name = "DURATION")]
     pub delay: Duration,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -336,9 +353,12 @@ fn state_dir(dir: Option<PathBuf>, fabric: &str) -> PathBuf {
 
 pub fn up(a: &UpArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let (file, db_only, acl) = (&a.file, a.db_only, a.acl);
-    let Some(t) = load_valid(file)? else {
+    let Some(mut t) = load_valid(file)? else {
         return Ok(Outcome::Invalid);
     };
+    if a.transport == Some(TransportArg::Zmq) {
+        weft_topology::transport::serve_zmq(&mut t);
+    }
     let programs = if db_only {
         tb::Programs::locate_db_only()?
     } else {
@@ -366,6 +386,16 @@ pub fn up(a: &UpArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
             st.switches.len(),
             st.hosts.len(),
             st.netns
+        );
+    }
+    let zmq = t
+        .switches
+        .iter()
+        .filter(|s| s.transport.zmq_endpoint().is_some())
+        .count();
+    if zmq > 0 && !db_only {
+        outln!(
+            "{zmq} plugins also take P4RT entries over ZMQ (weft apply/run use it where the intent says p4rt_transport: zmq)"
         );
     }
     outln!("state: {}", tb::State::path(&dir).display());
@@ -431,15 +461,37 @@ pub fn prometheus_config(
     if let Some(c) = ctl {
         weft_telemetry::server::parse_addr(c).context("--controller")?;
     }
-    let text = tb::prometheus_config(&st, ctl, interval);
+    let rules = match (&a.rules, &a.out) {
+        (Some(r), _) if r.as_os_str() == "none" => None,
+        (Some(r), _) => Some(r.clone()),
+        (None, Some(out)) => Some(out.with_file_name("weft-alerts.yml")),
+        (None, None) => None,
+    };
+    // Prometheus reads a relative rule file from its own working directory: name it whole.
+    let rules = match rules {
+        Some(r) if r.is_relative() => Some(std::env::current_dir()?.join(r)),
+        r => r,
+    };
+    if let Some(r) = &rules {
+        let text = weft_telemetry::rules::rules_yaml(
+            &weft_telemetry::rules::RuleOptions::default(),
+            super::rules::HEADER,
+        )?;
+        std::fs::write(r, text).with_context(|| format!("writing {}", r.display()))?;
+    }
+    let text = tb::prometheus_config(&st, ctl, interval, rules.as_deref());
     match &a.out {
         Some(p) => {
             std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?;
             let n = st.switches.iter().filter(|s| s.metrics.is_some()).count();
             outln!(
-                "{}: {n} plugin targets{}; run Prometheus in the fabric namespace: ip netns exec {} prometheus --config.file={}",
+                "{}: {n} plugin targets{}{}; run Prometheus in the fabric namespace: ip netns exec {} prometheus --config.file={}",
                 p.display(),
                 ctl.map_or(String::new(), |c| format!(", weft run at {c}")),
+                rules.as_ref().map_or(String::new(), |r| format!(
+                    ", alerting rules in {}",
+                    r.display()
+                )),
                 st.netns,
                 p.display()
             );
@@ -469,10 +521,9 @@ pub fn status(a: &StatusArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
             dir.display()
         )
     })?;
-    let all_running = r.processes.iter().all(|p| p.running);
     match output {
-        OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
-        OutputFormat::Text => {
+        o if o.structured() => crate::report::emit(o, Some(&r.fabric), &r)?,
+        _ => {
             outln!(
                 "testbed {} (namespace {}, state {}){}",
                 r.fabric,
@@ -488,10 +539,24 @@ pub fn status(a: &StatusArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
                     if p.running {
                         "running".to_string()
                     } else {
-                        match tb::chaos::restart_hint(&r.fabric, &p.name) {
+                        crate::style::bad(&match tb::chaos::restart_hint(&r.fabric, &p.name) {
                             Some(h) => format!("NOT RUNNING ({h}; log {})", p.log.display()),
                             None => "NOT RUNNING".to_string(),
-                        }
+                        })
+                    }
+                );
+            }
+            for d in &r.dbs {
+                outln!(
+                    "  db {:<21} {} {}",
+                    d.switch,
+                    d.db,
+                    if d.answers {
+                        "answers".to_string()
+                    } else {
+                        crate::style::bad(
+                            "NOT ANSWERING (its socket gone, or its redis-server stopped)",
+                        )
                     }
                 );
             }
@@ -509,7 +574,7 @@ pub fn status(a: &StatusArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
             }
         }
     }
-    Ok(if all_running {
+    Ok(if r.healthy() {
         Outcome::Ok
     } else {
         Outcome::Failed
@@ -564,19 +629,18 @@ pub fn ping(a: &PingArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
     let res = tb::ping_all(&st, 2);
     let ok = res.iter().filter(|r| r.2).count();
     match output {
-        OutputFormat::Json => {
+        o if o.structured() => {
             let pairs: Vec<serde_json::Value> = res
                 .iter()
                 .map(|(a, b, good)| serde_json::json!({"from": a, "to": b, "ok": good}))
                 .collect();
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "fabric": st.fabric, "pairs": res.len(), "answered": ok, "results": pairs
-                }))?
-            );
+            crate::report::emit(
+                o,
+                Some(&st.fabric),
+                &serde_json::json!({"pairs": res.len(), "answered": ok, "results": pairs}),
+            )?;
         }
-        OutputFormat::Text => {
+        _ => {
             for (a, b, good) in &res {
                 if !good {
                     outln!("UNREACHABLE {a} -> {b}");
@@ -674,8 +738,12 @@ pub fn fault(a: &FaultArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         FaultKind::List => {
             let faults = tb::fault::list(&st.state_dir);
             match output {
-                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&faults)?),
-                OutputFormat::Text => {
+                o if o.structured() => crate::report::emit(
+                    o,
+                    Some(&st.fabric),
+                    &serde_json::json!({ "faults": faults }),
+                )?,
+                _ => {
                     if faults.is_empty() {
                         outln!("no faults in place");
                     }
@@ -688,8 +756,12 @@ pub fn fault(a: &FaultArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         FaultKind::Clear => {
             let done = tb::fault::clear(&st, &tools)?;
             match output {
-                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&done)?),
-                OutputFormat::Text => {
+                o if o.structured() => crate::report::emit(
+                    o,
+                    Some(&st.fabric),
+                    &serde_json::json!({ "cleared": done }),
+                )?,
+                _ => {
                     for l in &done {
                         outln!("{l}");
                     }
@@ -703,8 +775,10 @@ pub fn fault(a: &FaultArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         _ => {
             let f = tb::fault::inject(&st, &tools, a.kind, &a.targets, &params)?;
             match output {
-                OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&f)?),
-                OutputFormat::Text => {
+                o if o.structured() => {
+                    crate::report::emit(o, Some(&st.fabric), &serde_json::json!({ "fault": f }))?
+                }
+                _ => {
                     outln!("{} {}: {}", f.kind.as_str(), f.target, f.detail);
                     outln!("undo: weft testbed fault {file_or_name} clear (or testbed down)");
                 }

@@ -1,10 +1,12 @@
 //! `weft top FILE`: a live view of the fabric (`weft_observe::top`), refreshed every
-//! interval. `--once` prints one view (text or JSON) and exits.
+//! interval on a terminal. `--once`, structured output, or an output that is not a terminal
+//! (a pipe, a file) print one view, without screen escapes, and exit.
 //!
 //! Keys (a letter, then Enter: the terminal stays in line mode): `u` sort links by utilisation,
 //! `p` by packet rate, `/TEXT` show only rows naming TEXT, `/` alone clears the filter, `q`
 //! quits.
 
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -21,7 +23,8 @@ pub struct TopArgs {
     /// The intent file.
     #[arg(value_name = "FILE")]
     pub file: String,
-    /// One view (two reads --interval apart), then exit.
+    /// One view (two reads --interval apart), then exit (also when the output is not a
+    /// terminal).
     #[arg(long)]
     pub once: bool,
     /// Refresh interval (and the rate window).
@@ -36,7 +39,7 @@ pub struct TopArgs {
     /// Rows per section in text output.
     #[arg(long, default_value = "10", value_name = "N")]
     pub rows: usize,
-    /// text or json (json needs --once).
+    /// text, json or yaml (one view, as --once).
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -62,6 +65,14 @@ fn si(v: f64, unit: &str) -> String {
     format!("{d:.1}{p}{unit}")
 }
 
+fn rate(v: Option<f64>, unit: &str) -> String {
+    v.map_or("-".to_string(), |v| si(v, unit))
+}
+
+fn count(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.0}"))
+}
+
 fn render(v: &TopView, rows: usize) {
     outln!(
         "weft top {}: rates over {:.1} s (keys: u/p sort links, /TEXT filter, q quit)",
@@ -80,14 +91,15 @@ fn render(v: &TopView, rows: usize) {
     );
     for l in v.links.iter().take(rows) {
         outln!(
-            "{:<48} {:>6.3}% {:>10} {:>10} {:>9.0} {:>9.0}  {}",
+            "{:<48} {:>7} {:>10} {:>10} {:>9} {:>9}  {}",
             l.link,
-            l.utilisation * 100.0,
-            si(l.a_to_b_bps, "b/s"),
-            si(l.b_to_a_bps, "b/s"),
-            l.a_to_b_pps,
-            l.b_to_a_pps,
-            l.state
+            l.utilisation
+                .map_or("-".to_string(), |u| format!("{:.3}%", u * 100.0)),
+            rate(l.a_to_b_bps, "b/s"),
+            rate(l.b_to_a_bps, "b/s"),
+            count(l.a_to_b_pps),
+            count(l.b_to_a_pps),
+            crate::style::state(&l.state)
         );
     }
     outln!();
@@ -127,8 +139,15 @@ fn render(v: &TopView, rows: usize) {
         }
     }
     outln!();
-    if v.pfc.is_empty() {
+    // "None" only when every switch was read twice with current counters.
+    let unread = || {
+        let names: Vec<&str> = v.unknown.iter().map(|u| u.switch.as_str()).collect();
+        crate::style::unknown(&format!("unknown on {}", names.join(", ")))
+    };
+    if v.pfc.is_empty() && v.complete() {
         outln!("PFC: no PAUSE frames");
+    } else if v.pfc.is_empty() {
+        outln!("PFC: no PAUSE frames on the switches read; {}", unread());
     } else {
         outln!(
             "{:<24} {:>4} {:>12} {:>12}",
@@ -147,8 +166,10 @@ fn render(v: &TopView, rows: usize) {
             );
         }
     }
-    if v.drops.is_empty() {
+    if v.drops.is_empty() && v.complete() {
         outln!("drops: none");
+    } else if v.drops.is_empty() {
+        outln!("drops: none on the switches read; {}", unread());
     } else {
         for d in v.drops.iter().take(rows) {
             outln!("drops: {} {} {:.1} pps", d.switch, d.reason, d.pps);
@@ -170,9 +191,7 @@ fn render(v: &TopView, rows: usize) {
     if !v.out_of_use.is_empty() {
         outln!("links out of use: {}", v.out_of_use.join(", "));
     }
-    for (s, e) in &v.errors {
-        outln!("{s}: not read: {e}");
-    }
+    super::print_unknown(&v.unknown);
 }
 
 /// Lines typed on standard input (a key, then Enter), read on a thread of their own.
@@ -194,7 +213,7 @@ pub async fn run(a: &TopArgs) -> anyhow::Result<Outcome> {
     let Some(t) = load_valid_as(&a.file, a.output)? else {
         return Ok(Outcome::Invalid);
     };
-    let once = a.once || a.output == OutputFormat::Json;
+    let once = a.once || a.output.structured() || !std::io::stdout().is_terminal();
     let interval = a.interval.max(Duration::from_millis(100));
     let mut prev = snapshot(&t).await;
     let mut at = Instant::now();
@@ -211,16 +230,12 @@ pub async fn run(a: &TopArgs) -> anyhow::Result<Outcome> {
         at = Instant::now();
         let v = view(&t, &prev, &cur, dt, &run_usage(&t), sort, &filter);
         if once {
-            if a.output == OutputFormat::Json {
-                outln!("{}", serde_json::to_string_pretty(&v)?);
+            if a.output.structured() {
+                crate::report::emit(a.output, Some(&t.name), &v)?;
             } else {
                 render(&v, a.rows);
             }
-            return Ok(if v.errors.is_empty() {
-                Outcome::Ok
-            } else {
-                Outcome::Failed
-            });
+            return Ok(super::verdict(&v.unknown, Outcome::Ok));
         }
         crate::out!("\x1b[H\x1b[2J");
         render(&v, a.rows);

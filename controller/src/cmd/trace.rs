@@ -32,7 +32,7 @@ pub struct TraceArgs {
     /// How far back to read postcards.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub since: Duration,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -63,20 +63,18 @@ pub async fn run(a: &TraceArgs) -> anyhow::Result<Outcome> {
     let since_ms = weft_observe::now_ms().saturating_sub(a.since.as_millis() as u64);
     let (hops, unread) = read_postcards(&t, since_ms).await;
     let mut r = analyse(&t, s, d, &allowed, hops, &filter, a.since.as_secs_f64());
-    r.unread = unread
-        .into_iter()
-        .map(|(sw, e)| (sw, e.to_string()))
-        .collect();
-    if a.output == OutputFormat::Json {
-        outln!("{}", serde_json::to_string_pretty(&r)?);
+    r.set_unknown(unread);
+    if a.output.structured() {
+        crate::report::emit(a.output, Some(&t.name), &r)?;
     } else {
         print(&r);
     }
-    Ok(if r.packets > 0 && r.mismatches == 0 {
+    let answer = if r.packets > 0 && r.mismatches == 0 {
         Outcome::Ok
     } else {
         Outcome::NotYet
-    })
+    };
+    Ok(super::verdict(&r.unknown, answer))
 }
 
 fn print(r: &TraceReport) {
@@ -138,7 +136,5 @@ fn print(r: &TraceReport) {
             }
         }
     }
-    for (sw, e) in &r.unread {
-        outln!("{sw}: postcards not read: {e}");
-    }
+    super::print_unknown(&r.unknown);
 }

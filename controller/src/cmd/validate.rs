@@ -5,13 +5,11 @@
 //! (whatever the others were). There are no warnings: whatever the compiler would have to
 //! refuse or work around is an error.
 
-use std::path::Path;
-
 use clap::Args;
-use weft_topology::{Diagnostic, LoadError, ReadError};
+use weft_topology::{Diagnostic, LoadError};
 
 use super::Outcome;
-use super::intent::{ErrorJson, Report, invalid, print_diagnostics};
+use super::intent::{ErrorJson, Report, invalid, label, print_diagnostics, read_text};
 use crate::args::OutputFormat;
 
 #[derive(Args, Debug)]
@@ -19,13 +17,14 @@ pub struct ValidateArgs {
     /// Intent files; `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
-    /// text, or json: an array with one report per file.
+    /// text, json or yaml: `files`, one report per file (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
 
 enum Checked {
     Valid {
+        fabric: String,
         switches: usize,
         hosts: usize,
         links: usize,
@@ -35,24 +34,10 @@ enum Checked {
 }
 
 fn check(f: &str) -> Checked {
-    let (label, text) = if f == "-" {
-        let label = "<stdin>";
-        (
-            label,
-            weft_topology::read_limited(std::io::stdin().lock(), label).map_err(|e| match e {
-                ReadError::Io(e) => LoadError::Io {
-                    path: label.into(),
-                    source: e,
-                },
-                ReadError::Invalid(d) => LoadError::Invalid(d),
-            }),
-        )
-    } else {
-        (f, weft_topology::read_intent(Path::new(f)))
-    };
-    let result = text.and_then(|text| weft_topology::load_str(&text, label));
+    let result = read_text(f).and_then(|text| weft_topology::load_str(&text, label(f)));
     match result {
         Ok(t) => Checked::Valid {
+            fabric: t.name.clone(),
             switches: t.switches.len(),
             hosts: t.hosts.len(),
             links: t.links.len(),
@@ -68,6 +53,7 @@ fn report<'a>(file: &'a str, c: &'a Checked) -> Report<'a> {
             switches,
             hosts,
             links,
+            ..
         } => Report {
             file,
             valid: true,
@@ -103,17 +89,18 @@ fn print_text(file: &str, c: &Checked, r: &Report) {
             switches,
             hosts,
             links,
+            ..
         } => crate::outln!("{file}: valid ({switches} switches, {hosts} hosts, {links} links)"),
         Checked::Invalid(d) => {
             print_diagnostics(d);
             if r.error_count > d.len() {
-                crate::errln!(
+                crate::warnln!(
                     "{file}: {} error(s), the first {} shown",
                     r.error_count,
                     d.len() - 1
                 );
             } else {
-                crate::errln!("{file}: {} error(s)", r.error_count);
+                crate::warnln!("{file}: {} error(s)", r.error_count);
             }
         }
         Checked::Unreadable(msg) => crate::errln!("{file}: error: {msg}"),
@@ -124,15 +111,12 @@ pub fn run(a: &ValidateArgs) -> anyhow::Result<Outcome> {
     let checked: Vec<(&str, Checked)> = a.files.iter().map(|f| (f.as_str(), check(f))).collect();
     let mut reports = Vec::new();
     for (f, c) in &checked {
-        let file = if *f == "-" { "<stdin>" } else { f };
+        let file = label(f);
         let r = report(file, c);
         if a.output == OutputFormat::Text {
             print_text(file, c, &r);
         }
         reports.push(r);
-    }
-    if a.output == OutputFormat::Json {
-        crate::outln!("{}", serde_json::to_string_pretty(&reports)?);
     }
     let unreadable = checked
         .iter()
@@ -140,6 +124,9 @@ pub fn run(a: &ValidateArgs) -> anyhow::Result<Outcome> {
     let invalid = checked
         .iter()
         .any(|(_, c)| matches!(c, Checked::Invalid(_)));
+    if a.output.structured() {
+        emit(a.output, &checked, &reports, unreadable, invalid)?;
+    }
     Ok(if unreadable {
         Outcome::Failed
     } else if invalid {
@@ -147,4 +134,43 @@ pub fn run(a: &ValidateArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
+}
+
+/// The document: every file's report under `files`; `fabric` when one file was given and is
+/// valid; `error` as every command has it (`failure` when a file could not be read, else
+/// `invalid-intent` with the problems of every invalid file).
+fn emit(
+    output: OutputFormat,
+    checked: &[(&str, Checked)],
+    reports: &[Report],
+    unreadable: bool,
+    invalid: bool,
+) -> anyhow::Result<()> {
+    let fabric = match checked {
+        [(_, Checked::Valid { fabric, .. })] => Some(fabric.as_str()),
+        _ => None,
+    };
+    let bad: Vec<&Report> = reports.iter().filter(|r| !r.valid).collect();
+    let errors: Vec<&ErrorJson> = bad.iter().flat_map(|r| &r.errors).collect();
+    let count: usize = bad.iter().map(|r| r.error_count).sum();
+    let message = format!(
+        "{count} error(s) in {} of {} file(s)",
+        bad.len(),
+        reports.len()
+    );
+    let error = (unreadable || invalid).then(|| crate::report::ErrorDoc {
+        kind: if unreadable {
+            "failure"
+        } else {
+            "invalid-intent"
+        },
+        message,
+        causes: Vec::new(),
+        errors: serde_json::to_value(&errors).ok(),
+    });
+    let body = serde_json::json!({ "files": reports });
+    match error {
+        Some(e) => crate::report::emit_error(output, fabric, &e, body),
+        None => crate::report::emit(output, fabric, &body),
+    }
 }

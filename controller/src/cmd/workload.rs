@@ -72,7 +72,7 @@ pub struct WorkloadArgs {
     /// Per run, and per weft apply stage.
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
-    /// text or json.
+    /// text, json or yaml (README, "Structured output").
     #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
@@ -143,8 +143,8 @@ pub fn run(a: &WorkloadArgs, state_dir: Option<PathBuf>) -> anyhow::Result<Outco
         report.regressions = regressions(&report, &base, a.threshold);
     }
     match a.output {
-        OutputFormat::Json => crate::outln!("{}", serde_json::to_string_pretty(&report)?),
-        OutputFormat::Text => crate::out!("{}", render(&report)),
+        o if o.structured() => crate::report::emit(o, Some(&report.fabric.clone()), &report)?,
+        _ => crate::out!("{}", render(&report)),
     }
     let ok = report.cases.iter().all(|c| c.run.complete) && report.regressions.is_empty();
     Ok(if ok { Outcome::Ok } else { Outcome::Failed })

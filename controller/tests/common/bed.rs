@@ -1,5 +1,5 @@
 //! The emulated small leaf-spine fabric every BMv2 scenario runs on: prerequisites (SKIPPED
-//! without them), a private copy of the example, `weft testbed up`, `weft apply` until it
+//! without them where BMv2 is not installed, a failure where it is), a private copy of the example, `weft testbed up`, `weft apply` until it
 //! converges, and teardown when dropped, also on failure: every child this harness started
 //! killed by PID, then the testbed's processes, namespaces and veths.
 #![allow(dead_code)] // each scenario uses its own part of the harness
@@ -17,25 +17,26 @@ pub const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 pub struct Needs {
     /// BMv2's `simple_switch_CLI` next to it and Debian's python3-thrift it runs on.
     pub cli: bool,
-    /// The project's `.venv` (scripts/setup.sh), for the P4Runtime-package checks.
+    /// The project's `.venv` (scripts/setup.sh) with the `p4runtime` package: the independent
+    /// read-back (`tests/scripts/p4rt_dump.py`) and the other P4Runtime-package checks.
     pub venv: bool,
+    /// Debian's `prometheus`, its `promtool` and `curl` (scripts/setup.sh).
+    pub prometheus: bool,
     /// Other workspace binaries next to `weft`, as (binary, package).
     pub bins: &'static [(&'static str, &'static str)],
 }
 
-/// The programs the testbed runs, or `None` after a loud SKIPPED line (a failure with
-/// WEFT_REQUIRE_BMV2=1) when something the scenario needs is missing.
-pub fn programs(test: &str, needs: &Needs) -> Option<tb::Programs> {
+/// The independent read-back, run with the project's `.venv`.
+pub const P4RT_DUMP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/scripts/p4rt_dump.py");
+
+/// Why the scenario cannot run (every missing prerequisite), empty when it can.
+pub fn missing(needs: &Needs) -> Vec<String> {
+    let mut why = Vec::new();
     let Some(bmv2) = weft_tests::bmv2::find_bmv2() else {
-        super::skip_or_fail(
-            test,
-            "BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)",
-        );
-        return None;
+        return vec!["BMv2 simple_switch_grpc not found (looked on PATH and /opt/p4/bin)".into()];
     };
     if !super::is_root() {
-        super::skip_or_fail(test, "needs root for network namespaces");
-        return None;
+        why.push("needs root for network namespaces".into());
     }
     let weft = Path::new(env!("CARGO_BIN_EXE_weft"));
     for (bin, pkg) in [("weft-plugin", "weft-sonic-plugin")]
@@ -43,35 +44,205 @@ pub fn programs(test: &str, needs: &Needs) -> Option<tb::Programs> {
         .chain(needs.bins)
     {
         if !weft.with_file_name(bin).exists() {
-            super::skip_or_fail(
-                test,
-                &format!("{bin} not built next to weft (cargo build -p {pkg})"),
-            );
-            return None;
+            why.push(format!(
+                "{bin} not built next to weft (`cargo test --workspace` builds it; alone: cargo build -p {pkg})"
+            ));
         }
     }
     if needs.cli {
-        let thrift = Command::new("/usr/bin/python3")
-            .args(["-c", "import thrift"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !thrift || !bmv2.with_file_name("simple_switch_CLI").exists() {
-            super::skip_or_fail(
-                test,
-                "BMv2's simple_switch_CLI or Debian python3-thrift missing (scripts/setup.sh)",
-            );
-            return None;
+        if !bmv2.with_file_name("simple_switch_CLI").exists() {
+            why.push("BMv2's simple_switch_CLI not installed next to simple_switch_grpc".into());
+        }
+        if !succeeds(Command::new("/usr/bin/python3").args(["-c", "import thrift"])) {
+            why.push("Debian python3-thrift missing (scripts/setup.sh)".into());
         }
     }
-    if needs.venv && !Path::new(REPO).join(".venv/bin/python").exists() {
-        super::skip_or_fail(test, ".venv missing (scripts/setup.sh)");
+    if needs.venv {
+        let python = Path::new(REPO).join(".venv/bin/python");
+        let imports = succeeds(
+            Command::new(&python)
+                .args(["-c", "import grpc, p4.v1.p4runtime_pb2"])
+                .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python"),
+        );
+        if !imports {
+            why.push(format!(
+                "{} cannot import grpc and p4runtime (scripts/setup.sh makes .venv)",
+                python.display()
+            ));
+        }
+    }
+    if needs.prometheus {
+        for tool in ["/usr/bin/prometheus", "/usr/bin/promtool", "/usr/bin/curl"] {
+            if !Path::new(tool).exists() {
+                why.push(format!("{tool} not installed (scripts/setup.sh)"));
+            }
+        }
+    }
+    why
+}
+
+fn succeeds(c: &mut Command) -> bool {
+    c.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The programs the testbed runs, or `None` after a loud SKIPPED line when something the
+/// scenario needs is missing: a failure instead where BMv2 is installed (unless
+/// `WEFT_REQUIRE_BMV2=0`), so an installed switch means every scenario runs or fails.
+pub fn programs(test: &str, needs: &Needs) -> Option<tb::Programs> {
+    let why = missing(needs);
+    if !why.is_empty() {
+        super::skip_or_fail(test, &why.join("; "));
         return None;
     }
+    weft_tests::bmv2::ran(test);
+    let weft = Path::new(env!("CARGO_BIN_EXE_weft"));
     Some(tb::Programs {
         redis: PathBuf::from("/usr/bin/redis-server"),
         plugin: weft.with_file_name("weft-plugin"),
-        bmv2,
+        bmv2: weft_tests::bmv2::find_bmv2()?,
     })
+}
+
+/// The independent plan check: `tests/scripts/p4rt_plan_check.py`.
+pub const P4RT_PLAN_CHECK: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/scripts/p4rt_plan_check.py"
+);
+
+/// Checks what `switch` holds (`dump`, p4rt_dump.py's JSON) against the P4RT_TABLE entries the
+/// offline plan `plan` (`weft plan --offline --output json`) gives it, entry by entry, with the
+/// independent `tests/scripts/p4rt_plan_check.py` (port ids from the intent `topo`): its summary
+/// line, or every difference. `dump` is p4rt_dump.py's text as printed ([`p4rt_dump_text`]: a
+/// 128-bit address would not survive a trip through an f64). Scratch files go to `dir`.
+pub fn check_against_plan(
+    dir: &Path,
+    topo: &weft_topology::Topology,
+    plan: &serde_json::Value,
+    switch: &str,
+    dump: &str,
+) -> Result<String, String> {
+    let sw = plan["switches"]
+        .as_array()
+        .and_then(|s| s.iter().find(|x| x["name"] == switch))
+        .ok_or_else(|| format!("{switch} not in the plan"))?;
+    let entries = &sw["add"];
+    let ports: Vec<String> = topo
+        .switches
+        .iter()
+        .find(|s| s.name == switch)
+        .map(|s| {
+            s.ports
+                .iter()
+                .map(|p| format!("{}={}", p.name, p.id))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (ef, df) = (
+        dir.join(format!("plan-entries-{switch}.json")),
+        dir.join(format!("dump-{switch}.json")),
+    );
+    std::fs::write(&ef, entries.to_string()).map_err(|e| e.to_string())?;
+    std::fs::write(&df, dump).map_err(|e| e.to_string())?;
+    let out = Command::new(format!("{REPO}/.venv/bin/python"))
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+        .arg(P4RT_PLAN_CHECK)
+        .args(["--p4info", &format!("{REPO}/p4/build/weft.p4info.txtpb")])
+        .arg("--entries")
+        .arg(&ef)
+        .arg("--dump")
+        .arg(&df)
+        .args(["--ports", &ports.join(",")])
+        .output()
+        .map_err(|e| format!("run p4rt_plan_check.py: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "p4rt_plan_check.py exit {:?}: {e}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    let summary = format!(
+        "{switch}: {} entries and groups expected from the plan, {} held in the controller's tables",
+        v["compared"]["expected"], v["compared"]["held"]
+    );
+    if out.status.success() {
+        Ok(summary)
+    } else {
+        Err(format!(
+            "{summary}; missing {}; unexpected {}",
+            v["missing"], v["unexpected"]
+        ))
+    }
+}
+
+/// Everything a P4Runtime switch holds, read in the fabric namespace `netns` by the independent
+/// `tests/scripts/p4rt_dump.py` (the `p4runtime` package only, no Weft code): its JSON text.
+pub fn p4rt_dump_text(netns: &str, addr: &str, device_id: u64) -> Result<String, String> {
+    let out = Command::new("timeout")
+        .args(["60", "ip", "netns", "exec", netns, "env"])
+        .arg("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python")
+        .arg(format!("{REPO}/.venv/bin/python"))
+        .arg(P4RT_DUMP)
+        .args(["--addr", addr, "--device-id", &device_id.to_string()])
+        .args(["--p4info", &format!("{REPO}/p4/build/weft.p4info.txtpb")])
+        .output()
+        .map_err(|e| format!("run p4rt_dump.py: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "p4rt_dump.py exit {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// [`p4rt_dump_text`] parsed, integers too long for an f64 (IPv6 addresses) as strings.
+pub fn p4rt_dump(netns: &str, addr: &str, device_id: u64) -> Result<serde_json::Value, String> {
+    let text = p4rt_dump_text(netns, addr, device_id)?;
+    serde_json::from_str(&quote_big_numbers(&text)).map_err(|e| format!("p4rt_dump.py JSON: {e}"))
+}
+
+/// Integers too long for an f64 (IPv6 addresses) as strings, so no two entries read alike.
+pub fn quote_big_numbers(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut in_str = false;
+    let mut escaped = false;
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if digits.len() > 15 {
+            out.push('"');
+            out.push_str(digits);
+            out.push('"');
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in json.chars() {
+        if in_str {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+        } else if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            if c == '"' {
+                in_str = true;
+            }
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
 }
 
 /// One scenario's testbed.

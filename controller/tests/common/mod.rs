@@ -1,13 +1,10 @@
 //! Shared by the testbed scenarios: the SKIPPED/required policy and the root check.
 
-/// Without BMv2 (or root) a scenario prints a loud SKIPPED line and passes, unless
-/// WEFT_REQUIRE_BMV2=1 asks for a failure instead.
+/// A BMv2 scenario that cannot run: a failure where BMv2 is installed (unless
+/// `WEFT_REQUIRE_BMV2=0`) or under `WEFT_REQUIRE_BMV2=1`, else a loud SKIPPED line; recorded in
+/// `scripts/test.sh`'s ledger either way (`weft_tests::bmv2`).
 pub fn skip_or_fail(test: &str, why: &str) {
-    if std::env::var_os("WEFT_REQUIRE_BMV2").is_some_and(|v| v == "1") {
-        panic!("WEFT_REQUIRE_BMV2=1 but {why}");
-    }
-    println!("SKIPPED: {test}: {why}");
-    eprintln!("SKIPPED: {test}: {why}");
+    weft_tests::bmv2::skip_or_fail(test, why);
 }
 
 /// Network namespaces and veths need root.
@@ -36,10 +33,15 @@ pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
     .expect("example")
     .replace("name: small", &format!("name: {fabric}"))
     .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/db", dir.display()),
+        "    p4rt_address: 127.0.0.1:9559\n",
+        &format!(
+            "    p4rt_address: 127.0.0.1:9559\n    db_socket_dir: {}/db\n",
+            dir.display()
+        ),
     );
     (dir, fabric, text)
 }
 
 pub mod bed;
+pub mod browser;
+pub mod stats;

@@ -36,7 +36,8 @@ pub fn redis_servers(n: usize) -> Vec<weft_tests::redis::RedisServer> {
 }
 
 /// The small leaf-spine example as fabric `name`, the DB of `switches[i]` at `dbs[i]` (the
-/// others' DBs in a directory nobody serves), written to `DIR/fabric.yaml`: its path.
+/// others' DBs in the fabric's own directory, `/run/weft/<name>`, which nobody serves),
+/// written to `DIR/fabric.yaml`: its path.
 pub fn example_on(
     name: &str,
     dir: &std::path::Path,
@@ -48,11 +49,7 @@ pub fn example_on(
         "/../topology/examples/leaf-spine-small.yaml"
     ))
     .expect("example")
-    .replace("name: small", &format!("name: {name}"))
-    .replace(
-        "db_socket_dir: /run/weft/small",
-        &format!("db_socket_dir: {}/nowhere", dir.display()),
-    );
+    .replace("name: small", &format!("name: {name}"));
     let mut text = format!("{base}\nswitches:\n");
     for (s, db) in switches.iter().zip(dbs) {
         text += &format!("  - name: {s}\n    db: {db}\n");

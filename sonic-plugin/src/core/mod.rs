@@ -198,6 +198,10 @@ pub enum Input {
 /// A batch's answers, as decided at its commit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answered {
+    /// Which batch: the session's count of [`Input::Batch`]es when it came ([`Core::batches_in`]
+    /// right after), 0 for keys a restart replays. Answers come in batch order, except a fenced
+    /// batch's, which come at once.
+    pub batch: u64,
     pub results: Vec<EntryResult>,
     /// APPL_DB rows of failed keys, back to what is installed...
     pub revert: Vec<(String, FieldValues)>,
@@ -318,6 +322,7 @@ enum Work {
         run: Run<usize>,
         prepared: Prepared,
         started: Instant,
+        seq: u64,
     },
     Undo {
         run: Run<usize>,
@@ -511,9 +516,10 @@ fn audit_due(
 
 /// The answers of a batch from a writer whose term is over: every key refused, nothing of it
 /// anywhere.
-fn fenced(ops: Vec<KeyOpFieldValues>, term: u64, held: u64) -> Answered {
+fn fenced(batch: u64, ops: Vec<KeyOpFieldValues>, term: u64, held: u64) -> Answered {
     let message = format!("WEFT_FENCED term {term} is older than {held}");
     Answered {
+        batch,
         results: ops
             .into_iter()
             .map(|o| {
@@ -578,6 +584,11 @@ impl Core {
     /// otherwise, never dropped).
     pub fn accepts_batch(&self) -> bool {
         self.s.phase == Phase::Running && self.s.queue.is_empty()
+    }
+
+    /// How many batches this session was fed: the [`Answered::batch`] of the last one.
+    pub fn batches_in(&self) -> u64 {
+        self.s.batches_in
     }
 
     /// Whether the session is running (synced, replayed).
@@ -881,7 +892,7 @@ impl Core {
                 held,
                 "batch from an older term refused"
             );
-            out.push(Output::Answer(fenced(ops, t, held)));
+            out.push(Output::Answer(fenced(self.s.batches_in, ops, t, held)));
             return;
         }
         self.term = self.term.max(term);

@@ -79,6 +79,7 @@ impl Core {
                 run,
                 prepared,
                 started,
+                seq,
             } => {
                 let executed = run.finish();
                 // Only a failed key can have something to roll back.
@@ -92,7 +93,7 @@ impl Core {
                     });
                 }
                 let took = now.at.saturating_duration_since(started);
-                out.push(Output::Answer(self.answer(committed.results, took)));
+                out.push(Output::Answer(self.answer(seq, committed.results, took)));
             }
             Work::Undo { run, keys } => self.engine.rolled_back(&keys, run.finish()),
             Work::Owned {
@@ -155,7 +156,7 @@ impl Core {
 
     /// A batch's answers: APPL_DB rows of failed keys go back to what is installed (so APPL_DB
     /// and APPL_STATE_DB differ only while a key is in flight: what a restart replays).
-    pub(super) fn answer(&self, results: Vec<EntryResult>, took: Duration) -> Answered {
+    pub(super) fn answer(&self, batch: u64, results: Vec<EntryResult>, took: Duration) -> Answered {
         let mut revert = Vec::new();
         let mut remove = Vec::new();
         for r in results.iter().filter(|r| !r.status.is_ok()) {
@@ -168,6 +169,7 @@ impl Core {
             tracing::warn!(key = %r.key, status = %r.status, error = %r.message, "entry refused");
         }
         Answered {
+            batch,
             results,
             revert,
             remove,
@@ -385,6 +387,7 @@ impl Core {
             run,
             prepared: p,
             started: now.at,
+            seq: q.seq,
         };
         if self.start(now, work, out) {
             self.s.pending = pending;

@@ -34,6 +34,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use weft_p4rt::{Client, ClientConfig, Event, P4Info, PipelineConfig, PipelinePush};
 use weft_retry::RetryPolicy;
+use weft_sonic_db::zmq::{AsyncDbUpdater, ServerOptions, ZmqRequest, ZmqServer};
 use weft_sonic_db::{
     Digest, FieldValues, KeyOpFieldValues, SonicDb, SonicDbConfig, SonicDbError, SonicDbId, Table,
 };
@@ -58,8 +59,8 @@ use crate::translate::Translator;
 mod tasks;
 pub use tasks::config_tables;
 use tasks::{
-    Responder, Tasks, config_watch_task, consumer_task, p4rt_tables, pending_keys, read_term,
-    redis_run_id,
+    Responder, Tasks, ZmqAnswer, config_watch_task, consumer_task, p4rt_tables, pending_keys,
+    read_term, redis_run_id,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +77,8 @@ pub enum DaemonError {
     Signal(#[source] std::io::Error),
     #[error("metrics: {0}")]
     Metrics(#[source] std::io::Error),
+    #[error("ZMQ endpoint: {0}")]
+    Zmq(#[from] weft_sonic_db::zmq::ZmqError),
 }
 
 /// Why a session ended, as the edge saw it.
@@ -119,6 +122,9 @@ pub struct Daemon {
     appl_digest: Option<Digest>,
     /// The queue task (BMv2's Thrift API), with `--bmv2-thrift`.
     queues: Option<mpsc::UnboundedSender<QueueJob>>,
+    /// Batches over SONiC's ZMQ channel (`--zmq-endpoint`), bound across sessions: a request
+    /// that comes between two waits in its queue (the client waits for its reply).
+    zmq: Option<ZmqServer>,
 }
 
 /// One session's connections, tasks and channels.
@@ -132,6 +138,15 @@ struct Ctx {
     cfg_rx: mpsc::Receiver<()>,
     /// The Write out, if any (the core never asks for two).
     write: Option<JoinHandle<(Ticket, Result<(), weft_p4rt::Error>)>>,
+    /// Writes ZMQ batches into APPL_DB P4RT_TABLE on receipt (with `--zmq-endpoint`).
+    behind: Option<AsyncDbUpdater>,
+    /// ZMQ requests waiting for their answers, by [`Answered::batch`]. Dropped with the
+    /// session: each key is then answered SWSS_RC_UNKNOWN (the batch is in APPL_DB; the next
+    /// session replays it).
+    zmq_waiting: BTreeMap<u64, ZmqAnswer>,
+    /// The rest of a ZMQ request larger than a batch, fed one batch at a time as the core
+    /// accepts them (before anything else), with its term and where its answers go.
+    zmq_rest: VecDeque<(Vec<KeyOpFieldValues>, Option<u64>, ZmqAnswer)>,
     _tasks: Tasks,
 }
 
@@ -198,6 +213,7 @@ impl Daemon {
             counter_polls: 0,
             appl_digest: None,
             queues: None,
+            zmq: None,
             cfg,
         })
     }
@@ -229,6 +245,14 @@ impl Daemon {
             self.queues = Some(tx);
             tasks::AbortOnDrop(tokio::spawn(queue_task(addr, rx, self.metrics.clone())))
         });
+        if let Some(ep) = &self.cfg.zmq_endpoint {
+            let server = ZmqServer::bind(
+                ep,
+                ServerOptions::default().serving("APPL_DB", weft_sonic_db::P4RT_TABLE),
+            )?;
+            tracing::info!(endpoint = %server.endpoint(), "taking P4RT_TABLE batches over ZMQ too");
+            self.zmq = Some(server);
+        }
         let mut backoff = SESSION_RETRY.backoff();
         loop {
             self.metrics.session();
@@ -379,8 +403,16 @@ impl Daemon {
                 self.cfg.counter_interval.map(|d| d * PSN_EVERY),
             )),
         ]);
+        let behind = match &self.zmq {
+            Some(_) => Some(
+                AsyncDbUpdater::start(&self.sonic, SonicDbId::ApplDb, weft_sonic_db::P4RT_TABLE)
+                    .await
+                    .map_err(redis_lost)?,
+            ),
+            None => None,
+        };
         let (responder, responder_failed, mut appl_digest) =
-            Responder::start(&self.sonic, live.clone(), &state_rows)
+            Responder::start(&self.sonic, live.clone(), &state_rows, behind.clone())
                 .await
                 .map_err(redis_lost)?;
         self.appl_digest = *appl_digest.borrow_and_update();
@@ -393,6 +425,9 @@ impl Daemon {
             batch_rx,
             cfg_rx,
             write: None,
+            behind,
+            zmq_waiting: BTreeMap::new(),
+            zmq_rest: VecDeque::new(),
             _tasks: tasks,
         };
         let read = Input::SessionRead {
@@ -492,7 +527,11 @@ impl Daemon {
             (keys - failed) as u64,
             failed as u64,
         );
-        ctx.responder.send(a).await?;
+        let zmq = match a.batch {
+            0 => None,
+            n => ctx.zmq_waiting.remove(&n),
+        };
+        ctx.responder.send(a, zmq).await?;
         tracing::debug!(
             keys,
             failed,
@@ -602,14 +641,32 @@ impl Daemon {
     ) -> End {
         let mut timers = Timers::new(&self.cfg, self.core.features().intent.wd_poll);
         loop {
+            if self.core.accepts_batch()
+                && let Some((ops, term, answer)) = ctx.zmq_rest.pop_front()
+            {
+                ctx.zmq_waiting.insert(self.core.batches_in() + 1, answer);
+                if let Err(end) = self.feed(ctx, Input::Batch { ops, term }).await {
+                    return end;
+                }
+                continue;
+            }
             let wake = self.core.next_wake();
-            let accepts = self.core.accepts_batch();
+            let accepts = self.core.accepts_batch() && ctx.zmq_rest.is_empty();
             let woke: Result<Woke, End> = tokio::select! {
                 _ = &mut *shutdown => Err(Ended::Shutdown),
                 b = ctx.batch_rx.recv(), if accepts => match b {
                     Some(Ok(ops)) => self.batch(ctx, ops).await,
                     Some(Err(e)) => Err(redis_lost(e)),
                     None => Err(Ended::Resync("consumer task ended".into())),
+                },
+                z = next_zmq(&mut self.zmq), if accepts => match z {
+                    Some(Ok(req)) => self.zmq_batch(ctx, req).await,
+                    // Refused whole and already answered (malformed, too large, unknown table).
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "ZMQ message refused");
+                        Ok(Woke::Done)
+                    }
+                    None => Err(Ended::Resync("ZMQ server stopped".into())),
                 },
                 w = async { match ctx.write.as_mut() { Some(h) => h.await, None => std::future::pending().await } } => {
                     ctx.write = None;
@@ -669,6 +726,56 @@ impl Daemon {
         let keys = ops.len();
         self.feed(ctx, Input::Batch { ops, term: None }).await?;
         tracing::debug!(keys, ms = t0.elapsed().as_millis() as u64, "batch prepared");
+        Ok(Woke::Done)
+    }
+
+    /// A batch over ZMQ: written behind into APPL_DB (unless its term is over: a fenced batch
+    /// leaves nothing anywhere), then fed to the core like a popped one, with its term; its
+    /// answers go back as its reply.
+    async fn zmq_batch(&mut self, ctx: &mut Ctx, mut req: ZmqRequest) -> Result<Woke, End> {
+        if ctx.cfg_rx.try_recv().is_ok() {
+            self.feed(ctx, Input::ConfigChanged).await?;
+        }
+        let fenced = matches!((req.term, self.core.term()), (Some(t), Some(held)) if t < held);
+        if !fenced && let Some(u) = &ctx.behind {
+            u.set_fence(req.term);
+            u.update(req.entries.clone());
+        }
+        let term = req.term;
+        tracing::debug!(
+            keys = req.entries.len(),
+            ?term,
+            coalesced = req.coalesced,
+            "ZMQ batch"
+        );
+        // A request larger than a batch goes to the core as several, like the APPL_DB
+        // consumer's pops, so the switch write of one overlaps the preparation of the next
+        // (one P4Runtime Write of 10,000 updates took BMv2 4× as long as 10 pipelined ones);
+        // the reply goes once the last is answered.
+        let id = self.core.batches_in() + 1;
+        let size = self.cfg.batch_size.max(1);
+        let mut entries = std::mem::take(&mut req.entries).into_iter();
+        let mut parts: VecDeque<Vec<KeyOpFieldValues>> = VecDeque::new();
+        loop {
+            let part: Vec<KeyOpFieldValues> = entries.by_ref().take(size).collect();
+            if part.is_empty() && !parts.is_empty() {
+                break;
+            }
+            parts.push_back(part);
+        }
+        let first = parts.pop_front().unwrap_or_default();
+        let mut last = Some(ZmqAnswer::Last(id, Box::new(req)));
+        while let Some(part) = parts.pop_front() {
+            let answer = match parts.is_empty() {
+                true => last.take(),
+                false => None,
+            };
+            ctx.zmq_rest
+                .push_back((part, term, answer.unwrap_or(ZmqAnswer::Part(id))));
+        }
+        let answer = last.unwrap_or(ZmqAnswer::Part(id));
+        ctx.zmq_waiting.insert(id, answer);
+        self.feed(ctx, Input::Batch { ops: first, term }).await?;
         Ok(Woke::Done)
     }
 
@@ -734,6 +841,7 @@ impl Daemon {
             &self.metrics,
             &ports,
             &nexthops,
+            self.cfg.counter_interval,
         )
         .await
         .map_err(poll_lost)?;
@@ -957,6 +1065,15 @@ async fn apply_queue_cmd(
             }
             Ok(())
         }
+    }
+}
+
+async fn next_zmq(
+    server: &mut Option<ZmqServer>,
+) -> Option<Result<ZmqRequest, weft_sonic_db::zmq::ZmqError>> {
+    match server {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use weft_sonic_db::zmq::{AsyncDbUpdater, ZmqRequest};
 use weft_sonic_db::{
-    ConsumerStateTable, Digest, FieldValues, KeyOpFieldValues, P4RT_TABLE, ResponsePublisher,
-    SonicDb, SonicDbError, SonicDbId, StateTableNames, TERM_KEY, Table, TableWatcher,
+    ConsumerStateTable, Digest, EntryResult, FieldValues, KeyOpFieldValues, P4RT_TABLE,
+    ResponsePublisher, SonicDb, SonicDbError, SonicDbId, StateTableNames, TERM_KEY, Table,
+    TableWatcher,
 };
 
 use crate::core::{Answered, Ended};
@@ -21,15 +23,25 @@ pub fn config_tables() -> Vec<&'static str> {
 }
 
 /// Answers batches in order (APPL_DB reverts, APPL_STATE_DB copies, then the notifications, as
-/// swss-common's buffered ResponsePublisher does per batch) in a task of its own, so the batch
-/// loop writes the next batch to the switch meanwhile.
+/// swss-common's buffered ResponsePublisher does per batch, or the ZMQ reply for a batch that
+/// came over ZMQ) in a task of its own, so the batch loop writes the next batch to the switch
+/// meanwhile.
 pub(super) struct Responder {
     tx: Option<mpsc::Sender<ToResponder>>,
     task: Option<JoinHandle<()>>,
 }
 
+/// Where the answers of a batch that came over ZMQ go, besides APPL_STATE_DB.
+pub(super) enum ZmqAnswer {
+    /// A part of the request whose first batch is `.0`: its answers wait for the last part.
+    Part(u64),
+    /// The last part: the reply goes with the answers of every part.
+    Last(u64, Box<ZmqRequest>),
+}
+
 enum ToResponder {
-    Answer(Answered),
+    /// A batch's answers, and the ZMQ request they answer when it came that way.
+    Answer(Answered, Option<ZmqAnswer>),
     /// Answered once everything before it is written.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -43,10 +55,14 @@ pub(super) type ResponderParts = (
 impl Responder {
     /// `appl_state` is what APPL_STATE_DB holds now: the digest on the watch channel starts
     /// from it and follows every write.
+    /// `behind` writes the ZMQ batches into APPL_DB: it is flushed before a ZMQ batch's
+    /// answers are written, so APPL_DB never lags APPL_STATE_DB (a restart would take a row
+    /// APPL_DB lacks for a delete to replay).
     pub(super) async fn start(
         sonic: &SonicDb,
         appl_live: Table,
         appl_state: &BTreeMap<String, FieldValues>,
+        behind: Option<AsyncDbUpdater>,
     ) -> Result<ResponderParts, SonicDbError> {
         let mut publisher = ResponsePublisher::new(sonic, P4RT_TABLE).await?;
         publisher.track(appl_state);
@@ -54,9 +70,11 @@ impl Responder {
         let (tx, mut rx) = mpsc::channel::<ToResponder>(4);
         let (err_tx, err_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
+            // The answers of a ZMQ request's parts so far, by its first batch.
+            let mut gathered: Option<(u64, Vec<EntryResult>)> = None;
             while let Some(m) = rx.recv().await {
-                let a = match m {
-                    ToResponder::Answer(a) => a,
+                let (a, zmq) = match m {
+                    ToResponder::Answer(a, zmq) => (a, zmq),
                     ToResponder::Flush(done) => {
                         let _ = done.send(());
                         continue;
@@ -64,8 +82,35 @@ impl Responder {
                 };
                 let t0 = Instant::now();
                 let r = async {
+                    if let (Some(_), Some(u)) = (&zmq, &behind) {
+                        u.flush().await?;
+                    }
                     appl_live.replace_many(&a.revert, &a.remove).await?;
-                    publisher.publish_batch(&a.results).await
+                    match zmq {
+                        None => publisher.publish_batch(&a.results).await,
+                        Some(z) => {
+                            publisher.write_state(&a.results).await?;
+                            let (id, req) = match z {
+                                ZmqAnswer::Part(id) => (id, None),
+                                ZmqAnswer::Last(id, req) => (id, Some(req)),
+                            };
+                            let mut all = match gathered.take() {
+                                Some((g, all)) if g == id => all,
+                                _ => Vec::new(),
+                            };
+                            all.extend(a.results.iter().cloned());
+                            match req {
+                                // The reply replaces the notifications (p4orch over ZMQ).
+                                Some(req) => {
+                                    if let Err(e) = req.reply(&all) {
+                                        tracing::warn!(error = %e, "ZMQ reply not sent");
+                                    }
+                                }
+                                None => gathered = Some((id, all)),
+                            }
+                            Ok(())
+                        }
+                    }
                 }
                 .await;
                 tracing::debug!(
@@ -95,10 +140,10 @@ impl Responder {
         ))
     }
 
-    pub(super) async fn send(&mut self, a: Answered) -> Result<(), End> {
+    pub(super) async fn send(&mut self, a: Answered, zmq: Option<ZmqAnswer>) -> Result<(), End> {
         match &self.tx {
             Some(tx) => tx
-                .send(ToResponder::Answer(a))
+                .send(ToResponder::Answer(a, zmq))
                 .await
                 .map_err(|_| Ended::Resync("responder stopped".into())),
             None => Err(Ended::Resync("responder stopped".into())),

@@ -47,7 +47,16 @@ pub(super) fn allocate(
         );
     }
     let explicit = Explicit::collect(drafts, switches, hosts);
-    allocate_switches(cx, switches, &explicit, &intent.fabric.defaults, &pools);
+    let sock_dir = socket_dir(super::fabric_name(intent), &intent.fabric.defaults);
+    allocate_switches(
+        cx,
+        switches,
+        &explicit,
+        &intent.fabric.defaults,
+        &pools,
+        &sock_dir,
+    );
+    hosts_outside_loopbacks(cx, hosts, &explicit, pools.loopbacks_v4);
     allocate_hosts(cx, switches, hosts, &explicit, &pools);
     allocate_host_macs(hosts, &explicit);
     check_unique(cx, switches, hosts, &explicit);
@@ -118,12 +127,47 @@ impl Explicit {
     }
 }
 
+/// Where the switches' DB sockets go unless a switch names its `db`: the intent's
+/// `db_socket_dir`, else `/run/weft/<fabric>` (a fabric's own directory: two fabrics on one
+/// machine never share sockets unless told to).
+pub(super) fn socket_dir(fabric: &str, d: &Defaults) -> String {
+    match d.db_socket_dir.as_deref() {
+        Some(dir) => dir.trim_end_matches('/').to_string(),
+        None => format!("{DEFAULT_DB_SOCKET_DIR}/{}", fabric_dir(fabric)),
+    }
+}
+
+/// The longest fabric directory that keeps `/run/weft/<fabric>/<switch>/redis.sock` within a
+/// Unix socket's 107 bytes for any valid switch name (63 bytes).
+const FABRIC_DIR_MAX: usize = 107
+    - DEFAULT_DB_SOCKET_DIR.len()
+    - "/".len()
+    - "/".len()
+    - crate::names::MAX_NAME_LEN
+    - "/redis.sock".len();
+
+/// The fabric's own directory name: the name itself, or, when it is too long for every socket
+/// path under it to fit, its first characters and a digest of the whole name (still one
+/// directory per fabric). A default Weft chose never makes a valid intent invalid.
+fn fabric_dir(fabric: &str) -> String {
+    if fabric.len() <= FABRIC_DIR_MAX {
+        return fabric.to_string();
+    }
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let digest = fabric.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let head: String = fabric.chars().take(FABRIC_DIR_MAX - 7).collect();
+    format!("{head}-{:06x}", digest & 0xff_ffff)
+}
+
 fn allocate_switches(
     cx: &mut Ctx,
     switches: &mut [Switch],
     ex: &Explicit,
     d: &Defaults,
     pools: &ResolvedPools,
+    sock_dir: &str,
 ) {
     let used_ids: HashSet<u64> = ex.device_id.iter().flatten().copied().collect();
     for (s, id) in switches.iter_mut().zip(&ex.device_id) {
@@ -147,11 +191,6 @@ fn allocate_switches(
         .filter(|(_, e)| **e)
         .map(|(s, _)| s.router_mac.as_u64())
         .collect();
-    let sock_dir = d
-        .db_socket_dir
-        .as_deref()
-        .unwrap_or(DEFAULT_DB_SOCKET_DIR)
-        .trim_end_matches('/');
 
     let lo = pools.loopbacks_v4;
     let wanted = ex.loopback.iter().filter(|e| !**e).count() as u64;
@@ -411,6 +450,24 @@ fn plan_v4(
             return Some(plan);
         }
         layout.bits += 1;
+    }
+}
+
+/// The loopback pool is the switches': a host given an address in it holds what the pool hands
+/// a switch (the allocator would only move the switches around it).
+fn hosts_outside_loopbacks(cx: &mut Ctx, hosts: &[Host], ex: &Explicit, pool: Ipv4Net) {
+    for (hi, h) in hosts.iter().enumerate() {
+        if ex.host_v4[hi] && pool.contains(&h.ipv4) {
+            cx.err_help(
+                &format!("{}.ipv4", h.origin),
+                format!("host {}", display_name(&h.name)),
+                format!(
+                    "{} is in the switches' loopback pool {pool} (fabric.pools.loopbacks_v4): a host and a switch loopback would share the pool",
+                    h.ipv4
+                ),
+                "give the host an address of its leaf's host subnet, or leave `ipv4` out to have one allocated",
+            );
+        }
     }
 }
 
@@ -722,7 +779,10 @@ mod tests {
         let ids: Vec<u64> = t.switches.iter().map(|s| s.device_id).collect();
         assert_eq!(ids, vec![1, 2, 3]);
         assert_eq!(t.switches[1].p4rt_address, "127.0.0.1:9560");
-        assert_eq!(t.switches[1].db, "unix:///run/weft/leaf1/redis.sock");
+        assert_eq!(
+            t.switches[1].db,
+            format!("unix:///run/weft/{}/leaf1/redis.sock", t.name)
+        );
     }
 
     #[test]
@@ -748,5 +808,23 @@ mod tests {
             e,
             vec!["2: address pools overlap: hosts_v4 10.0.0.0/8 and loopbacks_v4 10.1.0.0/16"]
         );
+    }
+
+    #[test]
+    fn a_fabric_name_too_long_for_its_sockets_gets_a_short_directory_of_its_own() {
+        let d = Defaults::default();
+        assert_eq!(socket_dir("small", &d), "/run/weft/small");
+        let long = "a_aa_aaA_a0-_aAA-_-Aa_a_A-_";
+        let other = "a_aa_aaA_a0-_aAA-_-Aa_a_A-_x";
+        let (a, b) = (socket_dir(long, &d), socket_dir(other, &d));
+        assert_ne!(a, b, "two fabrics, two directories");
+        for dir in [&a, &b] {
+            let sock = format!(
+                "{dir}/{}/redis.sock",
+                "s".repeat(crate::names::MAX_NAME_LEN)
+            );
+            assert!(sock.len() <= 107, "{sock}: {} bytes", sock.len());
+        }
+        assert!(a.starts_with("/run/weft/a_aa_aaA_a0-_aA"), "{a}");
     }
 }

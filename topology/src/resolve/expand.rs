@@ -310,6 +310,9 @@ fn overlay_switch(base: &mut SwitchSpec, origins: &mut PortOrigins, o: &SwitchSp
         device_id,
         p4rt_address,
         db,
+        p4rt_transport,
+        zmq_endpoint,
+        consumer,
         router_mac,
         loopback,
         plane

@@ -169,14 +169,21 @@ pub(super) fn check_explicit_fields(
 }
 
 /// Generated SONiC DB sockets must fit a Unix socket path.
-pub(super) fn check_socket_dir(cx: &mut Ctx, d: &Defaults, switches: &[Switch]) {
-    // With the default directory every valid name fits (see `names`); bad names are reported
-    // as such.
-    let Some(dir) = d.db_socket_dir.as_deref() else {
+pub(super) fn check_socket_dir(cx: &mut Ctx, fabric: &str, d: &Defaults, switches: &[Switch]) {
+    let given = d.db_socket_dir.is_some();
+    // The default directory is made of the fabric's name: a bad name is reported as such.
+    if !given && check_name(fabric).is_err() {
         return;
+    }
+    let dir = super::alloc::socket_dir(fabric, d);
+    let dir = dir.as_str();
+    let path = if given {
+        "fabric.defaults.db_socket_dir"
+    } else {
+        "fabric.name"
     };
-    let path = "fabric.defaults.db_socket_dir";
-    if !dir.starts_with('/') || dir.chars().any(|c| c.is_control() || c.is_whitespace()) {
+    if given && (!dir.starts_with('/') || dir.chars().any(|c| c.is_control() || c.is_whitespace()))
+    {
         cx.err(
             path,
             path,
@@ -195,7 +202,11 @@ pub(super) fn check_socket_dir(cx: &mut Ctx, d: &Defaults, switches: &[Switch]) 
                 path,
                 path,
                 format!("switch {}'s DB socket {sock}: {why}", display_name(&s.name)),
-                "use a shorter directory",
+                if given {
+                    "use a shorter directory"
+                } else {
+                    "use shorter fabric and switch names, or set fabric.defaults.db_socket_dir"
+                },
             );
         }
     }

@@ -9,6 +9,7 @@
 //!     → switches and ports → links → hosts          switches.rs, links.rs, hosts.rs (ends.rs)
 //!     → explicit fields (names, addresses, MACs, endpoints)           fields.rs, endpoints.rs
 //!     → allocation (explicit values reserved first) → uniqueness      alloc.rs
+//!     → P4RT transport and consumer (ZMQ endpoints)                   transport.rs
 //!     → QoS (contradictions; every connected port's ECN/PFC values)   qos.rs
 //!     → packet trimming (trimmable classes, size, DSCP, trimmed queue) trim.rs
 //!     → reachability (partition; valley-free paths), only when nothing above failed  reach.rs
@@ -41,6 +42,7 @@ mod switches;
 mod telemetry;
 #[cfg(test)]
 mod testing;
+pub mod transport;
 mod trim;
 
 use std::collections::HashMap;
@@ -58,6 +60,11 @@ pub use trim::min_trim_size;
 pub use defaults::{
     DEFAULT_CABLE, DEFAULT_MTU, DEFAULT_POSTCARD_SAMPLE, DEFAULT_SPEED, MAX_WATCHED_FLOWS,
 };
+
+/// The fabric's name (`fabric` when the intent gives none).
+pub(super) fn fabric_name(intent: &Intent) -> &str {
+    intent.fabric.name.as_deref().unwrap_or("fabric")
+}
 
 /// Resolves a deserialised intent. `idx` locates paths in the original text for messages.
 pub fn resolve(
@@ -92,13 +99,24 @@ pub fn resolve(
         &built.switches,
         &built.hosts,
     );
-    fields::check_socket_dir(&mut cx, &intent.fabric.defaults, &built.switches);
+    fields::check_socket_dir(
+        &mut cx,
+        fabric_name(intent),
+        &intent.fabric.defaults,
+        &built.switches,
+    );
     let pools = alloc::allocate(
         &mut cx,
         intent,
         &drafts.switches,
         &mut built.switches,
         &mut built.hosts,
+    );
+    transport::resolve_transport(
+        &mut cx,
+        &intent.fabric.defaults,
+        &drafts.switches,
+        &mut built.switches,
     );
     let mut qos = qos::resolve_qos(&mut cx, intent);
     let ipv6 = built.hosts.iter().any(|h| h.ipv6.is_some());
@@ -122,11 +140,7 @@ pub fn resolve(
         return Err(cx.finish());
     }
     Ok(Topology {
-        name: intent
-            .fabric
-            .name
-            .clone()
-            .unwrap_or_else(|| "fabric".into()),
+        name: fabric_name(intent).to_string(),
         file: file.to_string(),
         mtu,
         switches: built.switches,

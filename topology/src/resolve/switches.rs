@@ -80,6 +80,8 @@ pub(super) fn build_switches(
             device_id: s.device_id.unwrap_or(0),
             p4rt_address: s.p4rt_address.clone().unwrap_or_default(),
             db: s.db.clone().unwrap_or_default(),
+            transport: Transport::Redis,
+            consumer: Consumer::Weft,
             router_mac: s.router_mac.unwrap_or(MacAddr([0; 6])),
             loopback: s.loopback.unwrap_or(Ipv4Addr::UNSPECIFIED),
             plane: s.plane,

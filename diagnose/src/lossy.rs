@@ -1,0 +1,364 @@
+//! Lossy links: sent at one end of a cable, not received at the other.
+//!
+//! The two ends are read by two plugins polling on their own clocks, so their counters are
+//! of different instants. When the samples carry each switch's poll time
+//! ([`crate::SwitchSample::poll_ms`]) the rates are exact per end (packets over that end's own
+//! polled span); two spans offset by up to one poll interval still disagree by as much as the
+//! rates changed, so each end must have polled at least three times in the window and the
+//! spread of its rates between polls is allowed for (a steady flow: nearly nothing; a flow
+//! that started, stopped or was paused in the window: judged in a later one). Without poll
+//! times, a loss must exceed `counter_skew_s` of the sender's traffic, as before.
+//!
+//! A loss is judged on every sub-window from the first or second sample to the last or
+//! second-to-last (one late sample is no loss), and never across a counter reset or at a
+//! switch whose counters did not move at all (frozen: nothing to judge). Loss on many links of
+//! one switch is one finding on the switch (a linecard, its ASIC, ports flapping), not many
+//! cables; loss on many links with nothing in common is one fabric-wide finding below the
+//! reporting threshold (switches starved or counters read late).
+
+use std::collections::BTreeMap;
+
+use crate::{Deltas, End, Finding, Kind, PortSample, Thresholds};
+
+/// A switch loses, not its cables, when at least 3 and this share of its loaded cables lose.
+const SWITCH_SHARE: f64 = 0.5;
+/// Unrelated lossy links as a share of the loaded ones that make a fabric-wide finding.
+const FABRIC_SHARE: f64 = 0.2;
+/// What exact rates still disagree on, as a share of the traffic (rounding, in-flight).
+const STAMPED_FLOOR: f64 = 0.005;
+
+/// A counter of end `e` at sample `i`, and its switch's poll time.
+fn at(d: &Deltas<'_>, i: usize, e: &End, f: fn(&PortSample) -> u64) -> Option<(u64, Option<u64>)> {
+    let s = d.w.samples[i].switches.get(&e.node)?;
+    Some((f(s.ports.get(&e.port)?), s.poll_ms))
+}
+
+/// Polled span (ms) of one end between two samples, when both carry poll times.
+fn span(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > a => Some(b - a),
+        _ => None,
+    }
+}
+
+/// How much an end's counter rate varied over the window: (max − min) / mean of its rates
+/// between successive polls (timed by its own poll times). `None` when it polled fewer than
+/// three times or a counter went back (a restart): its steadiness is not known.
+fn variation(d: &Deltas<'_>, e: &End, f: fn(&PortSample) -> u64) -> Option<f64> {
+    let mut points: Vec<(u64, u64)> = Vec::new();
+    for i in 0..d.w.samples.len() {
+        if let Some((v, Some(p))) = at(d, i, e, f)
+            && points.last().is_none_or(|l| p > l.0)
+        {
+            points.push((p, v));
+        }
+    }
+    let mut rates = Vec::new();
+    for w in points.windows(2) {
+        if w[1].1 < w[0].1 {
+            return None;
+        }
+        rates.push((w[1].1 - w[0].1) as f64 / (w[1].0 - w[0].0) as f64);
+    }
+    if rates.len() < 2 {
+        return None;
+    }
+    let max = rates.iter().cloned().fold(f64::MIN, f64::max);
+    let min = rates.iter().cloned().fold(f64::MAX, f64::min);
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    Some(if mean > 0.0 { (max - min) / mean } else { 0.0 })
+}
+
+/// Loss beyond what the ends' clocks explain from `from` to `to` between samples `i` and `j`:
+/// `None` when this sub-window cannot judge (an end missing or reset, no time passed), else
+/// (excess lost, sent).
+fn excess(
+    d: &Deltas<'_>,
+    th: &Thresholds,
+    from: &End,
+    to: &End,
+    i: usize,
+    j: usize,
+) -> Option<(u64, u64)> {
+    let (ta, pa) = at(d, i, from, |p| p.tx_packets)?;
+    let (tb, pb) = at(d, j, from, |p| p.tx_packets)?;
+    let (ra, qa) = at(d, i, to, |p| p.rx_packets)?;
+    let (rb, qb) = at(d, j, to, |p| p.rx_packets)?;
+    if tb < ta || rb < ra {
+        return None;
+    }
+    let (tx, rx) = (tb - ta, rb - ra);
+    let s = &d.w.samples;
+    let stamped = [pa, pb, qa, qb].iter().any(Option::is_some);
+    if stamped {
+        // Exact rates per end, each over its own polled span (an end that did not poll in
+        // between says nothing). The spans are offset by up to one poll interval, which
+        // matters as much as the rates changed over the window: each end's rates between its
+        // successive polls must be known, and their spread is allowed for.
+        let (sf, st) = (span(pa, pb)?, span(qa, qb)?);
+        let vary = variation(d, from, |p| p.tx_packets)
+            .zip(variation(d, to, |p| p.rx_packets))
+            .map(|(a, b)| a + b);
+        // Where the rates between polls are unknown (fewer than three polls) or spread wider
+        // than the smallest loss to report, the poll times cannot judge: the sample times do
+        // where each sample is one instant ([`Thresholds::loss_by_sample_time`]), else
+        // nothing judges this sub-window.
+        let precise = vary.filter(|v| v + STAMPED_FLOOR < th.min_loss_fraction);
+        if precise.is_none() && !th.loss_by_sample_time {
+            return None;
+        }
+        if let Some(vary) = precise {
+            let tx_rate = tx as f64 / sf as f64;
+            let rx_rate = rx as f64 / st as f64;
+            let allowance = tx_rate * (vary + STAMPED_FLOOR);
+            let lost = (tx_rate - rx_rate - allowance).max(0.0) * sf as f64;
+            return Some((lost as u64, tx));
+        }
+    }
+    let secs = (s[j].t_ms.saturating_sub(s[i].t_ms) as f64 / 1000.0).max(0.001);
+    let skew = (tx as f64 / secs * th.counter_skew_s) as u64;
+    Some((tx.saturating_sub(rx).saturating_sub(skew), tx))
+}
+
+fn lossy(th: &Thresholds, (lost, tx): (u64, u64)) -> bool {
+    lost >= th.min_lost && lost as f64 >= th.min_loss_fraction * tx as f64
+}
+
+/// `from → to` loses on every sub-window that can judge it (at least one can).
+fn lossy_everywhere(d: &Deltas<'_>, th: &Thresholds, from: &End, to: &End) -> bool {
+    if d.t.frozen.contains(from.node.as_str()) || d.t.frozen.contains(to.node.as_str()) {
+        return false;
+    }
+    let s = &d.w.samples;
+    let n = s.len();
+    let total = s[n - 1].t_ms.saturating_sub(s[0].t_ms);
+    // The whole window first: most links do not lose, and it is one of the sub-windows.
+    if excess(d, th, from, to, 0, n - 1).is_some_and(|x| !lossy(th, x)) {
+        return false;
+    }
+    let mut judged = false;
+    for i in [0, 1] {
+        for j in [n - 1, n.saturating_sub(2)] {
+            if j <= i || s[j].t_ms.saturating_sub(s[i].t_ms) * 2 < total {
+                continue;
+            }
+            match excess(d, th, from, to, i, j) {
+                None => continue,
+                Some(x) if !lossy(th, x) => return false,
+                Some(_) => judged = true,
+            }
+        }
+    }
+    judged
+}
+
+/// One lossy cable: each direction that loses, (loss fraction, lost, sent, received, from, to).
+struct Lossy<'a> {
+    dirs: Vec<(f64, u64, u64, u64, &'a End, &'a End)>,
+}
+
+impl Lossy<'_> {
+    fn worst(&self) -> (f64, &End, &End) {
+        let w = self
+            .dirs
+            .iter()
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .expect("a lossy cable has a direction");
+        (w.0, w.4, w.5)
+    }
+    fn name(&self) -> String {
+        let (_, from, to) = self.worst();
+        format!("{from}—{to}")
+    }
+    fn finding(&self, d: &Deltas<'_>) -> Finding {
+        let (frac, from, to) = self.worst();
+        let (ev, parts) = self.evidence(d);
+        Finding {
+            kind: Kind::LossyLink,
+            target: format!("{from}—{to}"),
+            confidence: 0.62 + frac.min(0.3),
+            summary: format!("lossy link: {}", parts.join("; ")),
+            evidence: ev,
+            victims: Vec::new(),
+            bytes: 0,
+            folded: Vec::new(),
+            action: format!(
+                "Replace the cable or optic between {from} and {to} (check FEC/CRC errors); take the link out of service meanwhile (weft link down)"
+            ),
+        }
+    }
+    fn evidence(&self, d: &Deltas<'_>) -> (Vec<crate::Evidence>, Vec<String>) {
+        let mut ev = Vec::new();
+        let mut parts = Vec::new();
+        for (f, lost, tx, rx, a, b) in &self.dirs {
+            ev.push(d.ev(
+                &a.node,
+                Some(&a.port),
+                "SAI_PORT_STAT_IF_OUT_UCAST_PKTS",
+                *tx,
+            ));
+            ev.push(d.ev(
+                &b.node,
+                Some(&b.port),
+                "SAI_PORT_STAT_IF_IN_UCAST_PKTS",
+                *rx,
+            ));
+            parts.push(format!(
+                "{a} → {b}: {lost} of {tx} lost ({:.1}%)",
+                f * 100.0
+            ));
+        }
+        (ev, parts)
+    }
+}
+
+/// Every switch–switch cable that loses, and how many cables carried enough to be judged (per
+/// switch and in all).
+fn cables<'a>(
+    d: &'a Deltas<'a>,
+    th: &Thresholds,
+) -> (Vec<Lossy<'a>>, BTreeMap<&'a str, usize>, usize) {
+    let fab = &d.w.fabric;
+    let mut out = Vec::new();
+    let mut loaded: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut total = 0;
+    for l in &fab.links {
+        if fab.is_host(&l.a.node) || fab.is_host(&l.b.node) {
+            continue;
+        }
+        let mut dirs = Vec::new();
+        let mut carried = false;
+        for (from, to) in [(&l.a, &l.b), (&l.b, &l.a)] {
+            let tx = d.port(from, |p| p.tx_packets);
+            if tx < th.min_link_packets {
+                continue;
+            }
+            carried = true;
+            let rx = d.port(to, |p| p.rx_packets);
+            let lost = tx.saturating_sub(rx);
+            if lossy_everywhere(d, th, from, to) {
+                dirs.push((lost as f64 / tx as f64, lost, tx, rx, from, to));
+            }
+        }
+        if carried {
+            total += 1;
+            *loaded.entry(l.a.node.as_str()).or_default() += 1;
+            *loaded.entry(l.b.node.as_str()).or_default() += 1;
+        }
+        if !dirs.is_empty() {
+            out.push(Lossy { dirs });
+        }
+    }
+    (out, loaded, total)
+}
+
+/// The switch most of whose loaded cables lose, for each lossy cable that has one.
+fn switch_groups<'a>(
+    links: &'a [Lossy<'a>],
+    loaded: &BTreeMap<&'a str, usize>,
+) -> BTreeMap<&'a str, Vec<usize>> {
+    let mut by_switch: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, l) in links.iter().enumerate() {
+        let (_, a, b) = l.worst();
+        for n in [a.node.as_str(), b.node.as_str()] {
+            by_switch.entry(n).or_default().push(i);
+        }
+    }
+    by_switch.retain(|sw, v| {
+        let of = loaded.get(sw).copied().unwrap_or(0);
+        v.len() >= 3 && v.len() as f64 >= SWITCH_SHARE * of as f64
+    });
+    // A cable belongs to one group: the switch with more lossy cables.
+    let mut owner: BTreeMap<usize, &str> = BTreeMap::new();
+    for (sw, v) in &by_switch {
+        for i in v {
+            let better = owner.get(i).is_none_or(|o| by_switch[o].len() < v.len());
+            if better {
+                owner.insert(*i, sw);
+            }
+        }
+    }
+    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, sw) in owner {
+        groups.entry(sw).or_default().push(i);
+    }
+    groups
+}
+
+fn switch_finding(d: &Deltas<'_>, sw: &str, links: &[&Lossy<'_>], of: usize) -> Finding {
+    let fracs: Vec<f64> = links.iter().map(|l| l.worst().0).collect();
+    let lo = fracs.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = fracs.iter().cloned().fold(0.0, f64::max);
+    let mut ev = Vec::new();
+    for l in links {
+        ev.extend(l.evidence(d).0);
+    }
+    Finding {
+        kind: Kind::LossyLink,
+        target: sw.to_string(),
+        confidence: 0.7 + (hi / 2.0).min(0.2),
+        summary: format!(
+            "{sw} loses packets on {} of its {of} loaded links at once ({:.1}–{:.1}%): the switch (a linecard, its ASIC, ports flapping), not {} cables",
+            links.len(),
+            lo * 100.0,
+            hi * 100.0,
+            links.len()
+        ),
+        evidence: ev,
+        victims: links.iter().map(|l| l.name()).collect(),
+        bytes: 0,
+        folded: Vec::new(),
+        action: format!(
+            "Check {sw}: port flaps and errors on every port, its linecards and CPU; drain it (weft link down on its links) before replacing cables"
+        ),
+    }
+}
+
+/// Links whose two ends disagree, grouped: per switch when most of its links lose, one
+/// fabric-wide finding when many unrelated links do.
+pub(crate) fn lossy_links(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let (links, loaded, total) = cables(d, th);
+    let groups = switch_groups(&links, &loaded);
+    let mut grouped = vec![false; links.len()];
+    for (sw, idx) in &groups {
+        let members: Vec<&Lossy<'_>> = idx.iter().map(|i| &links[*i]).collect();
+        for i in idx {
+            grouped[*i] = true;
+        }
+        out.push(switch_finding(
+            d,
+            sw,
+            &members,
+            loaded.get(sw).copied().unwrap_or(0),
+        ));
+    }
+    let rest: Vec<&Lossy<'_>> = links
+        .iter()
+        .zip(&grouped)
+        .filter(|(_, g)| !**g)
+        .map(|(l, _)| l)
+        .collect();
+    if rest.len() < th.max_lossy_links || (rest.len() as f64) < FABRIC_SHARE * total as f64 {
+        out.extend(rest.iter().map(|l| l.finding(d)));
+        return;
+    }
+    // Loss on many links at once with no switch in common is not many bad cables: the
+    // switches drop on input (a starved software switch, a control-plane storm) or their
+    // counters are stale. One finding, below the reporting threshold unless a link stands out.
+    let targets: Vec<String> = rest.iter().map(|l| l.name()).collect();
+    out.push(Finding {
+        kind: Kind::LossyLink,
+        target: "fabric".into(),
+        confidence: 0.45,
+        summary: format!(
+            "{} links lose packets at once ({}): switches dropping on input or counters read late, not cables",
+            rest.len(),
+            targets.join(", ")
+        ),
+        evidence: rest.iter().flat_map(|l| l.evidence(d).0).collect(),
+        victims: targets,
+        bytes: 0,
+        folded: Vec::new(),
+        action: "Check the switches' CPU and input drops and whether their counters are fresh (plugin status); diagnose again".into(),
+    });
+}
