@@ -13,10 +13,9 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bed::{self, Bed, Needs, REPO, wait_until};
+use common::bed::{self, Bed, Needs, wait_until};
 
 const TEST: &str = "scenario_incast_pfc";
 /// DSCP 26 (the example's lossless `roce` class) with ECT(0).
@@ -24,31 +23,6 @@ const TOS_ROCE_ECT0: &str = "106";
 
 /// Scenario-specific reads and loads on the shared testbed.
 impl Bed {
-    /// `redis-cli HGET` against one switch's SONiC DB.
-    fn hget(&self, switch: &str, db: u8, key: &str, field: &str) -> Option<String> {
-        let st = self.state();
-        let url = st.switch(switch)?.db.clone();
-        let mut cmd = Command::new("redis-cli");
-        if let Some(sock) = url.strip_prefix("unix://") {
-            cmd.args(["-s", sock]);
-        } else if let Some(hp) = url.strip_prefix("redis://") {
-            let (h, p) = hp.trim_end_matches('/').rsplit_once(':')?;
-            cmd.args(["-h", h, "-p", p]);
-        }
-        let out = cmd
-            .args(["-n", &db.to_string(), "--raw", "HGET", key, field])
-            .output()
-            .ok()?;
-        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (!v.is_empty()).then_some(v)
-    }
-
-    fn hget_u64(&self, switch: &str, db: u8, key: &str, field: &str) -> u64 {
-        self.hget(switch, db, key, field)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
-
     /// `pfc_watchdog_table` of one switch, read by the independent p4rt_dump.py.
     fn watchdog_entries(&self, switch: &str) -> Vec<serde_json::Value> {
         let st = self.state();
@@ -58,21 +32,6 @@ impl Bed {
             .as_array()
             .cloned()
             .unwrap_or_default()
-    }
-
-    fn start_storm(&mut self, host: &str, seconds: u32) {
-        let log = std::fs::File::create(self.dir.join("storm.log")).expect("log");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns(host), "python3"])
-            .arg(format!("{REPO}/tests/scripts/pfc_storm.py"))
-            .args(["--iface", "eth0", "--priority", "3", "--quanta", "65535"])
-            .args(["--interval-ms", "5", "--seconds", &seconds.to_string()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("pfc_storm.py");
-        self.keep("storm", child);
     }
 }
 

@@ -172,10 +172,9 @@ impl Pauses {
 
     /// Microseconds `key` has been held in all, up to `now`.
     pub fn duration_us(&self, key: &QueueKey, now: Instant) -> u64 {
-        let open = self
-            .held
-            .get(key)
-            .map_or(0, |h| now.saturating_duration_since(h.since).as_micros() as u64);
+        let open = self.held.get(key).map_or(0, |h| {
+            now.saturating_duration_since(h.since).as_micros() as u64
+        });
         self.done_us.get(key).copied().unwrap_or(0) + open
     }
 
@@ -287,7 +286,9 @@ mod tests {
     use super::*;
 
     pub(crate) fn pfc_frame(class_enable: u16, quanta: [u16; 8]) -> Vec<u8> {
-        let mut f = vec![0x01, 0x80, 0xc2, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01];
+        let mut f = vec![
+            0x01, 0x80, 0xc2, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01,
+        ];
         f.extend_from_slice(&class_enable.to_be_bytes());
         for q in quanta {
             f.extend_from_slice(&q.to_be_bytes());

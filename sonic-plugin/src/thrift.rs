@@ -127,7 +127,12 @@ impl Cursor<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], String> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.b.len());
         let Some(end) = end else {
-            return Err(format!("{} bytes wanted at {}, {} there", n, self.at, self.b.len()));
+            return Err(format!(
+                "{} bytes wanted at {}, {} there",
+                n,
+                self.at,
+                self.b.len()
+            ));
         };
         let s = &self.b[self.at..end];
         self.at = end;
@@ -373,7 +378,11 @@ impl Bmv2Thrift {
     }
 
     /// One call: the return value when it is an integer.
-    pub async fn call(&mut self, method: &str, args: &[Arg<'_>]) -> Result<Option<i64>, ThriftError> {
+    pub async fn call(
+        &mut self,
+        method: &str,
+        args: &[Arg<'_>],
+    ) -> Result<Option<i64>, ThriftError> {
         let timeout = self.timeout;
         let addr = self.addr.clone();
         match tokio::time::timeout(timeout, self.exchange(method, args)).await {
@@ -402,7 +411,9 @@ impl Bmv2Thrift {
             move |source| ThriftError::Io { addr, source }
         };
         if self.conn.is_none() {
-            let s = TcpStream::connect(&self.addr).await.map_err(io(&self.addr))?;
+            let s = TcpStream::connect(&self.addr)
+                .await
+                .map_err(io(&self.addr))?;
             let _ = s.set_nodelay(true);
             self.conn = Some(BufReader::new(s));
         }
@@ -446,7 +457,10 @@ impl Bmv2Thrift {
             why,
         };
         if buf.len() > len {
-            return Err(malformed(format!("{} bytes after the reply", buf.len() - len)));
+            return Err(malformed(format!(
+                "{} bytes after the reply",
+                buf.len() - len
+            )));
         }
         match decode_reply(&buf, method).map_err(malformed)? {
             Reply::Application { message, .. } => Err(ThriftError::Application {

@@ -459,7 +459,10 @@ impl Harness {
                 .id(port)
                 .expect("a port CONFIG_DB names");
             let mut quanta = [0u16; 8];
-            for (q, x) in quanta.iter_mut().zip(v["quanta"].as_array().expect("quanta")) {
+            for (q, x) in quanta
+                .iter_mut()
+                .zip(v["quanta"].as_array().expect("quanta"))
+            {
                 *q = x.as_u64().expect("quanta") as u16;
             }
             let frame = PfcFrame {

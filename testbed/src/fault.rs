@@ -764,7 +764,12 @@ fn apply_undo(st: &State, tools: &Tools, u: &Undo) -> Result<String> {
             port_id,
             rate,
         } => {
-            bmv2_cli(st, tools, switch, &format!("set_queue_rate {rate} {port_id}"))?;
+            bmv2_cli(
+                st,
+                tools,
+                switch,
+                &format!("set_queue_rate {rate} {port_id}"),
+            )?;
             Ok(format!(
                 "{switch} port {port_id} drains at its line rate again ({rate} pkt/s, 0: unlimited)"
             ))

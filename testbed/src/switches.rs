@@ -558,8 +558,9 @@ hosts:
         );
         let speed = t.switches[0].ports[0].speed;
         assert!(
-            cmd.windows(2).any(|w| w[0] == "--line-rate"
-                && w[1] == format!("Ethernet0={}", line_rate_pps(speed))),
+            cmd.windows(2)
+                .any(|w| w[0] == "--line-rate"
+                    && w[1] == format!("Ethernet0={}", line_rate_pps(speed))),
             "{cmd:?}"
         );
         assert!(cmd.windows(2).any(|w| w == ["--switch-name", "s1"]));

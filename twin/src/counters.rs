@@ -277,6 +277,8 @@ pub fn port_rows(
             tx_pause: changed(tx, ptx),
             rx_resume: prev.is_none().then_some(0),
             tx_resume: prev.is_none().then_some(0),
+            // The twin does not model how long a queue stays paused.
+            rx_pause_duration_us: None,
         };
     }
     if prev.is_none_or(|p| p.hist != w.hist) {

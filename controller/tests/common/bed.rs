@@ -375,6 +375,48 @@ impl Bed {
         );
     }
 
+    /// `redis-cli HGET` against one switch's SONiC DB.
+    pub fn hget(&self, switch: &str, db: u8, key: &str, field: &str) -> Option<String> {
+        let st = self.state();
+        let url = st.switch(switch)?.db.clone();
+        let mut cmd = Command::new("redis-cli");
+        if let Some(sock) = url.strip_prefix("unix://") {
+            cmd.args(["-s", sock]);
+        } else if let Some(hp) = url.strip_prefix("redis://") {
+            let (h, p) = hp.trim_end_matches('/').rsplit_once(':')?;
+            cmd.args(["-h", h, "-p", p]);
+        }
+        let out = cmd
+            .args(["-n", &db.to_string(), "--raw", "HGET", key, field])
+            .output()
+            .ok()?;
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (!v.is_empty()).then_some(v)
+    }
+
+    pub fn hget_u64(&self, switch: &str, db: u8, key: &str, field: &str) -> u64 {
+        self.hget(switch, db, key, field)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// `host` sends PFC PAUSE (priority 3, quanta 65535) every 5 ms for `seconds`, kept as
+    /// "storm".
+    pub fn start_storm(&mut self, host: &str, seconds: u32) {
+        let log = std::fs::File::create(self.dir.join("storm.log")).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns(host), "python3"])
+            .arg(format!("{REPO}/tests/scripts/pfc_storm.py"))
+            .args(["--iface", "eth0", "--priority", "3", "--quanta", "65535"])
+            .args(["--interval-ms", "5", "--seconds", &seconds.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("pfc_storm.py");
+        self.keep("storm", child);
+    }
+
     /// `commands` (one per line) through BMv2's Thrift CLI on `switch`, in the fabric
     /// namespace: what it printed.
     pub fn bmv2_cli(&self, switch: &str, commands: &str) -> String {

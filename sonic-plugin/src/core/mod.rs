@@ -190,7 +190,10 @@ pub enum Input {
     /// [`Core::next_wake`] passed.
     Tick,
     /// A PFC frame the switch received on port `port` (its packet-in).
-    PfcFrame { port: u32, frame: PfcFrame },
+    PfcFrame {
+        port: u32,
+        frame: PfcFrame,
+    },
     /// The session is over: the edge lost the switch or Redis, or was told to stop.
     SessionEnded(Ended),
 }

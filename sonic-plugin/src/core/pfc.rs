@@ -54,11 +54,7 @@ impl Core {
 
     /// Holds whose time is up are released.
     pub(super) fn expire_pauses(&mut self, now: Now, out: &mut Vec<Output>) {
-        if self
-            .pauses
-            .next_deadline()
-            .is_some_and(|d| d <= now.at)
-        {
+        if self.pauses.next_deadline().is_some_and(|d| d <= now.at) {
             let cmds = self.pauses.expire(now.at);
             self.queue_cmds(now, cmds, out);
         }

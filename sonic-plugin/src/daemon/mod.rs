@@ -965,8 +965,7 @@ impl Daemon {
     fn pfc_packet_in(&self, p: &weft_p4rt::proto::p4::v1::PacketIn) -> Option<Input> {
         use weft_p4::packet_metadata::packet_in::fields as f;
         let d = self.info().decode_packet_in(p).ok()?;
-        if d.get_u64(f::reason::NAME) != Some(u64::from(weft_p4::constants::PACKET_IN_REASON_PFC))
-        {
+        if d.get_u64(f::reason::NAME) != Some(u64::from(weft_p4::constants::PACKET_IN_REASON_PFC)) {
             return None;
         }
         let port = d.get_u64(f::ingress_port::NAME)?;
@@ -1021,7 +1020,13 @@ async fn queue_task(
                 }
                 if let (QueueCmd::Hold { prio, held, .. }, Some(port)) = (&cmd, &name) {
                     metrics.pfc_paused(port, *prio, *held, t0.elapsed().as_secs_f64());
-                    tracing::debug!(port, prio, held, us = t0.elapsed().as_micros() as u64, "PFC hold");
+                    tracing::debug!(
+                        port,
+                        prio,
+                        held,
+                        us = t0.elapsed().as_micros() as u64,
+                        "PFC hold"
+                    );
                 }
             }
             Err(e) => {
