@@ -10,7 +10,7 @@
 //
 // Next free ids:
 //   table 0x02000012, action 0x01000021, action profile 0x11000002, counter 0x1200000f,
-//   direct counter 0x13000002, register 0x16000009
+//   direct counter 0x13000002, register 0x1600000a
 #ifndef WEFT_IDS_P4
 #define WEFT_IDS_P4
 
@@ -100,6 +100,7 @@
 #define ID_PSN_EXPECTED_REG          0x16000006
 #define ID_QUEUE_DEPTH_REG           0x16000007
 #define ID_PFC_HOLD_REG              0x16000008
+#define ID_QUEUE_CLASS_DEPTH_REG     0x16000009
 
 // Controller packet metadata (packet_in, packet_out) has no @id: p4c 1.2.4 rejects the 0x81
 // prefix there and derives the id from the name, which is stable as long as the name is.

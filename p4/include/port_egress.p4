@@ -34,6 +34,7 @@ register<bit<1>>(NUM_PORT_QUEUES) pfc_hold_reg;
     port_tx_counter.count(held == 1 ? (bit<32>)DROP_PORT : port_index);                       \
     queue_tx_counter.count(held == 1 ? (bit<32>)DROP_PORT * NUM_QUEUES : queue_index);         \
     queue_depth_reg.write(port_index, sm.deq_qdepth);                                         \
+    queue_class_depth_reg.write(queue_index, sm.deq_qdepth);                                  \
     queue_depth_histogram.count(held == 1 ? (bit<32>)DROP_PORT * QDEPTH_HIST_BUCKETS           \
                                           : HISTOGRAM_CELL(histogram_base, histogram_shift)); \
     meta.ecn_cfg = ecn_enabled == 1 ? queue_index ++ kmin ++ kmax ++ pmax_percent : ECN_CFG_OFF;
@@ -85,7 +86,7 @@ control PortEgress(inout headers_t hdr,
                                 bit<32> xoff, bit<32> xon, bit<16> quanta) {
         bit<1> held;
         pfc_hold_reg.read(held, queue_index);
-        meta.hold = held == 1 ? 1w1 ++ 2w0 ++ sm.egress_port ++ (bit<3>)sm.priority ++ 9w0
+        meta.hold = held == 1 ? 1w1 ++ 2w0 ++ sm.egress_port ++ (bit<3>)sm.priority ++ 8w0
                                 ++ sm.ingress_port
                               : 32w0;
         QUEUE_STATS(held, port_index, queue_index, histogram_base, histogram_shift, ecn_enabled,

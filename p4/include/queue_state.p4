@@ -8,4 +8,11 @@
 @id(ID_QUEUE_DEPTH_REG)
 register<bit<19>>(NUM_PORTS) queue_depth_reg;
 
+// The same per (egress port, queue), index port * 8 + queue: BMv2's deq_qdepth is the depth of
+// the departing packet's own priority queue, so the per-port cell above follows whichever queue
+// sent last. Trimming reads this one: a packet is trimmed when its own queue is long, whatever
+// the trimmed queue (strict priority, nearly always empty) last reported.
+@id(ID_QUEUE_CLASS_DEPTH_REG)
+register<bit<19>>(NUM_PORT_QUEUES) queue_class_depth_reg;
+
 #endif

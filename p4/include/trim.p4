@@ -13,10 +13,11 @@
 // goes out on the trimmed queue, a strict-priority queue no class uses (validation sees to it),
 // so it overtakes the queue that was too long.
 //
-// The queue estimate is queue_depth_reg (queue_state.p4), the per-port depth adaptive routing
-// reads: BMv2's deq_qdepth of the last packet that left the port, which counts every priority
-// queue of the port, so a trimmed header leaving the trimmed queue still reports the backlog
-// behind it. BMv2 measures in packets, so the threshold is in packets; BMv2 tail-drops a
+// The queue estimate is queue_class_depth_reg (queue_state.p4): BMv2's deq_qdepth of the last
+// packet that left the packet's own (port, queue). Not the per-port cell adaptive routing reads:
+// deq_qdepth counts only the departing packet's priority queue, so each trimmed header leaving
+// the (empty) trimmed queue would report 0 and stop trimming until the long queue sent again.
+// BMv2 measures in packets, so the threshold is in packets; BMv2 tail-drops a
 // priority queue at its capacity (64 by default), so the plugin sets the threshold below it.
 //
 // Cost: lossless packets skip all of this (one condition); other packets apply one keyless
@@ -56,7 +57,8 @@ control Trim(inout headers_t hdr,
     action set_trim_config(bit<16> trim_size, bit<6> trim_dscp, bit<3> trim_queue,
                            bit<32> threshold, bit<8> queues, bit<PORT_MASK_BITS> ports) {
         bit<19> depth;
-        queue_depth_reg.read(depth, (bit<32>)sm.egress_spec);
+        queue_class_depth_reg.read(depth, (bit<32>)sm.egress_spec * NUM_QUEUES
+                                          + (bit<32>)sm.priority);
         meta.trim = (((queues >> sm.priority) & 1) == 1
                      && sm.egress_spec <= 255
                      && ((ports >> (bit<8>)sm.egress_spec) & 1) == 1

@@ -1075,6 +1075,83 @@ pub mod tables {
             })
         }
     }
+    /// `ingress.trim.trim_config_table`
+    pub mod trim_config_table {
+        pub const NAME: &str = "ingress.trim.trim_config_table";
+        pub const ALIAS: &str = "trim_config_table";
+        pub const ID: u32 = 0x02000011;
+        pub const SIZE: u64 = 1;
+        pub const ACTION_IDS: &[u32] = &[0x01000020];
+        pub const ACTION_PROFILE_ID: Option<u32> = None;
+        pub const NEEDS_PRIORITY: bool = false;
+        /// The P4RT_TABLE (SONiC) name.
+        pub const SONIC_NAME: &str = "FIXED_TRIM_CONFIG_TABLE";
+        /// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).
+        pub const WRITE_RANK: u8 = 0;
+        pub const OWNER: crate::contract::Owner = crate::contract::Owner::Plugin {
+            reason: "packet trimming from CONFIG_DB SWITCH_TRIMMING and the queues whose BUFFER_PROFILE packet_discard_action is trim",
+        };
+        /// What entries of this table refer to (`@refers_to`).
+        pub const REFERS_TO: &[crate::contract::RefersTo] = &[];
+        /// Tables whose entries refer to entries of this one.
+        pub const REFERRED_BY: &[u32] = &[];
+        pub const CONTRACT: crate::contract::TableContract = crate::contract::TableContract {
+            id: ID,
+            name: NAME,
+            alias: ALIAS,
+            sonic_name: SONIC_NAME,
+            write_rank: WRITE_RANK,
+            owner: OWNER,
+            key: &[],
+            actions: &[crate::contract::EntryAction {
+                id: 0x01000020,
+                alias: "set_trim_config",
+                params: &[
+                    crate::contract::ParamField {
+                        id: 6,
+                        name: "ports",
+                        bitwidth: 256,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
+                        id: 5,
+                        name: "queues",
+                        bitwidth: 8,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
+                        id: 4,
+                        name: "threshold",
+                        bitwidth: 32,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
+                        id: 2,
+                        name: "trim_dscp",
+                        bitwidth: 6,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
+                        id: 3,
+                        name: "trim_queue",
+                        bitwidth: 3,
+                        format: weft_appdb::Format::Hex,
+                    },
+                    crate::contract::ParamField {
+                        id: 1,
+                        name: "trim_size",
+                        bitwidth: 16,
+                        format: weft_appdb::Format::Hex,
+                    },
+                ],
+            }],
+            refers_to: REFERS_TO,
+            referred_by: REFERRED_BY,
+            action_profile_id: ACTION_PROFILE_ID,
+        };
+        /// Key fields.
+        pub mod fields {}
+    }
     /// `ingress.pfc_watchdog.pfc_watchdog_table`
     pub mod pfc_watchdog_table {
         pub const NAME: &str = "ingress.pfc_watchdog.pfc_watchdog_table";
@@ -1664,83 +1741,6 @@ pub mod tables {
             })
         }
     }
-    /// `ingress.trim.trim_config_table`
-    pub mod trim_config_table {
-        pub const NAME: &str = "ingress.trim.trim_config_table";
-        pub const ALIAS: &str = "trim_config_table";
-        pub const ID: u32 = 0x02000011;
-        pub const SIZE: u64 = 1;
-        pub const ACTION_IDS: &[u32] = &[0x01000020];
-        pub const ACTION_PROFILE_ID: Option<u32> = None;
-        pub const NEEDS_PRIORITY: bool = false;
-        /// The P4RT_TABLE (SONiC) name.
-        pub const SONIC_NAME: &str = "FIXED_TRIM_CONFIG_TABLE";
-        /// Inserts by ascending rank, deletes by descending (`weft_p4::contract`).
-        pub const WRITE_RANK: u8 = 0;
-        pub const OWNER: crate::contract::Owner = crate::contract::Owner::Plugin {
-            reason: "packet trimming from CONFIG_DB SWITCH_TRIMMING and the queues whose BUFFER_PROFILE packet_discard_action is trim",
-        };
-        /// What entries of this table refer to (`@refers_to`).
-        pub const REFERS_TO: &[crate::contract::RefersTo] = &[];
-        /// Tables whose entries refer to entries of this one.
-        pub const REFERRED_BY: &[u32] = &[];
-        pub const CONTRACT: crate::contract::TableContract = crate::contract::TableContract {
-            id: ID,
-            name: NAME,
-            alias: ALIAS,
-            sonic_name: SONIC_NAME,
-            write_rank: WRITE_RANK,
-            owner: OWNER,
-            key: &[],
-            actions: &[crate::contract::EntryAction {
-                id: 0x01000020,
-                alias: "set_trim_config",
-                params: &[
-                    crate::contract::ParamField {
-                        id: 6,
-                        name: "ports",
-                        bitwidth: 256,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 5,
-                        name: "queues",
-                        bitwidth: 8,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 4,
-                        name: "threshold",
-                        bitwidth: 32,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 2,
-                        name: "trim_dscp",
-                        bitwidth: 6,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 3,
-                        name: "trim_queue",
-                        bitwidth: 3,
-                        format: weft_appdb::Format::Hex,
-                    },
-                    crate::contract::ParamField {
-                        id: 1,
-                        name: "trim_size",
-                        bitwidth: 16,
-                        format: weft_appdb::Format::Hex,
-                    },
-                ],
-            }],
-            refers_to: REFERS_TO,
-            referred_by: REFERRED_BY,
-            action_profile_id: ACTION_PROFILE_ID,
-        };
-        /// Key fields.
-        pub mod fields {}
-    }
     /// Every table: (fully qualified name, id).
     pub const ALL: &[(&str, u32)] = &[
         ("ingress.port.port_config_table", 0x02000001),
@@ -1751,11 +1751,11 @@ pub mod tables {
         ("ingress.multipath.multipath_mode_table", 0x02000007),
         ("ingress.multipath.wcmp_group_table", 0x02000008),
         ("ingress.nexthop.nexthop_table", 0x0200000a),
+        ("ingress.trim.trim_config_table", 0x02000011),
         ("ingress.pfc_watchdog.pfc_watchdog_table", 0x0200000b),
         ("ingress.telemetry.postcard_watch_table", 0x0200000c),
         ("egress.port.queue_config_table", 0x02000010),
         ("egress.psn.psn_tracking_table", 0x0200000f),
-        ("ingress.trim.trim_config_table", 0x02000011),
     ];
     /// Every table's contract, in P4Info order.
     pub static CONTRACTS: &[crate::contract::TableContract] = &[
@@ -1767,11 +1767,11 @@ pub mod tables {
         multipath_mode_table::CONTRACT,
         wcmp_group_table::CONTRACT,
         nexthop_table::CONTRACT,
+        trim_config_table::CONTRACT,
         pfc_watchdog_table::CONTRACT,
         postcard_watch_table::CONTRACT,
         queue_config_table::CONTRACT,
         psn_tracking_table::CONTRACT,
-        trim_config_table::CONTRACT,
     ];
     /// The highest write rank.
     pub const MAX_WRITE_RANK: u8 = 6;
@@ -2013,6 +2013,51 @@ pub mod actions {
         /// Parameters.
         pub mod params {}
     }
+    /// `ingress.trim.set_trim_config`
+    pub mod set_trim_config {
+        pub const NAME: &str = "ingress.trim.set_trim_config";
+        pub const ALIAS: &str = "set_trim_config";
+        pub const ID: u32 = 0x01000020;
+        /// Parameters.
+        pub mod params {
+            /// 16 bits
+            pub mod trim_size {
+                pub const NAME: &str = "trim_size";
+                pub const ID: u32 = 1;
+                pub const BITWIDTH: u32 = 16;
+            }
+            /// 6 bits
+            pub mod trim_dscp {
+                pub const NAME: &str = "trim_dscp";
+                pub const ID: u32 = 2;
+                pub const BITWIDTH: u32 = 6;
+            }
+            /// 3 bits
+            pub mod trim_queue {
+                pub const NAME: &str = "trim_queue";
+                pub const ID: u32 = 3;
+                pub const BITWIDTH: u32 = 3;
+            }
+            /// 32 bits
+            pub mod threshold {
+                pub const NAME: &str = "threshold";
+                pub const ID: u32 = 4;
+                pub const BITWIDTH: u32 = 32;
+            }
+            /// 8 bits
+            pub mod queues {
+                pub const NAME: &str = "queues";
+                pub const ID: u32 = 5;
+                pub const BITWIDTH: u32 = 8;
+            }
+            /// 256 bits
+            pub mod ports {
+                pub const NAME: &str = "ports";
+                pub const ID: u32 = 6;
+                pub const BITWIDTH: u32 = 256;
+            }
+        }
+    }
     /// `ingress.pfc_watchdog.pfc_watchdog_drop`
     pub mod pfc_watchdog_drop {
         pub const NAME: &str = "ingress.pfc_watchdog.pfc_watchdog_drop";
@@ -2216,51 +2261,6 @@ pub mod actions {
         /// Parameters.
         pub mod params {}
     }
-    /// `ingress.trim.set_trim_config`
-    pub mod set_trim_config {
-        pub const NAME: &str = "ingress.trim.set_trim_config";
-        pub const ALIAS: &str = "set_trim_config";
-        pub const ID: u32 = 0x01000020;
-        /// Parameters.
-        pub mod params {
-            /// 16 bits
-            pub mod trim_size {
-                pub const NAME: &str = "trim_size";
-                pub const ID: u32 = 1;
-                pub const BITWIDTH: u32 = 16;
-            }
-            /// 6 bits
-            pub mod trim_dscp {
-                pub const NAME: &str = "trim_dscp";
-                pub const ID: u32 = 2;
-                pub const BITWIDTH: u32 = 6;
-            }
-            /// 3 bits
-            pub mod trim_queue {
-                pub const NAME: &str = "trim_queue";
-                pub const ID: u32 = 3;
-                pub const BITWIDTH: u32 = 3;
-            }
-            /// 32 bits
-            pub mod threshold {
-                pub const NAME: &str = "threshold";
-                pub const ID: u32 = 4;
-                pub const BITWIDTH: u32 = 32;
-            }
-            /// 8 bits
-            pub mod queues {
-                pub const NAME: &str = "queues";
-                pub const ID: u32 = 5;
-                pub const BITWIDTH: u32 = 8;
-            }
-            /// 256 bits
-            pub mod ports {
-                pub const NAME: &str = "ports";
-                pub const ID: u32 = 6;
-                pub const BITWIDTH: u32 = 256;
-            }
-        }
-    }
     /// Every action: (fully qualified name, id).
     pub const ALL: &[(&str, u32)] = &[
         ("ingress.port.set_port_config", 0x01000001),
@@ -2277,6 +2277,7 @@ pub mod actions {
         ("ingress.multipath.wcmp_no_member", 0x0100000e),
         ("ingress.nexthop.set_nexthop", 0x0100000f),
         ("ingress.nexthop.nexthop_miss", 0x01000010),
+        ("ingress.trim.set_trim_config", 0x01000020),
         ("ingress.pfc_watchdog.pfc_watchdog_drop", 0x01000011),
         ("ingress.pfc_watchdog.pfc_watchdog_forward", 0x01000012),
         ("ingress.pfc_watchdog.pfc_watchdog_none", 0x01000013),
@@ -2287,7 +2288,6 @@ pub mod actions {
         ("egress.port.queue_config_default", 0x0100001f),
         ("egress.psn.enable_psn_tracking", 0x0100001a),
         ("egress.psn.psn_tracking_disabled", 0x0100001b),
-        ("ingress.trim.set_trim_config", 0x01000020),
     ];
 }
 
@@ -2348,6 +2348,14 @@ pub mod counters {
         pub const ID: u32 = 0x12000009;
         pub const SIZE: u64 = 65536;
         pub const UNIT: weft_p4rt::CounterUnit = weft_p4rt::CounterUnit::Both;
+    }
+    /// `ingress.trim.trim_counter`
+    pub mod trim_counter {
+        pub const NAME: &str = "ingress.trim.trim_counter";
+        pub const ALIAS: &str = "trim_counter";
+        pub const ID: u32 = 0x1200000e;
+        pub const SIZE: u64 = 4096;
+        pub const UNIT: weft_p4rt::CounterUnit = weft_p4rt::CounterUnit::Packets;
     }
     /// `ingress.drops.drop_reason_counter`
     pub mod drop_reason_counter {
@@ -2421,20 +2429,13 @@ pub mod counters {
         pub const SIZE: u64 = 512;
         pub const UNIT: weft_p4rt::CounterUnit = weft_p4rt::CounterUnit::Packets;
     }
-    /// `ingress.trim.trim_counter`
-    pub mod trim_counter {
-        pub const NAME: &str = "ingress.trim.trim_counter";
-        pub const ALIAS: &str = "trim_counter";
-        pub const ID: u32 = 0x1200000e;
-        pub const SIZE: u64 = 4096;
-        pub const UNIT: weft_p4rt::CounterUnit = weft_p4rt::CounterUnit::Packets;
-    }
     /// Every indexed counter: (fully qualified name, id).
     pub const ALL: &[(&str, u32)] = &[
         ("ingress.port.port_rx_counter", 0x12000001),
         ("ingress.pfc_rx.pfc_rx_pause_counter", 0x12000005),
         ("ingress.pfc_rx.pfc_rx_resume_counter", 0x12000006),
         ("ingress.multipath.multipath_member_counter", 0x12000009),
+        ("ingress.trim.trim_counter", 0x1200000e),
         ("ingress.drops.drop_reason_counter", 0x12000003),
         ("egress.port.port_tx_counter", 0x12000002),
         ("egress.port.queue_depth_histogram", 0x1200000c),
@@ -2444,7 +2445,6 @@ pub mod counters {
         ("egress.ecn.ecn_mark_counter", 0x12000004),
         ("egress.psn.psn_out_of_order_counter", 0x1200000a),
         ("egress.psn.psn_regression_counter", 0x1200000b),
-        ("ingress.trim.trim_counter", 0x1200000e),
     ];
 }
 
@@ -2470,13 +2470,13 @@ pub mod registers {
         pub const SIZE: u64 = 512;
         pub const BITWIDTH: u32 = 19;
     }
-    /// `pfc_hold_reg`
-    pub mod pfc_hold_reg {
-        pub const NAME: &str = "pfc_hold_reg";
-        pub const ALIAS: &str = "pfc_hold_reg";
-        pub const ID: u32 = 0x16000008;
+    /// `queue_class_depth_reg`
+    pub mod queue_class_depth_reg {
+        pub const NAME: &str = "queue_class_depth_reg";
+        pub const ALIAS: &str = "queue_class_depth_reg";
+        pub const ID: u32 = 0x16000009;
         pub const SIZE: u64 = 4096;
-        pub const BITWIDTH: u32 = 1;
+        pub const BITWIDTH: u32 = 19;
     }
     /// `pfc_state_reg`
     pub mod pfc_state_reg {
@@ -2485,6 +2485,14 @@ pub mod registers {
         pub const ID: u32 = 0x16000005;
         pub const SIZE: u64 = 4096;
         pub const BITWIDTH: u32 = 16;
+    }
+    /// `pfc_hold_reg`
+    pub mod pfc_hold_reg {
+        pub const NAME: &str = "pfc_hold_reg";
+        pub const ALIAS: &str = "pfc_hold_reg";
+        pub const ID: u32 = 0x16000008;
+        pub const SIZE: u64 = 4096;
+        pub const BITWIDTH: u32 = 1;
     }
     /// `ingress.multipath.group_last_choice_reg`
     pub mod group_last_choice_reg {
