@@ -232,12 +232,23 @@ fn check_outcomes(report: &Report) {
             sp.model_ratio
         );
     }
-    // Reordering only where packets are sprayed.
+    // Reordering where packets are sprayed, not where ECMP pins each flow to a path. The one
+    // exception is the testbed's PFC: a queue held by PAUSE sends its packets around
+    // (recirculated) and a packet arriving while one is on its way round gets ahead of it
+    // (docs/testbed.md), so in a run whose switches paused, ECMP may show a few reorderings of
+    // its own, and must still reorder at most a tenth of what spraying does.
     for &k in &kinds {
-        assert_eq!(
-            case(report, k, "ecmp").run.out_of_order,
-            0,
-            "{k}: ECMP reordered"
-        );
+        let (e, sp) = (&case(report, k, "ecmp").run, &case(report, k, "spray").run);
+        if e.pfc_pauses == Some(0) {
+            assert_eq!(e.out_of_order, 0, "{k}: ECMP reordered without any PAUSE");
+        } else {
+            assert!(
+                e.out_of_order * 10 <= sp.out_of_order,
+                "{k}: ECMP reordered {} packets against spraying's {} ({:?} PAUSE frames sent)",
+                e.out_of_order,
+                sp.out_of_order,
+                e.pfc_pauses
+            );
+        }
     }
 }

@@ -401,7 +401,6 @@ function edgeText(e) {
     t += '\nutilisation: ' + (u === null ? 'unknown (no counters from a live plugin at either end)' : `${(u * 100).toFixed(1)}% of ${k.gbps} Gb/s (busier direction)`);
     if (u !== null) t += `\nECN marks: ${perS(hot.ecn || 0)}   PAUSE frames: ${perS(hot.pause || 0)}` + (hot.storm ? '\nPFC watchdog: STORMED' : '');
     t += dropsText(k.a) + (k.host ? '' : dropsText(k.b));
-    t += '\ntrimmed: no counter read';
     return t;
   }
   const counts = {};
@@ -484,7 +483,7 @@ async function refreshDrill() {
     row(`${d.to} → ${d.from}`, bps(d.now.ba_bps));
     row('ECN marks', perS(d.now.ecn));
     row('PAUSE frames', perS(d.now.pause) + (d.now.storm ? ' — watchdog STORMED' : ''));
-    row('trimmed', 'no counter read');
+    row('trimmed', d.trimmed === null || d.trimmed === undefined ? 'no counter read' : perS(d.trimmed));
     body.append(table);
     const gb = d.gbps * 1e9;
     const pct = (v) => v.map((x) => (x === null ? null : (100 * x) / gb));

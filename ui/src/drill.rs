@@ -95,8 +95,8 @@ pub fn link(p: &Page, t: &weft_topology::Topology, i: usize) -> Option<Value> {
         "ends": ends,
         "now": {"ab_bps": r.ab_bps, "ba_bps": r.ba_bps, "ecn": r.ecn, "pause": r.pause, "storm": r.storm},
         "drops": {"a": drops(k.a), "b": if k.host { None } else { drops(k.b) }},
-        // No trimmed-packet counter is read yet: said, not shown as zero.
-        "trimmed": Value::Null,
+        // Null without a trim counter at either end: said, not shown as zero.
+        "trimmed": r.trimmed,
         "interval_s": frame.map(|f| f.interval_s),
         "series": series(p.history.link(i), &["ab_bps", "ba_bps", "ecn", "pause"]),
     }))

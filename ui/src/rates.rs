@@ -34,6 +34,9 @@ pub struct LinkRates {
     pub pause: Option<f64>,
     /// A queue toward the link held stormed by the PFC watchdog.
     pub storm: bool,
+    /// Packets/s trimmed by the egress queues of both ends toward the link (`None`: neither
+    /// end has a trim counter).
+    pub trimmed: Option<f64>,
 }
 
 impl LinkRates {
@@ -78,6 +81,7 @@ pub fn links(l: &Layout, prev: &Counters, cur: &Counters) -> Vec<LinkRates> {
             let ecn_a = field(a, ap, |p| Some(p.ecn_marked));
             let pause_a = field(a, ap, |p| Some(p.pause_rx));
             let storm_a = port(cur, a, ap).is_some_and(|p| p.stormed);
+            let trimmed_a = field(a, ap, |p| p.trimmed);
             if k.host {
                 return LinkRates {
                     ab_bps: tx_a,
@@ -85,6 +89,7 @@ pub fn links(l: &Layout, prev: &Counters, cur: &Counters) -> Vec<LinkRates> {
                     ecn: ecn_a,
                     pause: pause_a,
                     storm: storm_a,
+                    trimmed: trimmed_a,
                 };
             }
             let (b, bp) = (k.b, k.bp);
@@ -97,6 +102,7 @@ pub fn links(l: &Layout, prev: &Counters, cur: &Counters) -> Vec<LinkRates> {
                 ecn: sum(ecn_a, field(b, bp, |p| Some(p.ecn_marked))),
                 pause: sum(pause_a, field(b, bp, |p| Some(p.pause_rx))),
                 storm: storm_a || port(cur, b, bp).is_some_and(|p| p.stormed),
+                trimmed: sum(trimmed_a, field(b, bp, |p| p.trimmed)),
             }
         })
         .collect()
@@ -161,7 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn a_link_uses_what_one_end_sent_or_else_what_the_other_received() {
+    fn a_link_uses_what_one_end_sent_or_else_what_the_other_received_and_trims_only_where_counted() {
         let t = weft_topology::load_file(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../topology/examples/leaf-spine-small.yaml"
@@ -204,5 +210,18 @@ mod tests {
             .map(|(r, _)| r)
             .expect("a link away from b");
         assert_eq!(other.utilisation(100.0), None);
+        // No trim counter anywhere: not known, not 0.
+        assert_eq!(r.trimmed, None);
+        // End b's queues trimmed 30 packets over the second.
+        let trim = |n| {
+            let mut v = view(k.b, k.bp, 0, 0);
+            if let Some(p) = v.ports[k.bp].as_mut() {
+                p.trimmed = Some(n);
+            }
+            v
+        };
+        prev.switches[k.b] = Some(trim(10));
+        cur.switches[k.b] = Some(trim(40));
+        assert_eq!(links(&l, &prev, &cur)[0].trimmed, Some(30.0));
     }
 }

@@ -28,6 +28,9 @@ pub struct PortTotals {
     pub pause_tx: u64,
     /// A queue of the port the PFC watchdog holds stormed.
     pub stormed: bool,
+    /// Packets the port's queues trimmed (`None`: no queue row of the port carries the
+    /// counter, e.g. a pipeline without trimming).
+    pub trimmed: Option<u64>,
 }
 
 /// A switch's counters, by the topology's port index.
@@ -139,6 +142,9 @@ pub fn counters_of(
                     let t = v.ports[i].get_or_insert_with(PortTotals::default);
                     t.ecn_marked += q.ecn_marked.unwrap_or(0);
                     t.stormed |= q.wd_status == Some(WdStatus::Stormed);
+                    if let Some(n) = q.trimmed {
+                        t.trimmed = Some(t.trimmed.unwrap_or(0) + n);
+                    }
                 }
             }
             Ok(CountersRow::Switch(s)) => {
