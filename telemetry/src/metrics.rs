@@ -1014,6 +1014,7 @@ mod tests {
         s.drops.insert("NO_ROUTE".into(), (7, 700));
         s.members.insert(5, (3, 300));
         m.set_counters(s);
+        m.pfc_paused("Ethernet0", 3, true, 0.002);
         m.set_depth(
             "Ethernet0",
             &[4, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],

@@ -167,7 +167,8 @@ mod tests {
     }
 
     #[test]
-    fn a_link_uses_what_one_end_sent_or_else_what_the_other_received_and_trims_only_where_counted() {
+    fn a_link_uses_what_one_end_sent_or_else_what_the_other_received_and_trims_only_where_counted()
+    {
         let t = weft_topology::load_file(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../topology/examples/leaf-spine-small.yaml"

@@ -490,7 +490,24 @@ fn replay_list(live: &Rows, state: &Rows) -> Vec<KeyOpFieldValues> {
     for k in state.keys().filter(|k| !live.contains_key(*k)) {
         replay.push(KeyOpFieldValues::del(k.clone()));
     }
+    // The rows come in key order (FIXED_IPV4_TABLE before FIXED_NEXTHOP_TABLE), and a replay
+    // longer than a batch goes to the switch as several: each batch must hold what its keys
+    // refer to or come after it, as the controller orders its own writes.
+    replay.sort_by_key(replay_order);
     replay
+}
+
+/// Where a replayed key goes: sets by ascending write rank (what a key refers to first), then
+/// deletes by descending rank (a user before what it used). Stable: key order within a rank.
+fn replay_order(k: &KeyOpFieldValues) -> (u8, u8) {
+    use weft_p4::contract;
+    let table = k.key.split_once(':').map_or(k.key.as_str(), |(t, _)| t);
+    let rank =
+        contract::table_by_sonic_name(table).map_or(contract::MAX_WRITE_RANK, |t| t.write_rank);
+    match k.op {
+        weft_sonic_db::Op::Set => (0, rank),
+        weft_sonic_db::Op::Del => (1, contract::MAX_WRITE_RANK - rank),
+    }
 }
 
 /// Whether the drift audit runs now. It reads the whole switch back and nothing is written
@@ -957,6 +974,42 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_replay_sets_what_keys_refer_to_first_and_deletes_users_first() {
+        use weft_p4::tables as t;
+        let key = |sonic: &str, n: u32| format!("{sonic}:{{\"match/x\":\"{n}\"}}");
+        let f = |v: &str| vec![("action".to_string(), v.to_string())];
+        let (route, nexthop) = (t::ipv4_table::SONIC_NAME, t::nexthop_table::SONIC_NAME);
+        let live: super::Rows = [
+            (key(route, 1), f("set_nexthop_id")),
+            (key(route, 2), f("set_nexthop_id")),
+            (key(nexthop, 1), f("set_nexthop")),
+        ]
+        .into_iter()
+        .collect();
+        let state: super::Rows = [
+            (key(route, 9), f("drop")),
+            (key(nexthop, 9), f("set_nexthop")),
+        ]
+        .into_iter()
+        .collect();
+        let order: Vec<(String, weft_sonic_db::Op)> = super::replay_list(&live, &state)
+            .into_iter()
+            .map(|k| (k.key, k.op))
+            .collect();
+        use weft_sonic_db::Op::{Del, Set};
+        assert_eq!(
+            order,
+            vec![
+                (key(nexthop, 1), Set),
+                (key(route, 1), Set),
+                (key(route, 2), Set),
+                (key(route, 9), Del),
+                (key(nexthop, 9), Del),
+            ]
+        );
+    }
+
     use super::*;
 
     #[test]
