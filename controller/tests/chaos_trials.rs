@@ -21,7 +21,8 @@
 //! The same trials run with the controller writing over SONiC's ZMQ channel (the testbed
 //! brought up with `--transport zmq`, the replicas' intent saying `p4rt_transport: zmq`): by
 //! default a leaner set, 2 trials that kill a plugin and the leader, the two peers of the
-//! channel (WEFT_CHAOS_TRIALS runs more, in rounds of those two).
+//! channel (WEFT_CHAOS_TRIALS runs more, in rounds of those two; WEFT_CHAOS_KINDS=plugin,bmv2,
+//! redis,leader all four).
 //! Needs root, BMv2, etcd and the `.venv`; without BMv2 it prints SKIPPED, where BMv2 is
 //! installed anything missing is a failure.
 
@@ -350,9 +351,20 @@ fn chaos_trials_over_zmq_kill_a_plugin_or_the_leader_mid_storm_and_lose_nothing(
 }
 
 /// The trials over `transport`, killing the fault `kinds` in shuffled rounds (by default one
-/// round: WEFT_CHAOS_TRIALS says how many trials).
+/// round: WEFT_CHAOS_TRIALS says how many trials; WEFT_CHAOS_KINDS, e.g. `plugin,bmv2`, which
+/// kinds).
 fn chaos_trials(test: &str, transport: Transport, kinds: &[u64]) {
     let _turn = one_fabric_at_a_time();
+    let named: Option<Vec<u64>> = std::env::var("WEFT_CHAOS_KINDS").ok().map(|v| {
+        v.split(',')
+            .map(|k| {
+                let i = KIND_NAMES.iter().position(|n| *n == k.trim());
+                i.unwrap_or_else(|| panic!("WEFT_CHAOS_KINDS: {k:?} is not one of {KIND_NAMES:?}"))
+                    as u64
+            })
+            .collect()
+    });
+    let kinds = named.as_deref().unwrap_or(kinds);
     let needs = common::bed::Needs {
         venv: true,
         ..Default::default()

@@ -373,8 +373,7 @@ async fn apply(
                 reply_timeout: Duration::from_secs(60),
                 ..ProducerOptions::default()
             };
-            let mut p =
-                ZmqProducer::connect(ep, "APPL_DB", P4RT_TABLE, options).expect("connect");
+            let mut p = ZmqProducer::connect(ep, "APPL_DB", P4RT_TABLE, options).expect("connect");
             p.send(ops).await.expect("a reply")
         }
         None => apply_redis(sonic, ops).await,
@@ -438,15 +437,12 @@ async fn programs_answers_and_converges(test: &str, zmq: bool) {
     let sonic = SonicDb::from_endpoint(&redis.url()).expect("endpoint");
     write_config(&sonic).await;
     let tag = if zmq { "zmq" } else { "redis" };
-    let log = std::env::temp_dir().join(format!(
-        "weft-plugin-test-{tag}-{}.log",
-        std::process::id()
-    ));
+    let log =
+        std::env::temp_dir().join(format!("weft-plugin-test-{tag}-{}.log", std::process::id()));
     let ep = zmq.then(|| {
-        ZmqEndpoint::ipc(std::env::temp_dir().join(format!(
-            "weft-plugin-test-{}.zmq",
-            std::process::id()
-        )))
+        ZmqEndpoint::ipc(
+            std::env::temp_dir().join(format!("weft-plugin-test-{}.zmq", std::process::id())),
+        )
     });
     let ep = ep.as_ref();
     let mut plugin = start_plugin(&redis, &sw, ep, &log);

@@ -19,7 +19,11 @@ impl Transport {
             Transport::Redis => text.to_string(),
             Transport::Zmq => {
                 assert!(text.contains("\n  defaults:\n"), "no fabric.defaults");
-                text.replacen("\n  defaults:\n", "\n  defaults:\n    p4rt_transport: zmq\n", 1)
+                text.replacen(
+                    "\n  defaults:\n",
+                    "\n  defaults:\n    p4rt_transport: zmq\n",
+                    1,
+                )
             }
         }
     }
@@ -37,5 +41,6 @@ impl Transport {
 /// against a machine running one fabric).
 pub fn one_fabric_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
