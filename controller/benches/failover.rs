@@ -16,7 +16,8 @@
 //! rather than leaving the trial out. Trials
 //! rotate over the four leaves; between trials the cable is plugged back and the bench waits
 //! until `weft run` uses the link again. `WEFT_BENCH_TRIALS` (default 10) sets the trials per
-//! load; `WEFT_BENCH_KEEP=DIR` keeps the logs (plugins, BMv2, `weft run`) in DIR.
+//! load; `WEFT_BENCH_KEEP=DIR` keeps the logs (plugins, BMv2, `weft run`) in DIR;
+//! `WEFT_BENCH_TRANSPORT=zmq` has `weft run` write over SONiC's ZMQ channel (default `redis`).
 
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
@@ -310,9 +311,17 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
+    let transport = match std::env::var("WEFT_BENCH_TRANSPORT").as_deref() {
+        Ok("zmq") => common::transport::Transport::Zmq,
+        Ok("redis") | Err(_) => common::transport::Transport::Redis,
+        Ok(other) => {
+            eprintln!("WEFT_BENCH_TRANSPORT={other}: expected redis or zmq");
+            std::process::exit(2);
+        }
+    };
     let (dir, fabric, text) = common::small_example("fob");
     let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
+    std::fs::write(&file, transport.intent(&text)).expect("intent");
     let t = weft_topology::load_file(&file).expect("valid intent");
     let mut g = Guard {
         dir: dir.clone(),
@@ -347,8 +356,8 @@ fn main() {
         all_links_in_use(&dir)
     });
     println!(
-        "failover bench: small leaf-spine (6 switches, 8 hosts), {} CPUs, load average {} \
-         before the start",
+        "failover bench: small leaf-spine (6 switches, 8 hosts), entries over {transport:?}, {} \
+         CPUs, load average {} before the start",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load_average()
     );

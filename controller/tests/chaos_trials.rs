@@ -17,6 +17,12 @@
 //! `WEFT_CHAOS_TRIALS=50 cargo test -p weft-controller --test chaos_trials -- --nocapture`). The
 //! fault kinds come in shuffled rounds of all four, so every 4 trials kill each kind once; a
 //! leader trial kills the replica that leads at that moment (none leading is a failure).
+//!
+//! The same trials run with the controller writing over SONiC's ZMQ channel (the testbed
+//! brought up with `--transport zmq`, the replicas' intent saying `p4rt_transport: zmq`): by
+//! default a leaner set, 2 trials that kill a plugin and the leader, the two peers of the
+//! channel (WEFT_CHAOS_TRIALS runs more, in rounds of those two; WEFT_CHAOS_KINDS=plugin,bmv2,
+//! redis,leader all four).
 //! Needs root, BMv2, etcd and the `.venv`; without BMv2 it prints SKIPPED, where BMv2 is
 //! installed anything missing is a failure.
 
@@ -27,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::transport::{Transport, one_fabric_at_a_time};
 use weft_testbed as tb;
 use weft_testbed::chaos::Part;
 
@@ -320,9 +327,44 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// The fault kinds of the trials: a plugin, a BMv2, a redis-server, the leading replica.
+const PLUGIN: u64 = 0;
+const LEADER: u64 = 3;
+const KIND_NAMES: [&str; 4] = ["plugin", "bmv2", "redis", "leader"];
+
 #[test]
 fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothing() {
-    let test = "chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothing";
+    chaos_trials(
+        "chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothing",
+        Transport::Redis,
+        &[0, 1, 2, 3],
+    );
+}
+
+#[test]
+fn chaos_trials_over_zmq_kill_a_plugin_or_the_leader_mid_storm_and_lose_nothing() {
+    chaos_trials(
+        "chaos_trials_over_zmq_kill_a_plugin_or_the_leader_mid_storm_and_lose_nothing",
+        Transport::Zmq,
+        &[PLUGIN, LEADER],
+    );
+}
+
+/// The trials over `transport`, killing the fault `kinds` in shuffled rounds (by default one
+/// round: WEFT_CHAOS_TRIALS says how many trials; WEFT_CHAOS_KINDS, e.g. `plugin,bmv2`, which
+/// kinds).
+fn chaos_trials(test: &str, transport: Transport, kinds: &[u64]) {
+    let _turn = one_fabric_at_a_time();
+    let named: Option<Vec<u64>> = std::env::var("WEFT_CHAOS_KINDS").ok().map(|v| {
+        v.split(',')
+            .map(|k| {
+                let i = KIND_NAMES.iter().position(|n| *n == k.trim());
+                i.unwrap_or_else(|| panic!("WEFT_CHAOS_KINDS: {k:?} is not one of {KIND_NAMES:?}"))
+                    as u64
+            })
+            .collect()
+    });
+    let kinds = named.as_deref().unwrap_or(kinds);
     let needs = common::bed::Needs {
         venv: true,
         ..Default::default()
@@ -333,7 +375,7 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
     let trials: u64 = std::env::var("WEFT_CHAOS_TRIALS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
+        .unwrap_or(kinds.len() as u64);
     let seed: u64 = std::env::var("WEFT_CHAOS_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -341,17 +383,34 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let etcd = weft_tests::etcd::Etcd::start().expect("etcd (scripts/setup.sh installs it)");
 
-    let (dir, fabric, text) = common::small_example("ch");
+    let (dir, fabric, text) = common::small_example(&format!("ch{}", transport.tag()));
     let sd = dir.join("state");
+    // The testbed comes up from the example as it is, told the transport on its command line;
+    // the replicas (and `weft plan`) read the intent that says it.
+    let up_file = dir.join("testbed.yaml");
+    std::fs::write(&up_file, &text).expect("intent");
     let file = dir.join("fabric.yaml");
-    std::fs::write(&file, text).expect("intent");
+    std::fs::write(&file, transport.intent(&text)).expect("intent");
     let f = file.to_string_lossy().into_owned();
     let bed = Bed {
         sd: sd.clone(),
         dir: dir.clone(),
         fabric: fabric.clone(),
     };
-    let (code, out) = weft(&sd, &["testbed", "up", &f]);
+    let flag = match transport {
+        Transport::Redis => "redis",
+        Transport::Zmq => "zmq",
+    };
+    let (code, out) = weft(
+        &sd,
+        &[
+            "testbed",
+            "up",
+            &up_file.to_string_lossy(),
+            "--transport",
+            flag,
+        ],
+    );
     assert_eq!(code, 0, "{out}");
     let st = tb::State::load(&sd).expect("state");
     let switches: Vec<String> = st.switches.iter().map(|s| s.name.clone()).collect();
@@ -392,6 +451,8 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
         converged(&mut replicas, Duration::from_secs(180)).is_some(),
         "the first leader converges the fabric"
     );
+    let topo = weft_topology::load_file(&file).expect("intent");
+    common::bed::assert_entries_came_over(&topo, transport == Transport::Zmq);
     // What every switch holds after a clean apply that the plan finds nothing to add to.
     let st = tb::State::load(&sd).expect("state");
     let dumps: BTreeMap<String, (Vec<String>, String)> = switches
@@ -400,7 +461,6 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
         .collect();
     // The baseline is what the compiled plan says, entry by entry (the switches' own digests,
     // which `weft plan` compares, are not a witness): checked by the independent reader.
-    let topo = weft_topology::load_file(&file).expect("intent");
     let (code, plan) = weft(&sd, &["plan", &f, "--offline", "--output", "json"]);
     assert_eq!(code, 0, "weft plan --offline: {plan}");
     let plan: serde_json::Value = serde_json::from_str(&plan).expect("plan JSON");
@@ -417,7 +477,9 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
         .map(|(s, (lines, _))| (s, lines))
         .collect();
     let total: usize = baseline.values().map(Vec::len).sum();
-    eprintln!("chaos: seed {seed}, {trials} trials; baseline {total} entries on 6 switches");
+    eprintln!(
+        "chaos over {transport:?}: seed {seed}, {trials} trials; baseline {total} entries on 6 switches"
+    );
 
     // Fail-static: with no controller at all (both replicas killed -9) the switches keep every
     // entry and a paced stream fares as well as with the controller up (a control run first:
@@ -470,12 +532,12 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
     let mut faults: BTreeMap<String, u32> = BTreeMap::new();
     let mut times: Vec<f64> = Vec::new();
     let mut bad = Vec::new();
-    // The fault kinds in shuffled rounds of all four (plugin, BMv2, redis-server, leader): any
-    // 4 consecutive trials from a round's start kill each kind once, so CI's 4 cover them all.
+    // The fault kinds in shuffled rounds of all of `kinds`: any round's worth of consecutive
+    // trials from a round's start kill each kind once, so CI's default trials cover them all.
     let mut round: Vec<u64> = Vec::new();
     for trial in 0..trials {
         if round.is_empty() {
-            round = vec![0, 1, 2, 3];
+            round = kinds.to_vec();
             for i in (1..round.len()).rev() {
                 round.swap(i, rng.below(i as u64 + 1) as usize);
             }
@@ -589,8 +651,8 @@ fn chaos_trials_kill_a_plugin_bmv2_redis_or_the_leader_mid_storm_and_lose_nothin
         percentile(&times, 0.5),
         percentile(&times, 0.99)
     );
-    if trials >= 4 {
-        for kind in ["plugin", "bmv2", "redis", "leader"] {
+    if trials >= kinds.len() as u64 {
+        for kind in kinds.iter().map(|&k| KIND_NAMES[k as usize]) {
             if !faults.contains_key(kind) {
                 bad.push(format!("no trial killed a {kind}: {faults:?}"));
             }

@@ -2,15 +2,18 @@
 //! redis-server per switch, real plugins, real `weft run`, hosts in network namespaces.
 //! Needs root and BMv2; without BMv2 it prints SKIPPED (WEFT_REQUIRE_BMV2=1 makes it fail).
 //!
-//! One test drives the phases in order on one testbed (bringing it up takes most of the time):
-//! reachability, multipath spread, failover loss window under a link failure, a flap storm,
-//! and recovery after the controller and a plugin are killed.
+//! One test body drives the phases in order on one testbed (bringing it up takes most of the
+//! time): reachability, multipath spread, failover loss window under a link failure, a flap
+//! storm, and recovery after the controller and a plugin are killed. It runs twice, once per
+//! transport the controller writes P4RT entries over (APPL_DB over Redis; SONiC's ZMQ channel),
+//! with the same assertions; the two runs take turns, never sharing the cores.
 
 mod common;
 
 use std::process::{Command, Stdio};
 
 use common::bed::{self, Bed, Needs};
+use common::transport::{Transport, one_fabric_at_a_time};
 use std::time::Duration;
 
 use weft_testbed as tb;
@@ -53,12 +56,25 @@ impl Bed {
 }
 
 #[test]
-fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
-    let Some(programs) = bed::programs("scenario_testbed", &Needs::default()) else {
+fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts_over_redis() {
+    reachability_spread_failover_flaps_and_restarts(Transport::Redis);
+}
+
+#[test]
+fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts_over_zmq() {
+    reachability_spread_failover_flaps_and_restarts(Transport::Zmq);
+}
+
+fn reachability_spread_failover_flaps_and_restarts(transport: Transport) {
+    let _turn = one_fabric_at_a_time();
+    let test = format!("scenario_testbed over {transport:?}");
+    let Some(programs) = bed::programs(&test, &Needs::default()) else {
         return;
     };
-    // `weft run` applies (no `weft apply`): what the plugins hold is what it wrote.
-    let mut f = Bed::up(&programs, "scn", |t| t, &[]);
+    // `weft run` applies (no `weft apply`): what the plugins hold is what it wrote, over
+    // `transport` (the intent's `fabric.defaults.p4rt_transport`).
+    let prefix = format!("scn{}", transport.tag());
+    let mut f = Bed::up(&programs, &prefix, |t| transport.intent(&t), &[]);
     let (dir, file) = (f.dir.clone(), f.file.clone());
     f.start_run();
 
@@ -71,6 +87,7 @@ fn leaf_spine_testbed_reachability_spread_failover_flaps_and_restarts() {
         "not all host pairs reachable; logs in {}",
         dir.display()
     );
+    f.assert_entries_came_over(transport == Transport::Zmq);
 
     // 2. Traffic between two leaves spreads over both spines (counted by the kernel on the
     // spines' veths, independent of the pipeline's own counters).

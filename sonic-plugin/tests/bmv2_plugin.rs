@@ -1,13 +1,16 @@
 //! The plugin binary against a real redis-server and a real BMv2 running Weft's pipeline; the
 //! switch is read back with the independent `tests/scripts/p4rt_dump.py` and compared, entry by
-//! entry, with what was written (`tests/scripts/p4rt_plan_check.py`). Without BMv2: SKIPPED
-//! (`WEFT_REQUIRE_BMV2=1` fails instead).
+//! entry, with what was written (`tests/scripts/p4rt_plan_check.py`). The main test runs on
+//! both transports a producer hands entries over: APPL_DB (swss-common's `ProducerStateTable`,
+//! answers on the response channel) and SONiC's ZMQ request/reply channel (`--zmq-endpoint`,
+//! per-key replies). Without BMv2: SKIPPED (`WEFT_REQUIRE_BMV2=1` fails instead).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weft_appdb::{Call, Encoder, Match, Value};
+use weft_sonic_db::zmq::{ProducerOptions, ZmqEndpoint, ZmqProducer};
 use weft_sonic_db::{
     Digest, KeyOpFieldValues, P4RT_TABLE, ProducerStateTable, ResponseWaiter, SonicDb, SonicDbId,
     StatusCode, Table, dump_tables,
@@ -17,7 +20,13 @@ use weft_tests::redis::RedisServer;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-fn start_plugin(redis: &RedisServer, sw: &Bmv2, log: &PathBuf) -> ProcessGuard {
+/// The plugin, also serving `zmq` when given.
+fn start_plugin(
+    redis: &RedisServer,
+    sw: &Bmv2,
+    zmq: Option<&ZmqEndpoint>,
+    log: &PathBuf,
+) -> ProcessGuard {
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -27,7 +36,11 @@ fn start_plugin(redis: &RedisServer, sw: &Bmv2, log: &PathBuf) -> ProcessGuard {
     let bin = std::env::var_os("WEFT_TEST_PLUGIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_weft-plugin").into());
-    let child = Command::new(bin)
+    let mut cmd = Command::new(bin);
+    if let Some(ep) = zmq {
+        cmd.args(["--zmq-endpoint", &ep.to_string()]);
+    }
+    let child = cmd
         .args(["--redis", &redis.url(), "--p4rt", &sw.grpc_addr()])
         .args(["--device-id", &sw.device_id().to_string()])
         .args(["--consumer-poll-ms", "50", "--status-interval-ms", "200"])
@@ -347,21 +360,24 @@ fn intent(info: &weft_p4rt::P4Info) -> Vec<KeyOpFieldValues> {
     out
 }
 
+/// `ops` handed to the plugin over ZMQ when `zmq` names its endpoint, else through APPL_DB:
+/// every key's answer.
 async fn apply(
     sonic: &SonicDb,
+    zmq: Option<&ZmqEndpoint>,
     ops: &[KeyOpFieldValues],
 ) -> std::collections::BTreeMap<String, (StatusCode, String)> {
-    let mut waiter = ResponseWaiter::subscribe(sonic, P4RT_TABLE)
-        .await
-        .expect("subscribe");
-    let mut prod = ProducerStateTable::new(sonic, SonicDbId::ApplDb, P4RT_TABLE)
-        .await
-        .expect("producer");
-    prod.apply(ops).await.expect("produce");
-    let out = waiter
-        .wait(ops.iter().map(|o| o.key.clone()), Duration::from_secs(60))
-        .await
-        .expect("responses");
+    let out = match zmq {
+        Some(ep) => {
+            let options = ProducerOptions {
+                reply_timeout: Duration::from_secs(60),
+                ..ProducerOptions::default()
+            };
+            let mut p = ZmqProducer::connect(ep, "APPL_DB", P4RT_TABLE, options).expect("connect");
+            p.send(ops).await.expect("a reply")
+        }
+        None => apply_redis(sonic, ops).await,
+    };
     assert!(out.missing.is_empty(), "no response for {:?}", out.missing);
     out.responses
         .into_iter()
@@ -369,11 +385,42 @@ async fn apply(
         .collect()
 }
 
+async fn apply_redis(sonic: &SonicDb, ops: &[KeyOpFieldValues]) -> weft_sonic_db::WaitOutcome {
+    let mut waiter = ResponseWaiter::subscribe(sonic, P4RT_TABLE)
+        .await
+        .expect("subscribe");
+    let mut prod = ProducerStateTable::new(sonic, SonicDbId::ApplDb, P4RT_TABLE)
+        .await
+        .expect("producer");
+    prod.apply(ops).await.expect("produce");
+    waiter
+        .wait(ops.iter().map(|o| o.key.clone()), Duration::from_secs(60))
+        .await
+        .expect("responses")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
-    let Some(bin) =
-        bmv2_or_skip("plugin_programs_bmv2_answers_every_key_and_converges_after_restarts")
-    else {
+    programs_answers_and_converges(
+        "plugin_programs_bmv2_answers_every_key_and_converges_after_restarts",
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts_over_zmq() {
+    programs_answers_and_converges(
+        "plugin_programs_bmv2_answers_every_key_and_converges_after_restarts_over_zmq",
+        true,
+    )
+    .await;
+}
+
+/// Entries (good and bad) answered, read back from the switch, kept across restarts of the
+/// plugin, BMv2 and Redis; handed over ZMQ when `zmq`, else through APPL_DB.
+async fn programs_answers_and_converges(test: &str, zmq: bool) {
+    let Some(bin) = bmv2_or_skip(test) else {
         return;
     };
     let mut redis = RedisServer::start().expect("redis-server");
@@ -389,8 +436,16 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
     .expect("BMv2");
     let sonic = SonicDb::from_endpoint(&redis.url()).expect("endpoint");
     write_config(&sonic).await;
-    let log = std::env::temp_dir().join(format!("weft-plugin-test-{}.log", std::process::id()));
-    let mut plugin = start_plugin(&redis, &sw, &log);
+    let tag = if zmq { "zmq" } else { "redis" };
+    let log =
+        std::env::temp_dir().join(format!("weft-plugin-test-{tag}-{}.log", std::process::id()));
+    let ep = zmq.then(|| {
+        ZmqEndpoint::ipc(
+            std::env::temp_dir().join(format!("weft-plugin-test-{}.zmq", std::process::id())),
+        )
+    });
+    let ep = ep.as_ref();
+    let mut plugin = start_plugin(&redis, &sw, ep, &log);
     let info = weft_sonic_plugin::pipeline::weft_p4info().expect("p4info");
     let mut ops = intent(&info);
 
@@ -414,7 +469,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
     let unknown = KeyOpFieldValues::set(r#"FIXED_NOPE:{"match/x":"0x1"}"#, [("action", "x")]);
     let mut all = ops.clone();
     all.extend([bad_route.clone(), bad_port.clone(), unknown.clone()]);
-    let res = apply(&sonic, &all).await;
+    let res = apply(&sonic, ep, &all).await;
     for o in &ops {
         assert_eq!(
             res[&o.key].0,
@@ -493,7 +548,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         r#"FIXED_IPV4_TABLE:{"match/ipv4_dst":"10.8.0.0/16"}"#,
         [("action", "set_nexthop_id"), ("param/nexthop_id", "0x77")],
     );
-    let res = apply(&sonic, std::slice::from_ref(&dangling)).await;
+    let res = apply(&sonic, ep, std::slice::from_ref(&dangling)).await;
     assert_eq!(
         res[&dangling.key].0,
         StatusCode::NotFound,
@@ -501,7 +556,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         res[&dangling.key]
     );
     let used = r#"FIXED_NEXTHOP_TABLE:{"match/nexthop_id":"0x1"}"#;
-    let res = apply(&sonic, &[KeyOpFieldValues::del(used)]).await;
+    let res = apply(&sonic, ep, &[KeyOpFieldValues::del(used)]).await;
     assert_eq!(res[used].0, StatusCode::InUse, "{:?}", res[used]);
     holds(&sw, &ops).unwrap_or_else(|e| {
         panic!("a refused route installed nothing and a used nexthop was not deleted: {e}")
@@ -510,9 +565,31 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
     // Every answer so far (installs, refusals, the delete refused IN_USE) is in the digests.
     wait_for_digests(&sonic, "after the batches").await;
 
+    // The entries came the way they were sent: the status row (rewritten every 200 ms) counts
+    // the ZMQ requests (the first batch, the dangling route, the refused delete), and has no
+    // such count when no endpoint is served.
+    let want = zmq.then(|| "3".to_string());
+    let state = Table::new(
+        sonic.connect(SonicDbId::StateDb).await.expect("state db"),
+        "WEFT_PLUGIN",
+    )
+    .expect("table");
+    let t0 = Instant::now();
+    loop {
+        let got = state.hget("status", "zmq_requests").await.expect("status");
+        if got == want {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "status row zmq_requests {got:?}, expected {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // A second apply of the same entries writes nothing to the switch.
     let before = status(&sonic, "switch_updates").await;
-    let res = apply(&sonic, &ops).await;
+    let res = apply(&sonic, ep, &ops).await;
     assert!(res.values().all(|(s, _)| *s == StatusCode::Success));
     assert_eq!(
         status(&sonic, "switch_updates").await,
@@ -522,7 +599,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
 
     // kill -9 the plugin, restart: converges, and its sync writes nothing.
     plugin.kill();
-    plugin = start_plugin(&redis, &sw, &log);
+    plugin = start_plugin(&redis, &sw, ep, &log);
     let pid = u64::from(plugin.pid().expect("pid"));
     wait_for("plugin restart sync", Duration::from_secs(60), || {
         futures::executor::block_on(status(&sonic, "pid")) == pid
@@ -572,7 +649,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         })
     })
     .await;
-    let res = apply(&sonic, &ops).await;
+    let res = apply(&sonic, ep, &ops).await;
     assert!(
         res.values().all(|(s, _)| *s == StatusCode::Success),
         "{res:?}"
@@ -587,7 +664,7 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
         .key
         .clone();
     let before = digest_rows(&sonic).await;
-    let res = apply(&sonic, &[KeyOpFieldValues::del(&route)]).await;
+    let res = apply(&sonic, ep, &[KeyOpFieldValues::del(&route)]).await;
     assert!(res.values().all(|(s, _)| s.is_ok()), "{res:?}");
     wait_for_digests(&sonic, "after a delete").await;
     assert_eq!(digest_rows(&sonic).await + 1, before, "one row fewer");
@@ -608,6 +685,9 @@ async fn plugin_programs_bmv2_answers_every_key_and_converges_after_restarts() {
     .await;
     drop(plugin);
     let _ = std::fs::remove_file(&log);
+    if let Some(ZmqEndpoint::Ipc { path }) = ep {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// The controller writes a switch's CONFIG_DB before the P4RT entries naming its ports, but the
@@ -640,11 +720,11 @@ async fn a_port_added_to_config_db_without_a_notification_is_found_before_its_en
     let sonic = SonicDb::from_endpoint(&redis.url()).expect("endpoint");
     write_config(&sonic).await;
     let log = std::env::temp_dir().join(format!("weft-plugin-race-{}.log", std::process::id()));
-    let plugin = start_plugin(&redis, &sw, &log);
+    let plugin = start_plugin(&redis, &sw, None, &log);
     let info = weft_sonic_plugin::pipeline::weft_p4info().expect("p4info");
     // The plugin runs once it answers the port configs of the two ports it knows.
     let ports = intent(&info)[..2].to_vec();
-    let res = apply(&sonic, &ports).await;
+    let res = apply(&sonic, None, &ports).await;
     assert!(
         res.values().all(|(s, _)| *s == StatusCode::Success),
         "{res:?}"
@@ -701,6 +781,7 @@ async fn a_port_added_to_config_db_without_a_notification_is_found_before_its_en
     let never = nexthop("0x9", "Ethernet77");
     let res = apply(
         &sonic,
+        None,
         &[port_config.clone(), known_now.clone(), never.clone()],
     )
     .await;

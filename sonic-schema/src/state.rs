@@ -147,6 +147,10 @@ row! {
         pub config_digest: Option<String> = "config_digest",
         /// Rows in that digest.
         pub config_rows: Option<u64> = "config_rows",
+        /// Requests (batches of P4RT_TABLE entries) taken over SONiC's ZMQ channel since the
+        /// plugin started: what says entries come that way and not through APPL_DB's
+        /// consumer. Absent when the plugin serves no ZMQ endpoint (or is older).
+        pub zmq_requests: Option<u64> = "zmq_requests",
     }
 }
 
@@ -243,6 +247,7 @@ impl PluginStatus {
             appl_state_rows: None,
             config_digest: None,
             config_rows: None,
+            zmq_requests: None,
         }
     }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use weft_sonic_schema::state::PluginStatus;
 use weft_testbed as tb;
 
 pub const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -417,6 +418,16 @@ impl Bed {
         self.keep("storm", child);
     }
 
+    /// Each switch's plugin status row as STATE_DB holds it now (`None`: no row).
+    pub fn plugin_status(&self) -> Vec<(String, Option<PluginStatus>)> {
+        plugin_status(&self.topo)
+    }
+
+    /// [`assert_entries_came_over`] on this testbed.
+    pub fn assert_entries_came_over(&self, zmq: bool) {
+        assert_entries_came_over(&self.topo, zmq);
+    }
+
     /// `commands` (one per line) through BMv2's Thrift CLI on `switch`, in the fabric
     /// namespace: what it printed.
     pub fn bmv2_cli(&self, switch: &str, commands: &str) -> String {
@@ -553,6 +564,48 @@ impl Drop for Bed {
         }
         let _ = tb::down(&self.state_dir(), &self.fabric);
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Each switch's plugin status row as its STATE_DB holds it now (`None`: no row).
+pub fn plugin_status(topo: &weft_topology::Topology) -> Vec<(String, Option<PluginStatus>)> {
+    use weft_sonic_db::{SonicDb, SonicDbId, Table};
+    use weft_sonic_schema::Row;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let read = |db: &str| {
+        rt.block_on(async {
+            let sonic = SonicDb::from_endpoint(db).ok()?;
+            let conn = sonic.connect(SonicDbId::StateDb).await.ok()?;
+            let row = Table::new(conn, PluginStatus::TABLE)
+                .ok()?
+                .get("status")
+                .await
+                .ok()??;
+            PluginStatus::from_fields("status", &row).ok()
+        })
+    };
+    topo.switches
+        .iter()
+        .map(|s| (s.name.clone(), read(&s.db)))
+        .collect()
+}
+
+/// Asserts that every switch's plugin took P4RT entries over ZMQ (`zmq`: at least one request,
+/// as its status row counts them) or serves no ZMQ endpoint at all.
+pub fn assert_entries_came_over(topo: &weft_topology::Topology, zmq: bool) {
+    for (sw, st) in plugin_status(topo) {
+        let st = st.unwrap_or_else(|| panic!("{sw}: no plugin status row"));
+        match (zmq, st.zmq_requests) {
+            (true, Some(n)) if n > 0 => {}
+            (false, None) => {}
+            (_, n) => panic!(
+                "{sw}: the plugin took {n:?} ZMQ requests; expected {}",
+                if zmq { "some" } else { "no ZMQ endpoint" }
+            ),
+        }
     }
 }
 

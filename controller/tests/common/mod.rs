@@ -45,3 +45,4 @@ pub fn small_example(prefix: &str) -> (std::path::PathBuf, String, String) {
 pub mod bed;
 pub mod browser;
 pub mod stats;
+pub mod transport;

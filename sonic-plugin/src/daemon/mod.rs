@@ -125,6 +125,8 @@ pub struct Daemon {
     /// Batches over SONiC's ZMQ channel (`--zmq-endpoint`), bound across sessions: a request
     /// that comes between two waits in its queue (the client waits for its reply).
     zmq: Option<ZmqServer>,
+    /// Requests taken over `zmq` since start (the status row's `zmq_requests`).
+    zmq_requests: u64,
 }
 
 /// One session's connections, tasks and channels.
@@ -214,6 +216,7 @@ impl Daemon {
             appl_digest: None,
             queues: None,
             zmq: None,
+            zmq_requests: 0,
             cfg,
         })
     }
@@ -742,6 +745,7 @@ impl Daemon {
             u.update(req.entries.clone());
         }
         let term = req.term;
+        self.zmq_requests += 1;
         tracing::debug!(
             keys = req.entries.len(),
             ?term,
@@ -917,6 +921,7 @@ impl Daemon {
             appl_state_rows: None,
             config_digest: None,
             config_rows: None,
+            zmq_requests: self.zmq.as_ref().map(|_| self.zmq_requests),
         };
         if let (Some(entries), Some(config)) = (self.appl_digest, c.config_digest) {
             st.set_digests(&InstalledDigests { entries, config });
