@@ -165,13 +165,20 @@ fn a_pfc_storm_from_one_host_spreads_leaf_to_spine_to_other_leaves_is_diagnosed_
     }
     std::thread::sleep(Duration::from_secs(1));
     f.start_storm("leaf1-h1", 60);
+    // The victim runs from the storm's onset while the spreading is watched: same class,
+    // never routed through leaf1, held up behind the paused uplinks. Lossless: nothing is
+    // lost, it waits (a pause of 65535 quanta lasts 230 ms here).
     let mut now = before;
-    let spread_in = wait_until(Duration::from_secs(30), || {
-        now = spread(&f);
-        now.leaf1_tx_up > before.leaf1_tx_up
-            && now.spines_rx_from_leaf1 > before.spines_rx_from_leaf1
-            && now.spines_tx_to_others > before.spines_tx_to_others
-            && now.others_rx_up > before.others_rx_up
+    let (spread_in, during) = std::thread::scope(|s| {
+        let victim = s.spawn(|| f.incast(&["leaf2-h2"], "leaf3-h2", 150, 8.0, TOS_ROCE));
+        let spread_in = wait_until(Duration::from_secs(30), || {
+            now = spread(&f);
+            now.leaf1_tx_up > before.leaf1_tx_up
+                && now.spines_rx_from_leaf1 > before.spines_rx_from_leaf1
+                && now.spines_tx_to_others > before.spines_tx_to_others
+                && now.others_rx_up > before.others_rx_up
+        });
+        (spread_in, victim.join().expect("victim probe"))
     });
     println!("PAUSE counters before {before:?}\n           after {now:?} ({spread_in:?})");
     assert!(
@@ -179,10 +186,6 @@ fn a_pfc_storm_from_one_host_spreads_leaf_to_spine_to_other_leaves_is_diagnosed_
         "the storm did not spread leaf1 → spines → other leaves: before {before:?}, after {now:?}; logs in {}",
         f.dir.display()
     );
-
-    // The victim: same class, never routed through leaf1, held up behind the paused uplinks.
-    // Lossless: nothing is lost, it waits (a pause of 65535 quanta lasts 230 ms here).
-    let during = f.incast(&["leaf2-h2"], "leaf3-h2", 150, 2.0, TOS_ROCE);
     let during_max = max_latency_ms(&during);
     println!("during the storm: leaf2-h2 → leaf3-h2: {during}");
 

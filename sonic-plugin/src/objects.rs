@@ -425,6 +425,16 @@ impl Owners {
     }
 }
 
+/// A table entry as the entity the switch is written.
+pub(crate) fn entity_of(
+    te: weft_p4rt::proto::p4::v1::TableEntry,
+) -> weft_p4rt::proto::p4::v1::Entity {
+    use weft_p4rt::proto::p4::v1::{Entity, entity};
+    Entity {
+        entity: Some(entity::Entity::TableEntry(te)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

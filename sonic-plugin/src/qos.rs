@@ -32,12 +32,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use weft_p4::{actions as a, constants, tables as t};
-use weft_p4rt::proto::p4::v1::{Entity, TableEntry, entity};
+use weft_p4rt::proto::p4::v1::{Entity, entity};
 use weft_p4rt::{P4Info, clone_session};
 
 use crate::config::QueueModel;
 use crate::intent::SwitchIntent;
-use crate::objects::{ObjKey, Objects};
+use crate::objects::{ObjKey, Objects, entity_of};
 
 fn packets_up(bytes: u64, scale: f64, cell: u32) -> u32 {
     ((bytes as f64 * scale) / f64::from(cell))
@@ -96,12 +96,6 @@ pub struct SwitchSettings {
 
 /// ECN thresholds in packets (kmin, kmax, pmax percent) by (port id, queue): the tuner's.
 pub type EcnByQueue = BTreeMap<(u32, u8), (u32, u32, u32)>;
-
-pub(crate) fn entity_of(te: TableEntry) -> Entity {
-    Entity {
-        entity: Some(entity::Entity::TableEntry(te)),
-    }
-}
 
 pub(crate) fn put(out: &mut Objects, e: Entity) {
     if let Some(k) = ObjKey::of(&e) {
@@ -309,6 +303,7 @@ pub fn objects(
 mod tests {
     use super::*;
     use crate::intent::tests::intent;
+    use weft_p4rt::proto::p4::v1::TableEntry;
 
     #[test]
     fn byte_thresholds_become_packets_rounded_toward_acting_early_and_ordered() {

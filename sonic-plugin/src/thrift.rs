@@ -62,6 +62,23 @@ pub enum ThriftError {
     Malformed { method: String, why: String },
 }
 
+/// Why bytes are not a reply to the call: what [`ThriftError::Malformed`] says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct WireError(pub String);
+
+impl From<String> for WireError {
+    fn from(s: String) -> Self {
+        WireError(s)
+    }
+}
+
+impl From<&str> for WireError {
+    fn from(s: &str) -> Self {
+        WireError(s.to_string())
+    }
+}
+
 /// An argument of a call (field ids are the argument positions, from 1).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arg<'a> {
@@ -124,50 +141,50 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], WireError> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.b.len());
         let Some(end) = end else {
-            return Err(format!(
+            return Err(WireError(format!(
                 "{} bytes wanted at {}, {} there",
                 n,
                 self.at,
                 self.b.len()
-            ));
+            )));
         };
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
     }
-    fn u8(&mut self) -> Result<u8, String> {
+    fn u8(&mut self) -> Result<u8, WireError> {
         Ok(self.take(1)?[0])
     }
-    fn i16(&mut self) -> Result<i16, String> {
+    fn i16(&mut self) -> Result<i16, WireError> {
         let s = self.take(2)?;
         Ok(i16::from_be_bytes([s[0], s[1]]))
     }
-    fn i32(&mut self) -> Result<i32, String> {
+    fn i32(&mut self) -> Result<i32, WireError> {
         let s = self.take(4)?;
         Ok(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
     }
-    fn i64(&mut self) -> Result<i64, String> {
+    fn i64(&mut self) -> Result<i64, WireError> {
         let s = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(s);
         Ok(i64::from_be_bytes(a))
     }
-    fn len(&mut self) -> Result<usize, String> {
+    fn len(&mut self) -> Result<usize, WireError> {
         let n = self.i32()?;
-        usize::try_from(n).map_err(|_| format!("negative length {n}"))
+        usize::try_from(n).map_err(|_| WireError(format!("negative length {n}")))
     }
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, WireError> {
         let n = self.len()?;
         Ok(String::from_utf8_lossy(self.take(n)?).into_owned())
     }
 
     /// Skips one value of type `t`.
-    fn skip(&mut self, t: u8, depth: u32) -> Result<(), String> {
+    fn skip(&mut self, t: u8, depth: u32) -> Result<(), WireError> {
         if depth > MAX_DEPTH {
-            return Err("nested too deep".into());
+            return Err(WireError::from("nested too deep"));
         }
         match t {
             T_BOOL | T_BYTE => self.take(1).map(drop),
@@ -201,12 +218,12 @@ impl Cursor<'_> {
                 }
                 Ok(())
             }
-            other => Err(format!("unknown field type {other}")),
+            other => Err(format!("unknown field type {other}").into()),
         }
     }
 
     /// A result struct: the return value (field 0) or the first exception field set.
-    fn result(&mut self) -> Result<Outcome, String> {
+    fn result(&mut self) -> Result<Outcome, WireError> {
         let mut outcome = Outcome::Ok(None);
         loop {
             let t = self.u8()?;
@@ -240,7 +257,7 @@ impl Cursor<'_> {
     }
 
     /// A TApplicationException: message (1) and type (2).
-    fn application(&mut self) -> Result<String, String> {
+    fn application(&mut self) -> Result<String, WireError> {
         let mut message = String::new();
         let mut kind = 0;
         loop {
@@ -260,18 +277,18 @@ impl Cursor<'_> {
 
 /// Decodes one complete reply to `method`. `Err` with the reason when the bytes are not one
 /// (yet): [`reply_len`] says how many bytes a reply needs.
-pub fn decode_reply(bytes: &[u8], method: &str) -> Result<Reply, String> {
+pub fn decode_reply(bytes: &[u8], method: &str) -> Result<Reply, WireError> {
     let mut c = Cursor { b: bytes, at: 0 };
     let head = c.i32()? as u32;
     if head & 0xffff_0000 != VERSION_1 {
-        return Err(format!("not a binary-protocol message (header {head:#x})"));
+        return Err(format!("not a binary-protocol message (header {head:#x})").into());
     }
     let name = c.string()?;
     let seq = c.i32()?;
     // A multiplexed server answers with the bare method name.
     let bare = method.rsplit(':').next().unwrap_or(method);
     if name != bare && name != method {
-        return Err(format!("reply to {name:?}"));
+        return Err(format!("reply to {name:?}").into());
     }
     match head & 0xff {
         REPLY => Ok(Reply::Result {
@@ -282,7 +299,7 @@ pub fn decode_reply(bytes: &[u8], method: &str) -> Result<Reply, String> {
             seq,
             message: c.application()?,
         }),
-        t => Err(format!("message type {t}")),
+        t => Err(format!("message type {t}").into()),
     }
 }
 
@@ -462,7 +479,7 @@ impl Bmv2Thrift {
                 buf.len() - len
             )));
         }
-        match decode_reply(&buf, method).map_err(malformed)? {
+        match decode_reply(&buf, method).map_err(|e| malformed(e.0))? {
             Reply::Application { message, .. } => Err(ThriftError::Application {
                 method: method.into(),
                 message,

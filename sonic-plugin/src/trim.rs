@@ -28,7 +28,7 @@ use weft_p4rt::proto::p4::v1::Entity;
 use weft_sonic_schema::config::ConfigDb;
 
 use crate::config::QueueModel;
-use crate::qos::entity_of;
+use crate::objects::entity_of;
 
 /// What CONFIG_DB asks of the pipeline's trimming.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
