@@ -574,6 +574,25 @@ fn print_trial(load: &str, i: usize, r: &Trial) {
     println!("  {:<18} hops: {}", "", r.hops);
 }
 
+/// Starts `weft run` on a testbed where nothing is installed yet (the fresh plugins hold an
+/// empty pipeline): `weft run` from an empty fabric on real switches. Returns the seconds to
+/// its "converged" line.
+fn run_from_empty(g: &mut Guard, weft: &Path, file: &Path) -> f64 {
+    let t_run = Instant::now();
+    g.run = Some(start_run(weft, file, &g.dir));
+    // Polled every 10 ms, finer than `wait`'s 200 ms.
+    while !std::fs::read_to_string(g.dir.join("run.log"))
+        .is_ok_and(|l| l.contains("converged; following port state"))
+    {
+        assert!(
+            t_run.elapsed() < Duration::from_secs(120),
+            "weft run did not converge on the empty testbed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    t_run.elapsed().as_secs_f64()
+}
+
 fn main() {
     // `cargo bench` passes --bench; a filter argument that is not ours means another bench
     // was asked for.
@@ -636,21 +655,7 @@ fn main() {
         },
     )
     .expect("testbed up");
-    // Nothing is installed yet: the fresh plugins hold an empty pipeline, so this is `weft run`
-    // from an empty fabric on real switches, to its "converged" line.
-    let t_run = Instant::now();
-    g.run = Some(start_run(&weft, &file, &dir));
-    // Polled every 10 ms, finer than `wait`'s 200 ms.
-    while !std::fs::read_to_string(dir.join("run.log"))
-        .is_ok_and(|l| l.contains("converged; following port state"))
-    {
-        assert!(
-            t_run.elapsed() < Duration::from_secs(120),
-            "weft run did not converge on the empty testbed"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let from_empty = t_run.elapsed().as_secs_f64();
+    let from_empty = run_from_empty(&mut g, &weft, &file);
     wait(
         "every host pair reachable",
         Duration::from_secs(120),
