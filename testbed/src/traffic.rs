@@ -42,10 +42,6 @@ pub fn ping_all(st: &State, timeout_s: u32) -> Vec<(String, String, bool)> {
     out
 }
 
-/// The nice value of a stream's sender and receiver (`nice` runs the probe at its own when it
-/// may not raise it).
-const PROBE_NICE: &str = "-10";
-
 /// The paced UDP probe (sender and receiver), run inside host namespaces.
 pub const UDP_PROBE: &str = include_str!("../../tests/scripts/udp_probe.py");
 
@@ -237,13 +233,8 @@ pub fn stream<R>(
     let _ = fs::remove_file(&sent);
     let log = out.with_extension("packets.csv");
     let port = s.port.to_string();
-    // Both ends at the priority of the plugin's failover threads: hosts are machines of their
-    // own, and a probe that the switches' emulation keeps off the CPU measures its own delays.
     let recv = Command::new("ip")
-        .args([
-            "netns", "exec", &hd.netns, "nice", "-n", PROBE_NICE, "python3",
-        ])
-        .args([&probe, "recv"])
+        .args(["netns", "exec", &hd.netns, "python3", &probe, "recv"])
         .args([
             "--port",
             &port,
@@ -265,10 +256,7 @@ pub fn stream<R>(
         ready.exists()
     })?;
     let send = Command::new("ip")
-        .args([
-            "netns", "exec", &hs.netns, "nice", "-n", PROBE_NICE, "python3",
-        ])
-        .args([&probe, "send"])
+        .args(["netns", "exec", &hs.netns, "python3", &probe, "send"])
         .args(["--dst", &hd.ipv4, "--port", &port])
         .args(["--pps", &s.pps.to_string()])
         .args(["--seconds", &s.seconds.to_string()])
