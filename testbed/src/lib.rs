@@ -69,8 +69,8 @@ pub use switches::{
     plugin_metrics_addr, restart_process,
 };
 pub use traffic::{
-    FailoverTrial, LossRun, Stream, StreamResult, UDP_PROBE, busiest_port, failover_trial,
-    ping_all, port_tx, port_tx_packets, spread, stream,
+    FailoverTrial, LateSend, LossRun, SenderReport, Stream, StreamResult, UDP_PROBE, busiest_port,
+    failover_trial, ping_all, port_tx, port_tx_packets, spread, stream,
 };
 pub use up::{down, up};
 pub use wires::{flap, peer, set_link, uplinks};

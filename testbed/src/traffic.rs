@@ -141,6 +141,39 @@ pub struct StreamResult {
     /// Every run of lost packets (the first 100).
     #[serde(default)]
     pub loss_runs: Vec<LossRun>,
+    /// The largest gap between two arrivals by the kernel's receive timestamps (a receiver
+    /// scheduled late does not widen it), when it began (ms since the epoch) and the sequence
+    /// number that arrived before it.
+    #[serde(default)]
+    pub max_kernel_gap_ms: Option<f64>,
+    #[serde(default)]
+    pub kernel_gap_from_unix_ms: Option<f64>,
+    #[serde(default)]
+    pub kernel_gap_after_seq: Option<u64>,
+    /// What the sender reported (absent from receivers' reports; [`stream`] adds it).
+    #[serde(default)]
+    pub sender: Option<SenderReport>,
+}
+
+/// The sending side of a paced stream (`udp_probe.py send --out`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SenderReport {
+    /// Datagrams the kernel accepted.
+    pub sent: u64,
+    /// Sends that failed (an ICMP error reported on the socket, no buffer): not sent.
+    pub errors: u64,
+    /// The furthest any send fell behind its schedule (the pacing then catches up in a burst).
+    pub max_late_ms: f64,
+    /// Every send more than 2 ms behind its schedule (the first 200).
+    pub late: Vec<LateSend>,
+}
+
+/// A send behind its schedule.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LateSend {
+    pub seq: u64,
+    pub unix_ms: f64,
+    pub late_ms: f64,
 }
 
 /// Consecutive packets that did not arrive.
@@ -153,6 +186,14 @@ pub struct LossRun {
     pub from_unix_ms: f64,
     /// From that packet's sending to the sending of the first one after the run.
     pub ms: f64,
+    /// The path's delay (kernel arrival − send) of the packet before the run: far above its
+    /// usual fraction of a millisecond, a switch's queue was building up.
+    #[serde(default)]
+    pub delay_before_ms: Option<f64>,
+    /// How many of the 20 sends before the run left less than 0.2 ms apart (a sender catching
+    /// up on its schedule).
+    #[serde(default)]
+    pub burst_before: Option<u32>,
 }
 
 /// A paced UDP stream between two hosts.
@@ -167,7 +208,9 @@ pub struct Stream<'a> {
 }
 
 /// Runs `s` (receiver first, then the sender) with `during` called while it flows; returns
-/// what arrived and what `during` returned.
+/// what arrived, what the sender reported, and what `during` returned. Every datagram's
+/// sequence number, send time, kernel arrival and read time are left in the state directory
+/// (`stream-SRC-DST-PORT.packets.csv`).
 pub fn stream<R>(
     st: &State,
     s: &Stream<'_>,
@@ -186,6 +229,9 @@ pub fn stream<R>(
     let _ = fs::remove_file(&out);
     let ready = out.with_extension("ready");
     let _ = fs::remove_file(&ready);
+    let sent = out.with_extension("sender.json");
+    let _ = fs::remove_file(&sent);
+    let log = out.with_extension("packets.csv");
     let port = s.port.to_string();
     let recv = Command::new("ip")
         .args(["netns", "exec", &hd.netns, "python3", &probe, "recv"])
@@ -199,6 +245,8 @@ pub fn stream<R>(
         .arg(&out)
         .arg("--ready")
         .arg(&ready)
+        .arg("--log")
+        .arg(&log)
         .stdin(Stdio::null())
         .spawn()
         .map_err(io("starting the receiver"))?;
@@ -213,6 +261,8 @@ pub fn stream<R>(
         .args(["--pps", &s.pps.to_string()])
         .args(["--seconds", &s.seconds.to_string()])
         .args(["--flows", &s.flows.to_string()])
+        .arg("--out")
+        .arg(&sent)
         .stdin(Stdio::null())
         .spawn()
         .map_err(io("starting the sender"))?;
@@ -224,8 +274,12 @@ pub fn stream<R>(
         "reading the receiver's result {}",
         out.display()
     )))?;
-    let res = serde_json::from_str(&text)
+    let mut res: StreamResult = serde_json::from_str(&text)
         .map_err(|e| TestbedError::Other(format!("{}: {e}", out.display())))?;
+    // A sender that died before reporting leaves `sender` unknown, not zero.
+    res.sender = fs::read_to_string(&sent)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
     Ok((res, r))
 }
 
@@ -258,8 +312,11 @@ pub struct FailoverTrial {
     pub port: String,
     /// Packets the pulled port carried in the sampling window before (proof it was the path).
     pub carried: u64,
-    /// When the cable was pulled (ms since the epoch).
+    /// When the command that pulls the cable started (ms since the epoch).
     pub pulled_at_unix_ms: f64,
+    /// When it returned: the cable went down in between (under load the `ip` processes that
+    /// pull it may take a while to run).
+    pub pull_done_unix_ms: f64,
     pub result: StreamResult,
 }
 
@@ -270,7 +327,7 @@ pub fn failover_trial(
     uplinks: &[String],
     fail_at: Duration,
 ) -> Result<FailoverTrial> {
-    let (res, chosen) = stream(st, s, || -> Result<(String, u64, f64)> {
+    let (res, chosen) = stream(st, s, || -> Result<(String, u64, f64, f64)> {
         let t0 = Instant::now();
         std::thread::sleep(Duration::from_millis(300));
         let window = fail_at
@@ -290,13 +347,17 @@ pub fn failover_trial(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64() * 1e3);
         set_link(st, switch, &port, false)?;
-        Ok((port, carried, at))
+        let done = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3);
+        Ok((port, carried, at, done))
     })?;
-    let (port, carried, pulled_at_unix_ms) = chosen?;
+    let (port, carried, pulled_at_unix_ms, pull_done_unix_ms) = chosen?;
     Ok(FailoverTrial {
         port,
         carried,
         pulled_at_unix_ms,
+        pull_done_unix_ms,
         result: res,
     })
 }
@@ -314,6 +375,66 @@ mod tests {
         assert_eq!((r.received, r.lost, r.ce_marked), (10, 0, 1));
         assert_eq!(r.outage_ms, 0.0);
         assert!(r.loss_runs.is_empty() && r.outage_from_unix_ms.is_none());
+    }
+
+    /// The probe itself on loopback (no namespaces): both of its reports read as the testbed
+    /// reads them, the sender's count and the per-datagram log agree with what arrived.
+    #[test]
+    fn the_probes_reports_and_packet_log_read_back_on_loopback() {
+        let dir = std::env::temp_dir().join(format!("weft-testbed-lo-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let script = dir.join("udp_probe.py");
+        fs::write(&script, UDP_PROBE).expect("script");
+        let port = (20_000 + std::process::id() % 20_000).to_string();
+        let (out, sent, log, ready) = (
+            dir.join("r.json"),
+            dir.join("s.json"),
+            dir.join("p.csv"),
+            dir.join("ready"),
+        );
+        let recv = Command::new("python3")
+            .arg(&script)
+            .args(["recv", "--port", &port, "--seconds", "4", "--out"])
+            .arg(&out)
+            .arg("--log")
+            .arg(&log)
+            .arg("--ready")
+            .arg(&ready)
+            .spawn()
+            .expect("python3");
+        let mut recv = Reap(recv);
+        wait_for("the receiver", Duration::from_secs(20), || ready.exists()).expect("ready");
+        let status = Command::new("python3")
+            .arg(&script)
+            .args(["send", "--dst", "127.0.0.1", "--port", &port])
+            .args(["--pps", "500", "--seconds", "0.4", "--out"])
+            .arg(&sent)
+            .status()
+            .expect("sender");
+        assert!(status.success());
+        let _ = recv.0.wait();
+        let r: StreamResult =
+            serde_json::from_str(&fs::read_to_string(&out).expect("report")).expect("receiver");
+        let s: SenderReport =
+            serde_json::from_str(&fs::read_to_string(&sent).expect("report")).expect("sender");
+        assert_eq!((s.sent, s.errors), (200, 0));
+        assert_eq!((r.unique, r.lost), (200, 0), "loopback loses nothing");
+        assert!(r.max_kernel_gap_ms.is_some_and(|g| g > 0.0) && r.kernel_gap_after_seq.is_some());
+        let lines = fs::read_to_string(&log).expect("packet log");
+        assert_eq!(
+            lines.lines().count(),
+            201,
+            "a header and one line per datagram"
+        );
+        assert!(
+            lines.lines().skip(1).all(|l| l
+                .split(',')
+                .filter(|f| f.parse::<u64>().is_ok_and(|v| v > 0))
+                .count()
+                >= 3),
+            "sent, kernel and read times are all there"
+        );
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
