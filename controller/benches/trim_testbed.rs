@@ -21,7 +21,7 @@
 //! - all-to-all over the 8 hosts.
 //!
 //! Reported per mode and workload: message completion p50/p99 (posted → acknowledged, every
-//! sender's messages of every round), bytes retransmitted, PAUSE frames the switches sent and
+//! sender's messages of every round), packets retransmitted (4 KiB payload each), PAUSE frames the switches sent and
 //! packets they trimmed (COUNTERS_DB, the plugin's counters read 1 s after the run ends), and the
 //! victim's throughput with the incast over its throughput alone (the median of its rounds).
 
@@ -181,7 +181,7 @@ fn incast_rows(bed: &Bed, mode: Mode, traffic: &Path, rounds: u32) -> Row {
         fabric.trimmed = fabric.trimmed.zip(d.trimmed).map(|(x, y)| x + y);
         with.push(throughput(&v).unwrap_or(0.0));
         println!(
-            "  {} incast round {round}: {:.2} s, complete {}, retransmitted {} B, victim {:.0} B/s with, {:.0} B/s alone{}",
+            "  {} incast round {round}: {:.2} s, complete {}, retransmitted {} packets, victim {:.0} B/s with, {:.0} B/s alone{}",
             mode.name(),
             i.seconds,
             i.complete,
@@ -272,7 +272,7 @@ fn opt(v: Option<u64>) -> String {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "\n| mode | workload | complete | completion p50 | p99 | retransmitted | timeouts | PAUSE sent | trimmed | victim with incast / alone |"
+        "\n| mode | workload | complete | completion p50 | p99 | retransmitted (packets of 4 KiB payload) | timeouts | PAUSE sent | trimmed | victim with incast / alone |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
@@ -280,13 +280,14 @@ fn print_table(rows: &[Row]) {
             format!("{:.0} / {:.0} B/s = {:.2}", w, a, w / a)
         });
         println!(
-            "| {} | {} | {} | {:.2} s | {:.2} s | {} B | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.2} s | {:.2} s | {} ({:.1} MB) | {} | {} | {} | {} |",
             r.mode.name(),
             r.workload,
             if r.complete { "yes" } else { "no" },
             percentile(&r.messages, 0.5),
             percentile(&r.messages, 0.99),
             r.retransmitted,
+            r.retransmitted as f64 * 4096.0 / 1e6,
             r.timeouts,
             opt(r.fabric.pauses),
             opt(r.fabric.trimmed),
