@@ -7,7 +7,6 @@
 //! that: the fabric then behaves like one whose links all have that speed, queues build where
 //! the traffic matrix overloads a link, and [`measure_rate`] finds what one flow really gets.
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,19 +48,34 @@ pub struct Spec {
     pub dscp: u8,
     pub cnp_dscp: u8,
     pub ack_dscp: u8,
-    /// The lossless traffic class, whose PFC PAUSE counters are read.
+    /// The data's traffic class, whose PFC PAUSE counters are read.
     pub traffic_class: u8,
+    /// The DSCP the fabric gives a trimmed data packet (the intent's `trim.dscp` when the data's
+    /// class is trimmable): the ranks answer such a packet with a NACK of its PSN. None: the
+    /// fabric does not trim this class.
+    #[serde(default)]
+    pub trim_dscp: Option<u8>,
     pub deadline: Duration,
 }
 
 impl Spec {
-    /// Defaults from the intent: its lossless class's DSCP and TC, CNPs in the class named
-    /// `cnp` (else DSCP 48), ACKs with the CNPs (the testbed's rate limit counts packets, and
-    /// an ACK must not cost what a 4 KB data packet costs).
+    /// Defaults from the intent: the DSCP and TC of its lossless class, else of its trimmable
+    /// one, else of the class named `roce` (with the trimmed DSCP when that class trims), CNPs
+    /// in the class named `cnp` (else DSCP 48), ACKs with the CNPs (the testbed's rate limit
+    /// counts packets, and an ACK must not cost what a 4 KB data packet costs).
     pub fn new(t: &Topology, kind: Kind, ranks: Vec<String>, size: u64) -> Spec {
-        let lossless = t.qos.classes.iter().find(|c| c.lossless);
-        let dscp = lossless.and_then(|c| c.dscp.first().copied()).unwrap_or(26);
-        let tc = lossless.map_or(3, |c| c.traffic_class);
+        let data = t
+            .qos
+            .classes
+            .iter()
+            .find(|c| c.lossless)
+            .or_else(|| t.qos.classes.iter().find(|c| c.trimmable))
+            .or_else(|| t.class("roce"));
+        let dscp = data.and_then(|c| c.dscp.first().copied()).unwrap_or(26);
+        let tc = data.map_or(3, |c| c.traffic_class);
+        let trim_dscp = data
+            .filter(|c| c.trimmable)
+            .and_then(|_| t.qos.trim.map(|x| x.dscp));
         let cnp = t
             .class("cnp")
             .and_then(|c| c.dscp.first().copied())
@@ -80,6 +94,7 @@ impl Spec {
             cnp_dscp: cnp,
             ack_dscp: cnp,
             traffic_class: tc,
+            trim_dscp,
             deadline: Duration::from_secs(60),
         }
     }
@@ -219,6 +234,7 @@ fn plans(st: &State, t: &Topology, spec: &Spec) -> Result<Vec<(String, RankPlan)
         p.dscp = spec.dscp;
         p.cnp_dscp = spec.cnp_dscp;
         p.ack_dscp = Some(spec.ack_dscp);
+        p.trim_dscp = spec.trim_dscp;
         p.deadline_ms = spec.deadline.as_millis() as u64;
         out.push((name.clone(), p));
     }
@@ -446,6 +462,25 @@ pub fn set_port_rates(st: &State, cli: &Path, pps: u64) -> Result<()> {
 /// PAUSE frames every switch has sent on priority `tc` (COUNTERS_DB, as the plugin publishes
 /// them), or None if a switch's DB cannot be read.
 pub fn pfc_pauses(st: &State, tc: u8) -> Option<u64> {
+    let field = format!("SAI_PORT_STAT_PFC_{tc}_TX_PKTS");
+    counter_sum(st, |port| (format!("COUNTERS:{port}"), field.clone()))
+}
+
+/// Packets of traffic class `tc` every switch has trimmed (COUNTERS_DB
+/// `SAI_QUEUE_STAT_TRIM_PACKETS`, counted under the class before trimming), or None if a
+/// switch's DB cannot be read.
+pub fn trimmed_packets(st: &State, tc: u8) -> Option<u64> {
+    counter_sum(st, |port| {
+        (
+            format!("COUNTERS:{port}:{tc}"),
+            "SAI_QUEUE_STAT_TRIM_PACKETS".to_string(),
+        )
+    })
+}
+
+/// One COUNTERS_DB field per port (`cell` names its key and field), summed over every port of
+/// every switch; a field not there yet counts 0, a DB that cannot be read makes it None.
+fn counter_sum(st: &State, cell: impl Fn(&str) -> (String, String)) -> Option<u64> {
     let mut total = 0;
     for sw in &st.switches {
         let mut args: Vec<String> = Vec::new();
@@ -458,16 +493,13 @@ pub fn pfc_pauses(st: &State, tc: u8) -> Option<u64> {
             return None;
         }
         args.extend(["-n".into(), "2".into(), "--raw".into()]);
-        let mut per_port: BTreeMap<&str, u64> = BTreeMap::new();
         for port in sw.interfaces.keys() {
+            let (key, field) = cell(port);
             let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
-            let key = format!("COUNTERS:{port}");
-            let field = format!("SAI_PORT_STAT_PFC_{tc}_TX_PKTS");
             a.extend(["HGET", &key, &field]);
             let out = run(&[&["redis-cli"][..], &a].concat()).ok()?;
-            per_port.insert(port, out.trim().parse().unwrap_or(0));
+            total += out.trim().parse::<u64>().unwrap_or(0);
         }
-        total += per_port.values().sum::<u64>();
     }
     Some(total)
 }
@@ -510,8 +542,24 @@ mod tests {
             cnp_dscp: 48,
             ack_dscp: 48,
             traffic_class: 3,
+            trim_dscp: None,
             deadline: Duration::from_secs(10),
         }
+    }
+
+    fn example(name: &str) -> Topology {
+        weft_topology::load_file(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../topology/examples/").to_string() + name,
+        )
+        .expect("example intent")
+    }
+
+    #[test]
+    fn a_trimmable_class_gives_the_ranks_its_trimmed_dscp_and_a_lossless_one_none() {
+        let s = Spec::new(&example("leaf-spine-trim.yaml"), Kind::Incast, vec![], 1);
+        assert_eq!((s.dscp, s.traffic_class, s.trim_dscp), (26, 3, Some(11)));
+        let s = Spec::new(&example("leaf-spine-small.yaml"), Kind::Incast, vec![], 1);
+        assert_eq!((s.dscp, s.traffic_class, s.trim_dscp), (26, 3, None));
     }
 
     #[test]
