@@ -386,8 +386,9 @@ fn the_page_shows_unknown_without_data_a_flapped_link_down_and_back_and_a_storms
     // 5. A drill-down: the host link's chart.
     b.eval("document.querySelector('.link[data-link=\"leaf1-h1 ↔ leaf1:Ethernet0\"]').dispatchEvent(new MouseEvent('click', {bubbles: true})); return true;");
     assert!(
-        b.wait(Duration::from_secs(10), "const d = document.getElementById('drill'); return !d.hidden && d.querySelectorAll('polyline').length > 0;").is_some(),
-        "the drill-down did not open with a chart"
+        // Two reads make a line: the page may have read only once when the drill opens.
+        b.wait(Duration::from_secs(20), "const d = document.getElementById('drill'); const l = d.querySelector('polyline'); return !d.hidden && l !== null && (l.getAttribute('points') || '').trim().split(' ').length >= 2;").is_some(),
+        "the drill-down did not open with a chart of two points or more"
     );
     // Its lines are drawn: two or more points, every coordinate a number.
     let points = b.eval("return Array.from(document.querySelectorAll('#drill polyline')).map(e => e.getAttribute('points')).join(' | ');");
