@@ -55,8 +55,9 @@ fn start_plugin(
 }
 
 /// Everything the switch holds, read by the independent `tests/scripts/p4rt_dump.py` (the
-/// `p4runtime` package only): its JSON text as printed.
-fn dump_text(sw: &Bmv2) -> String {
+/// `p4runtime` package only): its JSON text as printed, or why the read failed (a switch just
+/// restarted has no pipeline until the plugin pushes it).
+fn try_dump_text(sw: &Bmv2) -> Result<String, String> {
     let out = Command::new(format!("{REPO}/.venv/bin/python"))
         .arg(format!("{REPO}/tests/scripts/p4rt_dump.py"))
         .args([
@@ -69,12 +70,17 @@ fn dump_text(sw: &Bmv2) -> String {
         .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
         .output()
         .expect("run p4rt_dump.py");
-    assert!(
-        out.status.success(),
-        "p4rt_dump.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    if !out.status.success() {
+        return Err(format!(
+            "p4rt_dump.py: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn dump_text(sw: &Bmv2) -> String {
+    try_dump_text(sw).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn dump(sw: &Bmv2) -> serde_json::Value {
@@ -87,7 +93,7 @@ fn dump(sw: &Bmv2) -> serde_json::Value {
 /// the two ports' QoS rows give in the plugin's own `queue_config_table`: `Err` says what
 /// differs.
 fn holds(sw: &Bmv2, ops: &[KeyOpFieldValues]) -> Result<(), String> {
-    let text = dump_text(sw);
+    let text = try_dump_text(sw)?;
     let dir = std::env::temp_dir();
     let tag = format!("{}-{}", std::process::id(), sw.grpc_port());
     let (ef, df) = (
