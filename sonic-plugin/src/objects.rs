@@ -425,6 +425,16 @@ impl Owners {
     }
 }
 
+/// A big-endian bit string of `bits` bits with bit `i` set for every `i` in `set` (below `bits`).
+pub(crate) fn bit_string(set: impl IntoIterator<Item = u32>, bits: u32) -> Vec<u8> {
+    let nbytes = bits.div_ceil(8) as usize;
+    let mut out = vec![0u8; nbytes];
+    for i in set.into_iter().filter(|i| *i < bits) {
+        out[nbytes - 1 - (i / 8) as usize] |= 1 << (i % 8);
+    }
+    out
+}
+
 /// A table entry as the entity the switch is written.
 pub(crate) fn entity_of(
     te: weft_p4rt::proto::p4::v1::TableEntry,

@@ -37,7 +37,7 @@ use weft_p4rt::{P4Info, clone_session};
 
 use crate::config::QueueModel;
 use crate::intent::SwitchIntent;
-use crate::objects::{ObjKey, Objects, entity_of};
+use crate::objects::{ObjKey, Objects, bit_string, entity_of};
 
 fn packets_up(bytes: u64, scale: f64, cell: u32) -> u32 {
     ((bytes as f64 * scale) / f64::from(cell))
@@ -101,16 +101,6 @@ pub(crate) fn put(out: &mut Objects, e: Entity) {
     if let Some(k) = ObjKey::of(&e) {
         out.insert(k, e);
     }
-}
-
-/// A big-endian bit string of `bits` bits with bit `i` set for every `i` in `set` (below `bits`).
-fn bit_string(set: impl IntoIterator<Item = u32>, bits: u32) -> Vec<u8> {
-    let nbytes = bits.div_ceil(8) as usize;
-    let mut out = vec![0u8; nbytes];
-    for i in set.into_iter().filter(|i| *i < bits) {
-        out[nbytes - 1 - (i / 8) as usize] |= 1 << (i % 8);
-    }
-    out
 }
 
 /// `dscp_class_map` and `dscp_mapped` of `set_switch_config` (see `p4/include/qos.p4`):

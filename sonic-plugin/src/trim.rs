@@ -28,7 +28,7 @@ use weft_p4rt::proto::p4::v1::Entity;
 use weft_sonic_schema::config::ConfigDb;
 
 use crate::config::QueueModel;
-use crate::objects::entity_of;
+use crate::objects::{bit_string as bits, entity_of};
 
 /// What CONFIG_DB asks of the pipeline's trimming.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,15 +74,6 @@ pub fn intent(db: &ConfigDb, ports: &PortMap) -> Option<TrimIntent> {
 pub fn threshold(model: &QueueModel) -> u32 {
     let depth = model.queue_depth.max(4);
     depth.saturating_sub((depth / 4).max(2)).max(1)
-}
-
-fn bits(set: impl IntoIterator<Item = u32>, width: u32) -> Vec<u8> {
-    let n = width.div_ceil(8) as usize;
-    let mut out = vec![0u8; n];
-    for i in set.into_iter().filter(|i| *i < width) {
-        out[n - 1 - (i / 8) as usize] |= 1 << (i % 8);
-    }
-    out
 }
 
 /// The trim_config_table default action (trimming off when `intent` is None).
