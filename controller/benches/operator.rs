@@ -21,13 +21,14 @@
 //! to its "converged" log line, and their ratios to the offline plan. Then `weft run` to
 //! converged from empty: every DB flushed, a stand-in plugin per switch answering as entries
 //! arrive (the shared stand-in code), so the run writes the whole fabric and waits for every
-//! answer. `WEFT_BENCH_PERF=DIR` also records a `perf` profile of the online plan into DIR.
+//! answer. `WEFT_BENCH_PERF=DIR` also records a `perf` profile of the online plan into DIR;
+//! `WEFT_BENCH_RUN_LOG=FILE` keeps the log of `weft run` from empty (JSON lines).
 
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -457,9 +458,15 @@ fn run_to_converged(weft: &Path, file: &str, dir: &Path) -> f64 {
         .spawn()
         .expect("weft run");
     let stderr = child.stderr.take().expect("stderr");
+    // WEFT_BENCH_RUN_LOG=FILE keeps the run's whole log (JSON lines), to see where the time went.
+    let mut keep = std::env::var_os("WEFT_BENCH_RUN_LOG")
+        .map(|f| std::fs::File::create(f).expect("WEFT_BENCH_RUN_LOG"));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(f) = keep.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
             if line.contains("converged; following port state") {
                 let _ = tx.send(Some(()));
             }

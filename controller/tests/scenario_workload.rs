@@ -44,6 +44,8 @@ const COMPARED: [(Kind, &str, f64, u32); 2] = [
 ];
 /// The probability of passing with a spray no better than ECMP by the margin, per collective.
 const ALPHA: f64 = 0.01;
+/// The BMv2 queue depth the testbed's plugins configure (`weft-plugin --queue-depth`, default).
+const TESTBED_QUEUE_PACKETS: u64 = 64;
 /// Ranks in an order a scheduler might hand out (not by leaf): with the switches' hash seeds
 /// (from their device ids) the model puts ECMP at 2.25× the ideal on the ring and 1.6× on the
 /// all-to-all for it, spraying at about 1×. (A different order collided before the pipeline
@@ -233,22 +235,26 @@ fn check_outcomes(report: &Report) {
         );
     }
     // Reordering where packets are sprayed, not where ECMP pins each flow to a path. The one
-    // exception is the testbed's PFC: a queue held by PAUSE sends its packets around
-    // (recirculated) and a packet arriving while one is on its way round gets ahead of it
-    // (docs/testbed.md), so in a run whose switches paused, ECMP may show a few reorderings of
-    // its own, and must still reorder at most a tenth of what spraying does.
+    // exception is the testbed's PFC (docs/testbed.md, "Order"): a queue held by PAUSE sends its
+    // packets around, so at release it may start mid-way and an arrival may pass a packet on its
+    // way round. That is bounded by the mechanism, not by a margin: each hold starts with one
+    // PAUSE frame, and only a packet in the held queue at its release (at most the queue's
+    // depth) or on its way round then (fewer, as they left that queue) can be late for it.
+    // Anything beyond is reordering of ECMP's own.
     for &k in &kinds {
         let (e, sp) = (&case(report, k, "ecmp").run, &case(report, k, "spray").run);
-        if e.pfc_pauses == Some(0) {
-            assert_eq!(e.out_of_order, 0, "{k}: ECMP reordered without any PAUSE");
-        } else {
-            assert!(
-                e.out_of_order * 10 <= sp.out_of_order,
-                "{k}: ECMP reordered {} packets against spraying's {} ({:?} PAUSE frames sent)",
-                e.out_of_order,
-                sp.out_of_order,
-                e.pfc_pauses
-            );
+        match e.pfc_pauses {
+            Some(0) => assert_eq!(e.out_of_order, 0, "{k}: ECMP reordered without any PAUSE"),
+            pauses => {
+                let pauses = pauses.expect("the PAUSE counters were read");
+                assert!(
+                    e.out_of_order <= pauses * 2 * TESTBED_QUEUE_PACKETS,
+                    "{k}: ECMP reordered {} packets, more than {pauses} holds of a \
+                     {TESTBED_QUEUE_PACKETS}-packet queue explain (spraying: {})",
+                    e.out_of_order,
+                    sp.out_of_order
+                );
+            }
         }
     }
 }
