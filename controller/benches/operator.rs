@@ -291,7 +291,7 @@ fn online(weft: &Path, dir: &Path, k: u32, servers: usize) {
     for _ in 0..runs() {
         off.push(timed(weft, &["plan", "--offline", f], &out));
         on.push(timed(weft, &["plan", "--detailed-exitcode", f], &out));
-        run.push(run_to_converged(weft, f, dir));
+        run.push(run_to_converged(weft, f, dir).0);
     }
     if let Some(perf) = std::env::var_os("WEFT_BENCH_PERF") {
         // A profile of the online plan, for `perf report -i FILE`.
@@ -410,7 +410,17 @@ fn from_empty(
             );
             std::thread::sleep(Duration::from_millis(500));
         }
-        out.push(run_to_converged(weft, file, dir));
+        // Where the CPU went while it converged: `weft run` itself, this process (the
+        // 1,280 stand-ins answering), the redis-servers.
+        let (bench0, redis0) = (own_cpu(), servers_cpu(servers));
+        let (wall, run_cpu) = run_to_converged(weft, file, dir);
+        println!(
+            "  from empty: {wall:.1} s wall; CPU: weft run {run_cpu:.1} s, stand-ins (this \
+             bench) {:.1} s, redis-servers {:.1} s",
+            own_cpu() - bench0,
+            servers_cpu(servers) - redis0
+        );
+        out.push(wall);
         rt.shutdown_timeout(Duration::from_secs(5));
     }
     out
@@ -446,8 +456,33 @@ async fn status_rows_missing(dbs: &[String]) -> usize {
     missing
 }
 
-/// Starts `weft run` and returns the seconds until it logs that the fabric converged.
-fn run_to_converged(weft: &Path, file: &str, dir: &Path) -> f64 {
+/// User + system CPU seconds of a process (/proc/PID/stat), 0 when it is gone.
+fn process_cpu(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // After the command's closing parenthesis: utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |x| x.1);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn own_cpu() -> f64 {
+    process_cpu(std::process::id())
+}
+
+fn servers_cpu(servers: &[RedisServer]) -> f64 {
+    servers
+        .iter()
+        .filter_map(|s| s.pid())
+        .map(process_cpu)
+        .sum()
+}
+
+/// Starts `weft run` and returns the seconds until it logs that the fabric converged, and the
+/// CPU seconds it had used by then.
+fn run_to_converged(weft: &Path, file: &str, dir: &Path) -> (f64, f64) {
     let status = dir.join("run-status.json");
     let t0 = Instant::now();
     let mut child = Command::new(weft)
@@ -478,6 +513,7 @@ fn run_to_converged(weft: &Path, file: &str, dir: &Path) -> f64 {
     });
     let got = rx.recv_timeout(Duration::from_secs(600));
     let secs = t0.elapsed().as_secs_f64();
+    let cpu = process_cpu(child.id());
     // SIGTERM, so it releases the fabric lock for the next run; then by PID for sure.
     let _ = Command::new("kill")
         .arg("-TERM")
@@ -493,7 +529,7 @@ fn run_to_converged(weft: &Path, file: &str, dir: &Path) -> f64 {
     let _ = child.kill();
     let _ = child.wait();
     match got {
-        Ok(Some(())) => secs,
+        Ok(Some(())) => (secs, cpu),
         // A panic, not exit: it unwinds, so the redis-servers this bench started are stopped.
         _ => panic!("weft run did not converge within 600 s"),
     }

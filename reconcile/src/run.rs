@@ -365,6 +365,10 @@ pub async fn run_observed(
                 None => return Err(RunError::WatchersGone),
             },
             _ = sleep_until(wake) => sh.core.step(sh.clock.now(), Input::Tick),
+            _ = sleep_until(sh.status_at()) => {
+                sh.write_status();
+                Vec::new()
+            }
             role = changed(&mut role_rx) => match role {
                 Role::Leader { term } if sh.term == 0 => sh.lead(term).await?,
                 Role::Lost { term, why } => {
@@ -427,6 +431,9 @@ async fn lost(keeper: &mut Option<tokio::task::JoinHandle<LockError>>) -> LockEr
 
 /// `weft run`'s shell around the core between two steps: the requests it carries out, what it
 /// reports, the lock and the term it writes under.
+/// The status file (and the per-link metrics) at most this often while the fabric changes.
+const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 struct Shell<'a> {
     t: &'a Topology,
     opts: &'a RunOptions,
@@ -443,6 +450,9 @@ struct Shell<'a> {
     term: u64,
     /// Write the status file even without a change.
     first: bool,
+    /// The status file is behind the core (written at most every [`STATUS_EVERY`]).
+    status_due: bool,
+    status_written: Option<std::time::Instant>,
     announced: bool,
     ha: bool,
     /// Switches whose last state was a trouble (for "converged again").
@@ -508,6 +518,8 @@ impl<'a> Shell<'a> {
             keeper,
             term: 0,
             first: true,
+            status_due: false,
+            status_written: None,
             announced: false,
             ha,
             troubled: BTreeSet::new(),
@@ -554,15 +566,37 @@ impl<'a> Shell<'a> {
         }
         if dirty || !outs.is_empty() || self.first {
             self.first = false;
-            self.status.locked = self.lock.as_ref().map(|l| l.counts());
-            write_status(
-                self.opts,
-                &mut self.core,
-                &mut self.status,
-                self.clock.now(),
-                self.obs,
-            );
+            self.status_due = true;
         }
+        if self
+            .status_at()
+            .is_some_and(|at| at <= std::time::Instant::now())
+        {
+            self.write_status();
+        }
+    }
+
+    /// When the status file is next due: never if it is current. Written at most every
+    /// [`STATUS_EVERY`]: each write is the whole fabric (every link's state for the metrics),
+    /// and a fabric converging from empty answers thousands of batches a second.
+    fn status_at(&self) -> Option<std::time::Instant> {
+        self.status_due.then(|| {
+            self.status_written
+                .map_or_else(std::time::Instant::now, |w| w + STATUS_EVERY)
+        })
+    }
+
+    fn write_status(&mut self) {
+        self.status_due = false;
+        self.status_written = Some(std::time::Instant::now());
+        self.status.locked = self.lock.as_ref().map(|l| l.counts());
+        write_status(
+            self.opts,
+            &mut self.core,
+            &mut self.status,
+            self.clock.now(),
+            self.obs,
+        );
     }
 
     /// Steps the core with `first` and every input already waiting.

@@ -69,7 +69,7 @@ pub use producer::{
 #[cfg(feature = "client")]
 pub use response::{
     EntryResult, Response, ResponseParseError, ResponsePublisher, ResponseWaiter, StatusCode,
-    WaitOutcome, response_channel, response_message,
+    WaitOutcome, response_channel, response_channel_at, response_message,
 };
 #[cfg(feature = "client")]
 pub use scripts::TERM_KEY;

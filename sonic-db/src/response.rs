@@ -119,6 +119,19 @@ pub fn response_channel(table: &str) -> String {
     format!("APPL_DB_{table}_RESPONSE_CHANNEL")
 }
 
+/// The response channel of a table for a switch whose DBs start at Redis database `db_base`:
+/// SONiC's name at 0 (a switch with a Redis of its own, as SONiC runs), else
+/// `APPL_DB_<TABLE>_RESPONSE_CHANNEL@<db_base>`. Redis channels are server-wide, not per
+/// database: switches sharing a server (`?db_base=`) on one channel would each take the others'
+/// answers for the keys they share (the same route on two leaves) as their own, and decode
+/// every answer of the server.
+pub fn response_channel_at(db_base: u32, table: &str) -> String {
+    match db_base {
+        0 => response_channel(table),
+        n => format!("{}@{n}", response_channel(table)),
+    }
+}
+
 /// What the consumer reports for one key it took.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryResult {
@@ -205,7 +218,7 @@ impl ResponsePublisher {
             appl,
             appl_state,
             table: table.to_string(),
-            channel: response_channel(table),
+            channel: response_channel_at(sonic.config().db_base, table),
             state_prefix: format!("{table}{}", SonicDbId::ApplStateDb.separator()),
             tracked: None,
         })
@@ -411,7 +424,7 @@ const MAX_EARLY: usize = 1_000_000;
 impl ResponseWaiter {
     pub async fn subscribe(sonic: &SonicDb, table: &str) -> Result<Self, SonicDbError> {
         check_table_name(table, ':')?;
-        let channel = response_channel(table);
+        let channel = response_channel_at(sonic.config().db_base, table);
         let mut pubsub = sonic.pubsub().await?;
         pubsub
             .subscribe(&channel)
@@ -519,6 +532,14 @@ mod tests {
         assert_eq!(
             response_channel("P4RT_TABLE"),
             "APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL"
+        );
+        assert_eq!(
+            response_channel_at(0, "P4RT_TABLE"),
+            "APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL"
+        );
+        assert_eq!(
+            response_channel_at(16, "P4RT_TABLE"),
+            "APPL_DB_P4RT_TABLE_RESPONSE_CHANNEL@16"
         );
     }
 

@@ -1307,3 +1307,55 @@ async fn popped_keys_and_values_survive_quotes_escapes_unicode_and_empty_values(
     assert_eq!((got[1].key.as_str(), got[1].op), ("FIXED_T:gone", Op::Del));
     assert!(consumer.pop(10).await.expect("pop").is_empty());
 }
+
+/// Two switches' DBs on one redis-server (`?db_base=`), the same route written to both: each
+/// waiter takes its own switch's answer for the key, never the other's (Redis channels are
+/// server-wide, so a shared channel would hand leaf B's refusal to leaf A as A's answer).
+#[tokio::test]
+async fn switches_sharing_a_server_by_db_base_each_get_only_their_own_answers() {
+    let srv = RedisServer::start_with(RedisServerOptions {
+        databases: 48,
+        ..Default::default()
+    })
+    .expect("redis-server with 48 databases");
+    let a = SonicDb::from_endpoint(&format!("{}?db_base=16", srv.url())).expect("a");
+    let b = SonicDb::from_endpoint(&format!("{}?db_base=32", srv.url())).expect("b");
+    let key = route_key(9).to_table_key();
+    let mut wait_a = ResponseWaiter::subscribe(&a, "P4RT_TABLE")
+        .await
+        .expect("waiter a");
+    let mut wait_b = ResponseWaiter::subscribe(&b, "P4RT_TABLE")
+        .await
+        .expect("waiter b");
+    let mut pub_a = ResponsePublisher::new(&a, "P4RT_TABLE")
+        .await
+        .expect("publisher a");
+    let mut pub_b = ResponsePublisher::new(&b, "P4RT_TABLE")
+        .await
+        .expect("publisher b");
+    let fields = vec![("action".to_string(), "drop".to_string())];
+    // B answers first, and refuses; A's answer comes after and is a success.
+    pub_b
+        .publish_batch(&[EntryResult::err(
+            &key,
+            Op::Set,
+            StatusCode::Full,
+            "table full on b",
+            fields.clone(),
+        )])
+        .await
+        .expect("publish b");
+    pub_a
+        .publish_batch(&[EntryResult::ok(&key, Op::Set, fields.clone())])
+        .await
+        .expect("publish a");
+    let got_a = wait_a.wait([key.clone()], DEADLINE).await.expect("wait a");
+    assert!(got_a.all_ok(), "a took b's refusal: {got_a:?}");
+    let got_b = wait_b.wait([key.clone()], DEADLINE).await.expect("wait b");
+    assert_eq!(got_b.responses[&key].status, StatusCode::Full, "{got_b:?}");
+    // Each copy in its own switch's APPL_STATE_DB only.
+    let mut state_a = raw(&a, SonicDbId::ApplStateDb).await;
+    let mut state_b = raw(&b, SonicDbId::ApplStateDb).await;
+    assert!(exists(&mut state_a, &format!("P4RT_TABLE:{key}")).await);
+    assert!(!exists(&mut state_b, &format!("P4RT_TABLE:{key}")).await);
+}

@@ -145,7 +145,7 @@ def encode(db, table, entries):
 # --- the two transports ---------------------------------------------------------------------
 
 
-def serve_redis(appl, refused, batch):
+def serve_redis(appl, refused, batch, channel=RESPONSE_CHANNEL):
     pops = appl.register_script(POPS)
     sub = appl.pubsub(ignore_subscribe_messages=True)
     sub.subscribe(f"{TABLE}_CHANNEL@{appl.connection_pool.connection_kwargs.get('db', 0)}")
@@ -168,7 +168,7 @@ def serve_redis(appl, refused, batch):
                 note = [status, key, "err_str", message]
                 for f, v in fields:
                     note.extend([f, v])
-                appl.publish(RESPONSE_CHANNEL, json.dumps(note, separators=(",", ":")))
+                appl.publish(channel, json.dumps(note, separators=(",", ":")))
 
 
 def serve_zmq(appl, endpoint, refused):
@@ -211,7 +211,10 @@ def main():
         serve_zmq(appl, a.zmq, refused)
     else:
         print("ready", flush=True)
-        serve_redis(appl, refused, a.batch)
+        # Switches sharing a redis-server by db_base answer on channels of their own (Weft's
+        # convention; SONiC runs one server per switch, db_base 0).
+        channel = RESPONSE_CHANNEL + (f"@{a.db_base}" if a.db_base else "")
+        serve_redis(appl, refused, a.batch, channel)
 
 
 if __name__ == "__main__":
