@@ -1,7 +1,7 @@
 //! The plugin taking batches over SONiC's ZMQ channel (`--zmq-endpoint`), against a real
-//! redis-server and a real BMv2: per-key replies in SONiC's form, APPL_DB written behind (and
-//! holding a request when its reply comes), APPL_STATE_DB as over Redis (right after the reply),
-//! and nothing lost or half-applied when a peer dies or sends what cannot be read. Without BMv2: SKIPPED (`WEFT_REQUIRE_BMV2=1` fails instead).
+//! redis-server and a real BMv2: per-key replies in SONiC's form, APPL_DB written behind and
+//! APPL_STATE_DB as over Redis, and nothing lost or half-applied when a peer dies or sends
+//! what cannot be read. Without BMv2: SKIPPED (`WEFT_REQUIRE_BMV2=1` fails instead).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,20 +114,6 @@ async fn rows(sonic: &SonicDb, db: SonicDbId) -> BTreeMap<String, FieldValues> {
         f.sort();
     }
     rows
-}
-
-/// APPL_STATE_DB once it holds every one of `keys` (or after 30 s, for the caller's assertions
-/// to say what is missing): over ZMQ the plugin replies once APPL_DB holds a request and writes
-/// the APPL_STATE_DB copies right after.
-async fn state_holding(sonic: &SonicDb, keys: &[&str]) -> BTreeMap<String, FieldValues> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let state = rows(sonic, SonicDbId::ApplStateDb).await;
-        if keys.iter().all(|k| state.contains_key(*k)) || Instant::now() >= deadline {
-            return state;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn sorted(e: &KeyOpFieldValues) -> FieldValues {
@@ -273,10 +259,8 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
         assert!(!r.status.is_ok(), "{}: refused", bad.key);
         assert!(!r.message.is_empty(), "a refusal says why");
     }
-    // APPL_DB holds the request when its reply comes (read at once); APPL_STATE_DB follows.
     let appl = rows(&bed.sonic, SonicDbId::ApplDb).await;
-    let keys: Vec<&str> = ops.iter().map(|e| e.key.as_str()).collect();
-    let state = state_holding(&bed.sonic, &keys).await;
+    let state = rows(&bed.sonic, SonicDbId::ApplStateDb).await;
     for e in &ops {
         assert_eq!(
             state.get(&e.key),
@@ -307,11 +291,7 @@ async fn zmq_batches_are_answered_per_key_written_behind_coalesced_and_fenced() 
         before + 1,
         "the DEL was coalesced away"
     );
-    assert_eq!(
-        rows(&bed.sonic, SonicDbId::ApplDb).await.get(&default.key),
-        Some(&sorted(&default))
-    );
-    let state = state_holding(&bed.sonic, &[default.key.as_str()]).await;
+    let state = rows(&bed.sonic, SonicDbId::ApplStateDb).await;
     assert_eq!(state.get(&default.key), Some(&sorted(&default)));
 
     // An older writer: refused whole, nothing of it in either DB.

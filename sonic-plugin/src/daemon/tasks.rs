@@ -39,67 +39,6 @@ pub(super) enum ZmqAnswer {
     Last(u64, Box<ZmqRequest>),
 }
 
-/// A ZMQ request's answers over its parts: what its reply carries, and what the DBs still lack.
-struct Gathered {
-    /// The request's first batch.
-    id: u64,
-    results: Vec<EntryResult>,
-    /// `results[..in_state]` are in APPL_STATE_DB.
-    in_state: usize,
-    revert: Vec<(String, FieldValues)>,
-    remove: Vec<String>,
-}
-
-impl Gathered {
-    fn new(id: u64) -> Self {
-        Gathered {
-            id,
-            results: Vec::new(),
-            in_state: 0,
-            revert: Vec::new(),
-            remove: Vec::new(),
-        }
-    }
-
-    fn add(&mut self, a: Answered) {
-        self.results.extend(a.results);
-        self.revert.extend(a.revert);
-        self.remove.extend(a.remove);
-    }
-
-    /// APPL_DB holds the request (written behind since receipt) and the failed keys' rows are
-    /// back to what is installed: after the rows behind, or those would overwrite them.
-    async fn apply_db(
-        &mut self,
-        behind: &Option<AsyncDbUpdater>,
-        appl_live: &Table,
-    ) -> Result<(), SonicDbError> {
-        if let Some(u) = behind {
-            u.flush().await?;
-        }
-        appl_live.replace_many(&self.revert, &self.remove).await?;
-        self.revert.clear();
-        self.remove.clear();
-        Ok(())
-    }
-
-    /// Everything answered so far in APPL_DB and APPL_STATE_DB: APPL_DB first, so it never lags
-    /// APPL_STATE_DB (a restart would take a row APPL_DB lacks for a delete to replay).
-    async fn write_behind(
-        &mut self,
-        behind: &Option<AsyncDbUpdater>,
-        appl_live: &Table,
-        publisher: &mut ResponsePublisher,
-    ) -> Result<(), SonicDbError> {
-        self.apply_db(behind, appl_live).await?;
-        publisher
-            .write_state(&self.results[self.in_state..])
-            .await?;
-        self.in_state = self.results.len();
-        Ok(())
-    }
-}
-
 enum ToResponder {
     /// A batch's answers, and the ZMQ request they answer when it came that way.
     Answer(Answered, Option<ZmqAnswer>),
@@ -131,64 +70,54 @@ impl Responder {
         let (tx, mut rx) = mpsc::channel::<ToResponder>(4);
         let (err_tx, err_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
-            // The answers of the ZMQ request being answered, gathered over its parts.
-            let mut gathered: Option<Gathered> = None;
+            // The answers of a ZMQ request's parts so far, by its first batch.
+            let mut gathered: Option<(u64, Vec<EntryResult>)> = None;
             while let Some(m) = rx.recv().await {
-                let t0 = Instant::now();
-                let (keys, r) = match m {
+                let (a, zmq) = match m {
+                    ToResponder::Answer(a, zmq) => (a, zmq),
                     ToResponder::Flush(done) => {
-                        // Whatever a part answered so far goes to the DBs now (its reply
-                        // still waits for the last part).
-                        let r = match gathered.as_mut() {
-                            Some(g) => g.write_behind(&behind, &appl_live, &mut publisher).await,
-                            None => Ok(()),
-                        };
                         let _ = done.send(());
-                        (0, r)
-                    }
-                    ToResponder::Answer(a, None) => (
-                        a.results.len(),
-                        async {
-                            appl_live.replace_many(&a.revert, &a.remove).await?;
-                            publisher.publish_batch(&a.results).await
-                        }
-                        .await,
-                    ),
-                    ToResponder::Answer(a, Some(z)) => {
-                        let keys = a.results.len();
-                        let (id, req) = match z {
-                            ZmqAnswer::Part(id) => (id, None),
-                            ZmqAnswer::Last(id, req) => (id, Some(req)),
-                        };
-                        let mut g = match gathered.take() {
-                            Some(g) if g.id == id => g,
-                            _ => Gathered::new(id),
-                        };
-                        g.add(a);
-                        let r = match req {
-                            None => {
-                                gathered = Some(g);
-                                Ok(())
-                            }
-                            // The reply goes once APPL_DB holds the request (a restarted plugin
-                            // rebuilds from it, so nothing answered is lost) and before
-                            // APPL_STATE_DB: that copy follows, as SONiC's own writes behind do,
-                            // instead of holding the answer for a write per key.
-                            Some(req) => {
-                                async {
-                                    g.apply_db(&behind, &appl_live).await?;
-                                    if let Err(e) = req.reply(&g.results) {
-                                        tracing::warn!(error = %e, "ZMQ reply not sent");
-                                    }
-                                    g.write_behind(&behind, &appl_live, &mut publisher).await
-                                }
-                                .await
-                            }
-                        };
-                        (keys, r)
+                        continue;
                     }
                 };
-                tracing::debug!(keys, ms = t0.elapsed().as_millis() as u64, "batch answered");
+                let t0 = Instant::now();
+                let r = async {
+                    if let (Some(_), Some(u)) = (&zmq, &behind) {
+                        u.flush().await?;
+                    }
+                    appl_live.replace_many(&a.revert, &a.remove).await?;
+                    match zmq {
+                        None => publisher.publish_batch(&a.results).await,
+                        Some(z) => {
+                            publisher.write_state(&a.results).await?;
+                            let (id, req) = match z {
+                                ZmqAnswer::Part(id) => (id, None),
+                                ZmqAnswer::Last(id, req) => (id, Some(req)),
+                            };
+                            let mut all = match gathered.take() {
+                                Some((g, all)) if g == id => all,
+                                _ => Vec::new(),
+                            };
+                            all.extend(a.results.iter().cloned());
+                            match req {
+                                // The reply replaces the notifications (p4orch over ZMQ).
+                                Some(req) => {
+                                    if let Err(e) = req.reply(&all) {
+                                        tracing::warn!(error = %e, "ZMQ reply not sent");
+                                    }
+                                }
+                                None => gathered = Some((id, all)),
+                            }
+                            Ok(())
+                        }
+                    }
+                }
+                .await;
+                tracing::debug!(
+                    keys = a.results.len(),
+                    ms = t0.elapsed().as_millis() as u64,
+                    "batch answered"
+                );
                 if let Err(e) = r {
                     let _ = err_tx.send(e.to_string());
                     return;
