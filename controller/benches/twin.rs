@@ -17,6 +17,7 @@
 //! the servers' CPU in it (where the time goes), bytes read, the same decoding without I/O
 //! (the twin's rows in hand), and the rules' time, on a healthy window and on one with a
 //! spreading PFC storm, a lossy link and an incast. Peak RSS of this process and the servers.
+//! `WEFT_BENCH_EXPLAIN=1` prints every finding of the faults windows with its evidence.
 //!
 //! Scored (`WEFT_BENCH_CAMPAIGN=K:TRIALS[:SEED]`, default `32:160`): a seeded campaign of faults,
 //! one to three at once, between healthy windows under load, through the DBs, scored on every
@@ -186,6 +187,12 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
         let found = weft_diagnose::diagnose(&w, &Thresholds::default());
         let rules = j0.elapsed().as_secs_f64();
         if t - 2000 >= fault_at {
+            // WEFT_BENCH_EXPLAIN=1: every finding of the faults window with its evidence.
+            if std::env::var_os("WEFT_BENCH_EXPLAIN").is_some() {
+                for f in &found {
+                    println!("    t={t}: {} {}: {}", f.kind.as_str(), f.target, f.summary);
+                }
+            }
             tm.rules_faulty.push(rules);
             tm.findings = found
                 .iter()
