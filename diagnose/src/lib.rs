@@ -336,7 +336,8 @@ pub struct Thresholds {
     /// judge it by sample times: right for counters read from the switches (a software switch
     /// reads them at a varying point of a poll, each sample read at one instant); wrong for
     /// samples placed on a grid by their scrapes (Prometheus), whose two ends are a scrape
-    /// interval apart.
+    /// interval apart. Where both ends carry poll times, only if those show the two ends
+    /// polled together (within 50 ms or a twentieth of the span).
     pub loss_by_sample_time: bool,
 }
 

@@ -6,8 +6,9 @@
 //! polled span); two spans offset by up to one poll interval still disagree by as much as the
 //! rates changed, so each end must have polled at least three times in the window and the
 //! spread of its rates between polls is allowed for (a steady flow: nearly nothing; a flow
-//! that started, stopped or was paused in the window: judged in a later one). Without poll
-//! times, a loss must exceed `counter_skew_s` of the sender's traffic, as before.
+//! that started, stopped or was paused in the window: judged in a later one, unless the two
+//! ends polled together and the samples' own times can judge it). Without poll times, a loss
+//! must exceed `counter_skew_s` of the sender's traffic, as before.
 //!
 //! A loss is judged on every sub-window from the first or second sample to the last or
 //! second-to-last (one late sample is no loss), and never across a counter reset or at a
@@ -26,6 +27,8 @@ const SWITCH_SHARE: f64 = 0.5;
 const FABRIC_SHARE: f64 = 0.2;
 /// What exact rates still disagree on, as a share of the traffic (rounding, in-flight).
 const STAMPED_FLOOR: f64 = 0.005;
+/// Two ends' polls this close (ms) are one instant for a loss judged by sample times.
+const POLLED_TOGETHER_MS: u64 = 50;
 
 /// A counter of end `e` at sample `i`, and its switch's poll time.
 fn at(d: &Deltas<'_>, i: usize, e: &End, f: fn(&PortSample) -> u64) -> Option<(u64, Option<u64>)> {
@@ -104,7 +107,7 @@ fn excess(
         // where each sample is one instant ([`Thresholds::loss_by_sample_time`]), else
         // nothing judges this sub-window.
         let precise = vary.filter(|v| v + STAMPED_FLOOR < th.min_loss_fraction);
-        if precise.is_none() && !th.loss_by_sample_time {
+        if precise.is_none() && !(th.loss_by_sample_time && polled_together(pa, qa, pb, qb, sf)) {
             return None;
         }
         if let Some(vary) = precise {
@@ -118,6 +121,26 @@ fn excess(
     let secs = (s[j].t_ms.saturating_sub(s[i].t_ms) as f64 / 1000.0).max(0.001);
     let skew = (tx as f64 / secs * th.counter_skew_s) as u64;
     Some((tx.saturating_sub(rx).saturating_sub(skew), tx))
+}
+
+/// Whether the two ends' polls at both samples were close enough for the samples' own times to
+/// stand for them: within [`POLLED_TOGETHER_MS`] or a twentieth of the span. Ends polled far
+/// apart on their own clocks while a rate changed (a pause arriving, a flow starting) differ by
+/// that change alone: in a 1 s-apart sample pair, a pause that cut a spine's sending to 40%
+/// mid-window "lost" 49% of a healthy cable.
+fn polled_together(
+    pa: Option<u64>,
+    qa: Option<u64>,
+    pb: Option<u64>,
+    qb: Option<u64>,
+    span: u64,
+) -> bool {
+    let near = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => a.abs_diff(b) <= POLLED_TOGETHER_MS.max(span / 20),
+        // An end without its poll time: the sample time is all there is.
+        _ => true,
+    };
+    near(pa, qa) && near(pb, qb)
 }
 
 fn lossy(th: &Thresholds, (lost, tx): (u64, u64)) -> bool {

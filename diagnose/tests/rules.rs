@@ -613,3 +613,82 @@ fn recorded_testbed_windows_match_their_golden_findings() {
     }
     println!("{} recorded windows", windows.len());
 }
+
+/// Packets a flow has sent by `ms`: `before` packets/s until `step_ms`, then `after`.
+fn sent_by(ms: u64, before: f64, after: f64, step_ms: u64) -> u64 {
+    let head = ms.min(step_ms) as f64 / 1000.0 * before;
+    let tail = ms.saturating_sub(step_ms) as f64 / 1000.0 * after;
+    (head + tail) as u64
+}
+
+/// One cable spine1:Ethernet0 → leaf1:Ethernet8 over three samples 1 s apart, each switch
+/// polling on its own clock: spine1 900 ms before each sample, leaf1 10 ms before. The spine
+/// sends `before` packets/s, then `after` from `step_ms`; the leaf receives `delivered` of it.
+fn skewed_cable(before: f64, after: f64, step_ms: u64, delivered: f64) -> Window {
+    let fabric = Fabric {
+        switches: vec!["spine1".into(), "leaf1".into()],
+        tiers: [("spine1".to_string(), 2), ("leaf1".to_string(), 1)].into(),
+        links: vec![Link {
+            a: End::new("leaf1", "Ethernet8"),
+            b: End::new("spine1", "Ethernet0"),
+        }],
+        ..Default::default()
+    };
+    let samples = [10_000u64, 11_000, 12_000]
+        .iter()
+        .map(|&t| {
+            let spine_poll = t - 900;
+            let leaf_poll = t - 10;
+            let spine = SwitchSample {
+                ports: [(
+                    "Ethernet0".to_string(),
+                    PortSample {
+                        tx_packets: sent_by(spine_poll, before, after, step_ms),
+                        ..Default::default()
+                    },
+                )]
+                .into(),
+                poll_ms: Some(spine_poll),
+                ..Default::default()
+            };
+            let got = sent_by(leaf_poll, before, after, step_ms) as f64 * delivered;
+            let leaf = SwitchSample {
+                ports: [(
+                    "Ethernet8".to_string(),
+                    PortSample {
+                        rx_packets: got as u64,
+                        ..Default::default()
+                    },
+                )]
+                .into(),
+                poll_ms: Some(leaf_poll),
+                ..Default::default()
+            };
+            Sample {
+                t_ms: t,
+                switches: [("spine1".to_string(), spine), ("leaf1".to_string(), leaf)].into(),
+            }
+        })
+        .collect();
+    Window { fabric, samples }
+}
+
+#[test]
+fn a_cable_whose_sender_paused_mid_window_is_not_lossy_when_its_ends_polled_far_apart() {
+    // A PAUSE stopped the spine's sending mid-window; nothing was lost. Judged by the samples'
+    // times, the spine's counters (polled 890 ms before the leaf's) "lost" three quarters.
+    let w = skewed_cable(1_000_000.0, 0.0, 10_300, 1.0);
+    let found = diagnose(&w, &Thresholds::default());
+    assert!(
+        found.iter().all(|f| f.kind != Kind::LossyLink),
+        "{found:#?}"
+    );
+    // The same ends losing 12% at a steady rate are still named, by their poll times.
+    let w = skewed_cable(1_000_000.0, 1_000_000.0, 0, 0.88);
+    let found = diagnose(&w, &Thresholds::default());
+    assert!(
+        found.iter().any(|f| f.kind == Kind::LossyLink
+            && f.summary.contains("spine1:Ethernet0 → leaf1:Ethernet8")),
+        "{found:#?}"
+    );
+}
