@@ -450,21 +450,6 @@ fn summary(load: &str, trials: &[Trial]) {
     );
 }
 
-/// CPU seconds (user + system) a process has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    // Clock ticks; Linux reports them at USER_HZ = 100.
-    f.iter().sum::<f64>() / 100.0
-}
-
 /// What the switches and the plugins cost with no traffic at all, over `d`: the plugins' polls
 /// of their switch (counters, tuning samples, status) run whether or not packets flow, and on
 /// a shared machine every CPU second BMv2 spends on them is one its packet threads wait for.
@@ -477,7 +462,11 @@ fn idle_cpu(st: &tb::State, d: Duration) -> String {
             .collect()
     };
     let (bm, pl) = (of("bmv2.log"), of("plugin.log"));
-    let sum = |pids: &[u32]| pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
+    let sum = |pids: &[u32]| {
+        pids.iter()
+            .map(|p| weft_tests::process::cpu_seconds(*p))
+            .sum::<f64>()
+    };
     let (b0, p0) = (sum(&bm), sum(&pl));
     std::thread::sleep(d);
     let (b1, p1) = (sum(&bm), sum(&pl));

@@ -456,27 +456,15 @@ async fn status_rows_missing(dbs: &[String]) -> usize {
     missing
 }
 
-/// User + system CPU seconds of a process (/proc/PID/stat), 0 when it is gone.
-fn process_cpu(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // After the command's closing parenthesis: utime and stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')').map_or("", |x| x.1);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 fn own_cpu() -> f64 {
-    process_cpu(std::process::id())
+    weft_tests::process::cpu_seconds(std::process::id())
 }
 
 fn servers_cpu(servers: &[RedisServer]) -> f64 {
     servers
         .iter()
         .filter_map(|s| s.pid())
-        .map(process_cpu)
+        .map(weft_tests::process::cpu_seconds)
         .sum()
 }
 
@@ -513,7 +501,7 @@ fn run_to_converged(weft: &Path, file: &str, dir: &Path) -> (f64, f64) {
     });
     let got = rx.recv_timeout(Duration::from_secs(600));
     let secs = t0.elapsed().as_secs_f64();
-    let cpu = process_cpu(child.id());
+    let cpu = weft_tests::process::cpu_seconds(child.id());
     // SIGTERM, so it releases the fabric lock for the next run; then by PID for sure.
     let _ = Command::new("kill")
         .arg("-TERM")

@@ -256,17 +256,9 @@ fn commandstats_top(info: &str) -> Vec<(String, u64, u64)> {
 
 /// CPU time (user + system) a process has used so far.
 fn cpu_of(pid: Option<u32>) -> Duration {
-    let Some(pid) = pid else {
-        return Duration::ZERO;
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of stat(5), the 12th and 13th after the name.
-    let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
-    let ticks = num(11) + num(12);
-    Duration::from_millis(ticks * 10)
+    pid.map_or(Duration::ZERO, |p| {
+        Duration::from_secs_f64(weft_tests::process::cpu_seconds(p))
+    })
 }
 
 fn rate(n: usize, d: Duration) -> String {

@@ -6,6 +6,7 @@
 //! | [`redis`] | `redis-server` on a Unix socket in a temporary directory (optionally TCP), one per test | a failure (setup installs it) |
 //! | [`bmv2`] | BMv2 `simple_switch_grpc` without a program, on free ports; [`bmv2::ProcessGuard`] for any child | `SKIPPED`, a failure under `WEFT_REQUIRE_BMV2=1` |
 //! | [`etcd`] | etcd with a short election timeout, data in a temporary directory | the caller decides (`WEFT_REQUIRE_ETCD=1` in `scripts/test.sh`) |
+//! | [`process`] | the CPU a process has used (benches) | — |
 //!
 //! It depends on `std` only, so every crate takes it as a dev-dependency, low layers included.
 //!
@@ -23,4 +24,5 @@
 
 pub mod bmv2;
 pub mod etcd;
+pub mod process;
 pub mod redis;

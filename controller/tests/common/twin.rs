@@ -60,14 +60,7 @@ impl Bed {
 
 /// A process's user + system CPU seconds (from /proc/PID/stat).
 pub fn process_cpu(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command's closing parenthesis: state is field 3; utime 14, stime 15.
-    let rest = stat.rsplit_once(')').map_or("", |x| x.1);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
+    weft_tests::process::cpu_seconds(pid)
 }
 
 /// This process's user + system CPU seconds.
