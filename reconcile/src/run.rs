@@ -429,11 +429,11 @@ async fn lost(keeper: &mut Option<tokio::task::JoinHandle<LockError>>) -> LockEr
     }
 }
 
-/// `weft run`'s shell around the core between two steps: the requests it carries out, what it
-/// reports, the lock and the term it writes under.
 /// The status file (and the per-link metrics) at most this often while the fabric changes.
 const STATUS_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// `weft run`'s shell around the core between two steps: the requests it carries out, what it
+/// reports, the lock and the term it writes under.
 struct Shell<'a> {
     t: &'a Topology,
     opts: &'a RunOptions,
