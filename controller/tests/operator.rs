@@ -23,6 +23,7 @@ use weft_sonic_schema::state::PluginStatus;
 mod stand_in_plugin;
 
 use stand_in_plugin::status_row;
+use weft_tests::bmv2::ProcessGuard;
 use weft_tests::redis::RedisServer;
 
 const SWITCHES: [&str; 6] = ["spine1", "spine2", "leaf1", "leaf2", "leaf3", "leaf4"];
@@ -378,16 +379,20 @@ fn run_logs_at_info_holds_the_lock_and_status_sees_it_live_then_stale_after_a_ki
     let f = Fabric::new(&all(Plugin::Answers));
     let status = f.dir.join("run.json");
     let log = f.dir.join("run.log");
+    // Guarded: killed by PID if an assertion fails while it runs.
     let start = || {
-        Command::new(env!("CARGO_BIN_EXE_weft"))
-            .args(["run", &f.file(), "--resync", "30s", "--status-file"])
-            .arg(&status)
-            .env_remove("WEFT_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
-            .spawn()
-            .expect("weft run")
+        ProcessGuard::new(
+            "weft run",
+            Command::new(env!("CARGO_BIN_EXE_weft"))
+                .args(["run", &f.file(), "--resync", "30s", "--status-file"])
+                .arg(&status)
+                .env_remove("WEFT_LOG")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("log"))
+                .spawn()
+                .expect("weft run"),
+        )
     };
     let mut run = start();
     wait_for("weft run to converge", Duration::from_secs(60), || {
@@ -413,7 +418,8 @@ fn run_logs_at_info_holds_the_lock_and_status_sees_it_live_then_stale_after_a_ki
         &status.to_string_lossy(),
     ]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains(&format!("weft run pid {}", run.id())), "{out}");
+    let pid = run.pid().expect("running").to_string();
+    assert!(out.contains(&format!("weft run pid {pid}")), "{out}");
     assert!(out.contains("6/6 switches converged"), "{out}");
     assert!(out.contains("lock held on 6/6"), "{out}");
     assert_eq!(out.matches(" in use").count(), 8, "8 links in use:\n{out}");
@@ -423,7 +429,6 @@ fn run_logs_at_info_holds_the_lock_and_status_sees_it_live_then_stale_after_a_ki
     assert!(err.contains("by weft run (pid"), "{err}");
 
     // SIGTERM: stops, removes its status file, releases the lock.
-    let pid = run.id().to_string();
     Command::new("kill")
         .args(["-TERM", &pid])
         .status()
@@ -443,8 +448,7 @@ fn run_logs_at_info_holds_the_lock_and_status_sees_it_live_then_stale_after_a_ki
         Duration::from_secs(60),
         || status.exists(),
     );
-    run.kill().expect("kill -9");
-    run.wait().expect("wait");
+    run.kill();
     let (code, out, _) = f.weft(&[
         "status",
         &f.file(),

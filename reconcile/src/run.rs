@@ -453,6 +453,8 @@ struct Shell<'a> {
     /// The status file is behind the core (written at most every [`STATUS_EVERY`]).
     status_due: bool,
     status_written: Option<std::time::Instant>,
+    /// Whether the status file last written showed the fabric converged.
+    status_converged: bool,
     announced: bool,
     ha: bool,
     /// Switches whose last state was a trouble (for "converged again").
@@ -520,6 +522,7 @@ impl<'a> Shell<'a> {
             first: true,
             status_due: false,
             status_written: None,
+            status_converged: false,
             announced: false,
             ha,
             troubled: BTreeSet::new(),
@@ -530,6 +533,7 @@ impl<'a> Shell<'a> {
     fn carry_out(&mut self, outs: &[Output]) {
         let t = self.t;
         let mut dirty = false;
+        let mut reconverged = false;
         for o in outs {
             self.exec.dispatch(o);
             match o {
@@ -544,6 +548,7 @@ impl<'a> Shell<'a> {
                 }
                 Output::Reconverged(rec) => {
                     dirty = true;
+                    reconverged = true;
                     tracing::info!(
                         changes = ?rec.changes,
                         switches = rec.switches_changed,
@@ -560,19 +565,26 @@ impl<'a> Shell<'a> {
                 _ => {}
             }
         }
-        if !self.announced && (!self.ha || self.term > 0) && self.core.converged() {
-            self.announced = true;
-            tracing::info!(fabric = %t.name, switches = t.switches.len(), term = self.term, "converged; following port state");
-        }
         if dirty || !outs.is_empty() || self.first {
             self.first = false;
             self.status_due = true;
         }
-        if self
-            .status_at()
-            .is_some_and(|at| at <= std::time::Instant::now())
+        let converged = self.core.converged();
+        // What an operator acts on is in the file at once, before it is logged: the fabric
+        // converging or leaving it, and each reconvergence. Only the flood of per-batch states
+        // in between waits for the next write.
+        let milestone = converged != self.status_converged || reconverged;
+        if self.status_due
+            && (milestone
+                || self
+                    .status_at()
+                    .is_some_and(|at| at <= std::time::Instant::now()))
         {
             self.write_status();
+        }
+        if !self.announced && (!self.ha || self.term > 0) && converged {
+            self.announced = true;
+            tracing::info!(fabric = %t.name, switches = t.switches.len(), term = self.term, "converged; following port state");
         }
     }
 
@@ -588,6 +600,7 @@ impl<'a> Shell<'a> {
 
     fn write_status(&mut self) {
         self.status_due = false;
+        self.status_converged = self.core.converged();
         self.status_written = Some(std::time::Instant::now());
         self.status.locked = self.lock.as_ref().map(|l| l.counts());
         write_status(

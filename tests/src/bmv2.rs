@@ -145,6 +145,13 @@ impl ProcessGuard {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// Waits for the process to exit by itself (after a signal the caller sent) and reaps it;
+    /// `None` when it was already reaped or cannot be waited for.
+    pub fn wait(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        c.wait().ok()
+    }
+
     /// SIGKILL and reap now.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
