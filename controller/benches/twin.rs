@@ -29,8 +29,9 @@ mod twin_common;
 
 use std::time::Instant;
 
-use twin_common::{Bed, Direct, Through, load, process_cpu, self_cpu};
+use twin_common::{Bed, Direct, Through, load, self_cpu};
 use weft_diagnose::{Sample, Thresholds, Window};
+use weft_tests::process::cpu_seconds;
 use weft_twin::Config;
 use weft_twin::fault::Fault;
 use weft_twin::score::{Campaign, Sampler, Score, run};
@@ -156,14 +157,14 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
         tm.write.push(w0.elapsed().as_secs_f64());
         let (c_self, c_srv) = (
             self_cpu(),
-            pids.iter().map(|p| process_cpu(*p)).sum::<f64>(),
+            pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>(),
         );
         let r0 = Instant::now();
         let sweep = through.reader.sweep(twin.cfg.epoch_ms + t).await;
         tm.read.push(r0.elapsed().as_secs_f64());
         tm.read_cpu_self.push(self_cpu() - c_self);
         tm.read_cpu_servers
-            .push(pids.iter().map(|p| process_cpu(*p)).sum::<f64>() - c_srv);
+            .push(pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>() - c_srv);
         tm.bytes = sweep.bytes;
         tm.unjudged = sweep.unjudged.len();
         let d0 = Instant::now();

@@ -227,6 +227,18 @@ def wait_for(cond, timeout=10.0, step=0.05):
         time.sleep(step)
 
 
+def packet_ins(c, expected, timeout=5.0, settle=1.0):
+    """The packet-ins that arrive: up to `expected` waiting `timeout` for each, then one more
+    waited for `settle`, so a test sees a stray beyond what it expected."""
+    got = []
+    while len(got) <= expected:
+        pkt = c.wait_packet_in(timeout=timeout if len(got) < expected else settle)
+        if pkt is None:
+            break
+        got.append(pkt)
+    return got
+
+
 def collect(sw, ports, total, timeout=15.0, settle=0.3):
     """Wait until the ports together received `total` frames (or the deadline), then a short
     settle time for strays; returns {port: [Ether]}."""

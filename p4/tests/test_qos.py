@@ -9,8 +9,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from fabric import (DROP_PFC_WATCHDOG, PACKET_IN_REASON_PFC, PFC_CLONE_SESSION_BASE, basic_router,
-                    collect, mac_str, queue_config, route4, router_mac, send_paced, switch_config,
-                    udp4, wait_for)
+                    collect, mac_str, packet_ins, queue_config, route4, router_mac, send_paced,
+                    switch_config, udp4, wait_for)
 
 DSCP_LOSSLESS = 26
 TC_LOSSLESS = 3
@@ -125,12 +125,7 @@ def test_a_received_pfc_frame_reaches_the_cpu_as_packet_in_with_its_port_and_qua
                       / Raw(body))
     send_paced(switch.port(2), [frames[0]])
     send_paced(switch.port(1), [frames[1]])
-    got = []
-    while len(got) < 3:
-        pkt = c.wait_packet_in(timeout=5 if len(got) < 2 else 1)
-        if pkt is None:
-            break
-        got.append(pkt)
+    got = packet_ins(c, 2)
     assert len(got) == 2, "one packet-in per PFC frame"
     for pkt, port, quanta in zip(got, (2, 1), (0x1234, 0)):
         assert c.packet_in_metadata(pkt) == {"ingress_port": port, "reason": PACKET_IN_REASON_PFC}

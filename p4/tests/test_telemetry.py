@@ -5,7 +5,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from fabric import (CPU_PORT, ETHERTYPE_POSTCARD, PACKET_IN_REASON_POSTCARD, basic_router,
-                    collect, ip4, roce4, route4, send_paced, switch_config, udp4, wait_for)
+                    collect, ip4, packet_ins, roce4, route4, send_paced, switch_config, udp4,
+                    wait_for)
 
 def parse_postcard(payload):
     """(fields, rest) of Ethernet payload bytes that start with a postcard header (40 bytes)."""
@@ -105,12 +106,7 @@ def test_watched_flow_sends_a_postcard_packet_in_with_sane_fields(switch):
     frames += [udp4(dst="10.0.2.1", dport=8888, tos=26 << 2)] * 3
     send_paced(switch.port(1), frames)
     assert len(collect(switch, [2], 6)[2]) == 6, "the originals are still forwarded"
-    cards = []
-    while len(cards) < 4:
-        pkt = c.wait_packet_in(timeout=5 if len(cards) < 3 else 1)
-        if pkt is None:
-            break
-        cards.append(pkt)
+    cards = packet_ins(c, 3)
     assert len(cards) == 3, "one postcard per watched packet, none for the others"
     for pkt in cards:
         meta = c.packet_in_metadata(pkt)

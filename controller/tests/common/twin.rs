@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use weft_diagnose::Sample;
 use weft_observe::source::db::{Reader, Spec, sample_of_rows};
 use weft_sonic_schema::Row;
+use weft_tests::process::cpu_seconds;
 use weft_tests::redis::{RedisServer, RedisServerOptions};
 use weft_topology::{SwitchIdx, Topology};
 use weft_twin::score::Sampler;
@@ -53,19 +54,14 @@ impl Bed {
         self.servers
             .iter()
             .filter_map(|s| s.pid())
-            .map(process_cpu)
+            .map(cpu_seconds)
             .sum()
     }
 }
 
-/// A process's user + system CPU seconds (from /proc/PID/stat).
-pub fn process_cpu(pid: u32) -> f64 {
-    weft_tests::process::cpu_seconds(pid)
-}
-
 /// This process's user + system CPU seconds.
 pub fn self_cpu() -> f64 {
-    process_cpu(std::process::id())
+    cpu_seconds(std::process::id())
 }
 
 pub fn load() -> String {
