@@ -48,6 +48,43 @@ impl Targets {
     }
 }
 
+/// `--transport`: how P4RT entries reach the plugins, whatever the intent says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportArg {
+    Redis,
+    Zmq,
+}
+
+/// A switch `--transport zmq` cannot put on ZMQ.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--transport zmq: {}: DB reached over TCP, no socket directory to put a ZMQ endpoint in; give each a zmq_endpoint in the intent (or fabric.defaults.zmq_endpoint: tcp://HOST:PORT)",
+    .0.join(", ")
+)]
+pub struct NoZmqEndpoint(pub Vec<String>);
+
+impl TransportArg {
+    /// Sets every switch's transport in `t`: ZMQ where the intent names no endpoint puts it
+    /// beside the switch's DB socket, as `weft testbed up --transport zmq` does for the plugins.
+    pub fn apply(opt: Option<TransportArg>, t: &mut Topology) -> Result<(), NoZmqEndpoint> {
+        match opt {
+            None => Ok(()),
+            Some(TransportArg::Redis) => {
+                weft_topology::transport::use_redis(t);
+                Ok(())
+            }
+            Some(TransportArg::Zmq) => {
+                let left = weft_topology::transport::serve_zmq(t);
+                if left.is_empty() {
+                    Ok(())
+                } else {
+                    Err(NoZmqEndpoint(left))
+                }
+            }
+        }
+    }
+}
+
 /// `30s`, `100ms`, `2m`: the units the intent uses.
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     s.parse::<weft_topology::units::Duration>()

@@ -542,3 +542,30 @@ fn ui_refuses_a_bad_listen_address_as_usage_and_names_a_port_in_use() {
     );
     assert_eq!(err.matches("os error").count(), 1, "the cause once: {err}");
 }
+
+#[test]
+fn transport_zmq_on_the_command_line_names_the_switches_whose_db_leaves_no_place_for_an_endpoint() {
+    let base = std::fs::read_to_string(repo().join(SMALL)).expect("example");
+    let p = std::env::temp_dir().join(format!("weft-cli-tcp-{}.yaml", std::process::id()));
+    std::fs::write(
+        &p,
+        format!("{base}\nswitches:\n  - name: leaf1\n    db: redis://127.0.0.1:1\n"),
+    )
+    .expect("write");
+    let f = p.to_string_lossy().into_owned();
+    for args in [
+        vec!["apply", &f, "--transport", "zmq", "--dry-run"],
+        vec!["run", &f, "--transport", "zmq"],
+    ] {
+        let (code, _, err) = weft(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("--transport zmq: leaf1: DB reached over TCP"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("spine1"), "only the switch over TCP: {err}");
+    }
+    let (code, _, err) = weft(&["apply", &f, "--transport", "smoke"]);
+    assert_eq!(code, 64, "{err}");
+    let _ = std::fs::remove_file(p);
+}

@@ -7,17 +7,23 @@
 //! leader's claim does while the old one still believes it leads) has every batch it tries
 //! refused by the fence itself, changes nothing though it had rows to write that nobody else
 //! wrote, and stops; a leader frozen by SIGSTOP while another takes over writes nothing when
-//! SIGCONT wakes it, and stops.
+//! SIGCONT wakes it, and stops. The fencing tests run on both transports: over SONiC's ZMQ
+//! channel the stand-ins serve it as the plugin does (a batch of an older term refused whole),
+//! and the refusal must come back from there.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[allow(dead_code)] // this file serves every switch with `stand_in_serving`
 #[path = "common/stand_in.rs"]
 mod stand_in_plugin;
+#[path = "common/transport.rs"]
+mod transport;
 
-use stand_in_plugin::stand_in;
+use stand_in_plugin::stand_in_serving;
+use transport::Transport;
 use weft_tests::etcd::{Etcd, find_etcd};
 use weft_tests::redis::RedisServer;
 
@@ -33,7 +39,9 @@ struct Fabric {
 }
 
 impl Fabric {
-    fn new() -> Option<Fabric> {
+    /// Over `transport`: the intent says it, and each stand-in serves ZMQ at the endpoint the
+    /// intent gives its switch.
+    fn new(transport: Transport) -> Option<Fabric> {
         if find_etcd().is_none() {
             eprintln!("SKIPPED: etcd not installed (scripts/setup.sh installs etcd-server)");
             assert!(
@@ -42,13 +50,19 @@ impl Fabric {
             );
             return None;
         }
-        let (name, dir) = stand_in_plugin::scratch("ha");
+        let (name, dir) = stand_in_plugin::scratch(&format!("ha{}", transport.tag()));
         let dbs = stand_in_plugin::redis_servers(SWITCHES.len());
         let urls: Vec<String> = dbs.iter().map(|r| r.url()).collect();
         let file = stand_in_plugin::example_on(&name, &dir, &SWITCHES, &urls);
+        let text = std::fs::read_to_string(&file).expect("intent");
+        std::fs::write(&file, transport.intent(&text)).expect("intent");
+        let topo = weft_topology::load_file(&file).expect("valid intent");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
-        for r in &dbs {
-            rt.spawn(stand_in(r.url()));
+        for (s, r) in SWITCHES.iter().zip(&dbs) {
+            let sw = topo.switch(s).expect("switch in the intent");
+            let zmq = sw.transport.zmq_endpoint().map(str::to_string);
+            assert_eq!(zmq.is_some(), transport == Transport::Zmq, "{s}");
+            rt.spawn(stand_in_serving(r.url(), zmq));
         }
         let etcd = Etcd::start().expect("etcd");
         Some(Fabric {
@@ -58,6 +72,19 @@ impl Fabric {
             etcd,
             _rt: rt,
         })
+    }
+
+    /// A field of every switch's plugin status row (STATE_DB `WEFT_PLUGIN|status`), 0 if absent.
+    fn status_field(&self, field: &str) -> Vec<u64> {
+        SWITCHES
+            .iter()
+            .map(|s| {
+                self.cli(s, 6, &["HGET", "WEFT_PLUGIN|status", field])
+                    .trim()
+                    .parse()
+                    .unwrap_or(0)
+            })
+            .collect()
     }
 
     fn file(&self) -> String {
@@ -231,7 +258,9 @@ fn leader_of(rs: &[Replica]) -> Option<usize> {
 
 #[test]
 fn of_three_replicas_one_writes_and_after_kill_9_another_takes_over_without_rewriting() {
-    let Some(f) = Fabric::new() else { return };
+    let Some(f) = Fabric::new(Transport::Redis) else {
+        return;
+    };
     let mut rs: Vec<Replica> = ["ctl-a", "ctl-b", "ctl-c"]
         .iter()
         .map(|id| f.replica(id))
@@ -334,12 +363,36 @@ fn claim_everywhere(f: &Fabric, term: u64) {
 }
 
 #[test]
-fn a_leader_whose_switches_a_newer_term_claimed_has_its_writes_refused_by_the_fence_and_stops() {
-    let Some(f) = Fabric::new() else { return };
+fn a_leader_whose_switches_a_newer_term_claimed_has_its_writes_refused_by_the_fence_and_stops_over_redis()
+ {
+    a_leader_whose_switches_a_newer_term_claimed_is_fenced(Transport::Redis);
+}
+
+#[test]
+fn a_leader_whose_switches_a_newer_term_claimed_has_its_writes_refused_by_the_fence_and_stops_over_zmq()
+ {
+    a_leader_whose_switches_a_newer_term_claimed_is_fenced(Transport::Zmq);
+}
+
+/// Over ZMQ, every switch took the leader's entries as ZMQ requests (none over Redis's key
+/// set would count), so a ZMQ run that fell back to Redis fails.
+fn assert_entries_came_over(f: &Fabric, transport: Transport) {
+    let n = f.status_field("zmq_requests");
+    match transport {
+        Transport::Zmq => assert!(n.iter().all(|&n| n > 0), "ZMQ requests per switch: {n:?}"),
+        Transport::Redis => assert!(n.iter().all(|&n| n == 0), "{n:?}"),
+    }
+}
+
+fn a_leader_whose_switches_a_newer_term_claimed_is_fenced(transport: Transport) {
+    let Some(f) = Fabric::new(transport) else {
+        return;
+    };
     let mut rs = vec![f.replica("old")];
     wait_for("the leader to converge", Duration::from_secs(90), || {
         leader_of(&rs).is_some()
     });
+    assert_entries_came_over(&f, transport);
     let term = rs[0].status()["ha"]["term"].as_u64().expect("term");
     // A newer leader claims every switch while this one still holds its lease in etcd (cut off
     // from etcd, or about to learn it lost): only the fence stands between it and the switches.
@@ -380,7 +433,12 @@ fn a_leader_whose_switches_a_newer_term_claimed_has_its_writes_refused_by_the_fe
         )),
         "the refusal names both terms:\n{log}"
     );
-    eprintln!("fenced leader: {refused} batches refused, then it stopped");
+    eprintln!("fenced leader over {transport:?}: {refused} batches refused, then it stopped");
+    if transport == Transport::Zmq {
+        // The refusal came back over the channel: the switch refused the batch's keys.
+        let failed: u64 = f.status_field("keys_failed").iter().sum();
+        assert!(failed > 0, "no switch refused a ZMQ batch:\n{log}");
+    }
     assert_eq!(f.appl_db(), claimed, "a refused batch changed APPL_DB");
     assert_eq!(
         f.terms(),
@@ -390,12 +448,24 @@ fn a_leader_whose_switches_a_newer_term_claimed_has_its_writes_refused_by_the_fe
 }
 
 #[test]
-fn a_leader_frozen_by_sigstop_writes_nothing_when_it_wakes_after_a_takeover_and_stops() {
-    let Some(f) = Fabric::new() else { return };
+fn a_leader_frozen_by_sigstop_writes_nothing_when_it_wakes_after_a_takeover_and_stops_over_redis() {
+    a_leader_frozen_by_sigstop_writes_nothing_when_it_wakes(Transport::Redis);
+}
+
+#[test]
+fn a_leader_frozen_by_sigstop_writes_nothing_when_it_wakes_after_a_takeover_and_stops_over_zmq() {
+    a_leader_frozen_by_sigstop_writes_nothing_when_it_wakes(Transport::Zmq);
+}
+
+fn a_leader_frozen_by_sigstop_writes_nothing_when_it_wakes(transport: Transport) {
+    let Some(f) = Fabric::new(transport) else {
+        return;
+    };
     let mut rs: Vec<Replica> = ["old", "new"].iter().map(|id| f.replica(id)).collect();
     wait_for("a leader to converge", Duration::from_secs(90), || {
         leader_of(&rs).is_some()
     });
+    assert_entries_came_over(&f, transport);
     let old = leader_of(&rs).expect("leader");
     let new = 1 - old;
     let term = rs[old].status()["ha"]["term"].as_u64().expect("term");

@@ -52,8 +52,11 @@ pub enum WriteError {
     Db(#[from] SonicDbError),
     #[error("{0}")]
     Zmq(#[source] ZmqError),
-    /// The switch holds a newer writer's term.
-    #[error("write refused: term {term} is older than {held}")]
+    /// The switch holds a newer writer's term (over ZMQ, the consumer's refusal): said as the
+    /// Redis path's fence says it, so an operator reads one message whichever way it came.
+    #[error(
+        "write refused: this writer's term {term} is older than the DB's term {held} (a newer leader took over)"
+    )]
     Fenced { term: u64, held: u64 },
 }
 

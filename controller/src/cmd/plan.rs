@@ -22,7 +22,7 @@ use weft_topology::{SwitchIdx, Topology};
 
 use super::Outcome;
 use super::intent::{label, load_valid_as, print_diagnostics, read_text};
-use crate::args::{OutputFormat, Targets, parse_duration};
+use crate::args::{OutputFormat, Targets, TransportArg, parse_duration};
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
@@ -97,6 +97,12 @@ pub struct ApplyArgs {
     /// refresh).
     #[arg(long)]
     pub steal: bool,
+    /// Write every switch's P4RT entries over this transport, whatever the intent says: zmq
+    /// puts an endpoint the intent does not name beside the switch's DB socket (where
+    /// `weft testbed up --transport zmq` starts the plugins' ZMQ servers); redis is the
+    /// fallback. [default: what the intent says, else redis]
+    #[arg(long, value_enum, value_name = "TRANSPORT")]
+    pub transport: Option<TransportArg>,
 }
 
 impl ApplyArgs {
@@ -623,9 +629,12 @@ pub async fn run_apply(a: &ApplyArgs) -> anyhow::Result<Outcome> {
     } else {
         intent_of(a, plan_file.as_ref())?
     };
-    let Some(x) = x else {
+    let Some(mut x) = x else {
         return Ok(Outcome::Invalid);
     };
+    // The transport is an edge: it changes how entries travel, not which, so a plan file or
+    // the history's record applies over either.
+    TransportArg::apply(a.transport, &mut x.t)?;
     if a.dry_run {
         return dry_run(a, &x).await;
     }

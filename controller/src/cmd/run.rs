@@ -14,7 +14,7 @@ use weft_reconcile::run::{self, RunError, RunOptions};
 
 use super::Outcome;
 use super::intent::load_valid;
-use crate::args::parse_duration;
+use crate::args::{TransportArg, parse_duration};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -27,6 +27,12 @@ pub struct RunArgs {
     /// How long to wait for a switch to answer.
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+    /// Write every switch's P4RT entries over this transport, whatever the intent says: zmq
+    /// puts an endpoint the intent does not name beside the switch's DB socket (where
+    /// `weft testbed up --transport zmq` starts the plugins' ZMQ servers); redis is the
+    /// fallback. [default: what the intent says, else redis]
+    #[arg(long, value_enum, value_name = "TRANSPORT")]
+    pub transport: Option<TransportArg>,
     /// Append one JSON line per reconvergence here.
     #[arg(long, value_name = "FILE")]
     pub events_log: Option<PathBuf>,
@@ -89,9 +95,10 @@ impl run::RunObserver for Observer {
 }
 
 pub async fn run(a: &RunArgs) -> anyhow::Result<Outcome> {
-    let Some(t) = load_valid(&a.file)? else {
+    let Some(mut t) = load_valid(&a.file)? else {
         return Ok(Outcome::Invalid);
     };
+    TransportArg::apply(a.transport, &mut t)?;
     let ha = match &a.ha {
         Some(eps) => {
             let id = a.id.clone().unwrap_or_default();

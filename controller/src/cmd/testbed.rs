@@ -11,7 +11,7 @@ use weft_testbed as tb;
 
 use super::Outcome;
 use super::intent::load_valid;
-use crate::args::{OutputFormat, parse_duration, parse_duration_ms};
+use crate::args::{OutputFormat, TransportArg, parse_duration, parse_duration_ms};
 use crate::outln;
 
 #[derive(Args, Debug)]
@@ -170,16 +170,11 @@ pub struct UpArgs {
     pub plugin_args: Vec<String>,
     /// zmq: every plugin also serves SONiC's ZMQ channel (beside its DB socket, unless the
     /// intent names an endpoint), as if `fabric.defaults.p4rt_transport: zmq` were written.
-    /// The controller writes over ZMQ where the intent it is given says so.
+    /// The controller writes over ZMQ where the intent it is given says so, or with `weft
+    /// apply --transport zmq` / `weft run --transport zmq`.
     /// [default: what the intent says, else redis]
     #[arg(long, value_enum, value_name = "TRANSPORT")]
     pub transport: Option<TransportArg>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TransportArg {
-    Redis,
-    Zmq,
 }
 
 #[derive(Args, Debug)]
@@ -357,6 +352,8 @@ pub fn up(a: &UpArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Invalid);
     };
     if a.transport == Some(TransportArg::Zmq) {
+        // A switch whose DB is not a socket keeps Redis here: the plugin serves only what the
+        // intent names for it.
         weft_topology::transport::serve_zmq(&mut t);
     }
     let programs = if db_only {
@@ -395,7 +392,7 @@ pub fn up(a: &UpArgs, dir: Option<PathBuf>) -> anyhow::Result<Outcome> {
         .count();
     if zmq > 0 && !db_only {
         outln!(
-            "{zmq} plugins also take P4RT entries over ZMQ (weft apply/run use it where the intent says p4rt_transport: zmq)"
+            "{zmq} plugins also take P4RT entries over ZMQ (weft apply/run use it with --transport zmq, or where the intent says p4rt_transport: zmq)"
         );
     }
     outln!("state: {}", tb::State::path(&dir).display());

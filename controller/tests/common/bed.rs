@@ -267,6 +267,23 @@ impl Bed {
         edit: impl FnOnce(String) -> String,
         plugin_args: &[&str],
     ) -> Bed {
+        Bed::start(programs, prefix, edit, plugin_args, false)
+    }
+
+    /// [`Bed::up`] of the example as it is, every plugin also serving ZMQ beside its DB
+    /// socket (what `weft testbed up --transport zmq` starts): the intent file says nothing of
+    /// ZMQ, so only `--transport zmq` on the controller's command line sends entries over it.
+    pub fn up_serving_zmq(programs: &tb::Programs, prefix: &str, plugin_args: &[&str]) -> Bed {
+        Bed::start(programs, prefix, |t| t, plugin_args, true)
+    }
+
+    fn start(
+        programs: &tb::Programs,
+        prefix: &str,
+        edit: impl FnOnce(String) -> String,
+        plugin_args: &[&str],
+        serve_zmq: bool,
+    ) -> Bed {
         let (dir, fabric, text) = super::small_example(prefix);
         let file = dir.join("fabric.yaml");
         std::fs::write(&file, edit(text)).expect("intent");
@@ -280,8 +297,15 @@ impl Bed {
             cli: programs.bmv2.with_file_name("simple_switch_CLI"),
             children: Vec::new(),
         };
+        let mut served = bed.topo.clone();
+        if serve_zmq {
+            assert!(
+                weft_topology::transport::serve_zmq(&mut served).is_empty(),
+                "every testbed switch has a DB socket"
+            );
+        }
         tb::up(
-            &bed.topo,
+            &served,
             programs,
             &tb::UpOptions {
                 state_dir: bed.state_dir(),

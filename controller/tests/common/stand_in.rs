@@ -2,13 +2,17 @@
 //! "running, in sync" and publishes the digests of APPL_STATE_DB and the owned CONFIG_DB
 //! tables as the real plugin does (the same shared code: `ResponsePublisher::track`,
 //! `config_digest`, `TableWatcher`), and a loop that answers every P4RT_TABLE key SUCCESS,
-//! which copies it into APPL_STATE_DB.
+//! which copies it into APPL_STATE_DB. With a ZMQ endpoint it also serves SONiC's ZMQ
+//! channel as the plugin does: a batch of an older term than the switch's APPL_DB holds is
+//! refused whole (`FAILED_PRECONDITION WEFT_FENCED …`, nothing written), any other is written
+//! behind into APPL_DB and answered SUCCESS per key.
 
 use std::time::Duration;
 
+use weft_sonic_db::zmq::{AsyncDbUpdater, ServerOptions, ZmqError, ZmqRequest, ZmqServer};
 use weft_sonic_db::{
     ConsumerStateTable, Digest, EntryResult, P4RT_TABLE, ResponsePublisher, SonicDb, SonicDbError,
-    SonicDbId, Table, TableWatcher, dump_tables,
+    SonicDbId, StatusCode, Table, TableWatcher, dump_tables, held_term,
 };
 use weft_sonic_schema::Row;
 use weft_sonic_schema::config::{config_digest, owned_tables};
@@ -97,8 +101,20 @@ pub async fn tracking_publisher(sonic: &SonicDb) -> Result<ResponsePublisher, So
 /// and rewrites its status row after every batch and every change of the owned CONFIG_DB
 /// tables, with both digests.
 pub async fn stand_in(url: String) {
+    stand_in_serving(url, None).await;
+}
+
+/// [`stand_in`], also serving SONiC's ZMQ channel at `zmq` (an endpoint) when given.
+pub async fn stand_in_serving(url: String, zmq: Option<String>) {
     let Ok(sonic) = SonicDb::from_endpoint(&url) else {
         return;
+    };
+    let mut zmq = match zmq {
+        Some(ep) => match ZmqOn::serve(&sonic, &ep).await {
+            Some(z) => Some(z),
+            None => return,
+        },
+        None => None,
     };
     let Ok(mut consumer) = ConsumerStateTable::new(&sonic, SonicDbId::ApplDb, P4RT_TABLE).await
     else {
@@ -135,7 +151,13 @@ pub async fn stand_in(url: String) {
         let Some(entries) = publisher.digest() else {
             return;
         };
-        let st = status_with_digests(&InstalledDigests { entries, config });
+        let mut st = status_with_digests(&InstalledDigests { entries, config });
+        // As the plugin counts them: requests over ZMQ, and keys refused (here only a fenced
+        // ZMQ batch's).
+        if let Some(z) = &zmq {
+            st.zmq_requests = Some(z.requests);
+            st.keys_failed = z.refused;
+        }
         if table.replace(&st.key(), &st.to_fields()).await.is_err() {
             return;
         }
@@ -147,6 +169,26 @@ pub async fn stand_in(url: String) {
                     .map(|k| EntryResult::ok(k.key, k.op, k.fields))
                     .collect();
                 if publisher.publish_batch(&results).await.is_err() {
+                    return;
+                }
+            }
+            r = next_request(&mut zmq) => {
+                let req = match r {
+                    Some(Ok(req)) => req,
+                    // Refused by the server, and answered there.
+                    Some(Err(_)) => continue,
+                    None => return,
+                };
+                let Some(z) = &mut zmq else { return };
+                let Ok(results) = z.answer(&req).await else { return };
+                z.requests += 1;
+                let ok: Vec<EntryResult> = results
+                    .iter()
+                    .filter(|r| r.status == StatusCode::Success)
+                    .cloned()
+                    .collect();
+                z.refused += (results.len() - ok.len()) as u64;
+                if publisher.publish_batch(&ok).await.is_err() || req.reply(&results).is_err() {
                     return;
                 }
             }
@@ -166,5 +208,71 @@ pub async fn stand_in(url: String) {
                 }
             }
         }
+    }
+}
+
+/// The ZMQ side of a stand-in: the server, APPL_DB written behind, and where the fencing term
+/// is held.
+struct ZmqOn {
+    server: ZmqServer,
+    behind: AsyncDbUpdater,
+    appl: weft_sonic_db::DbConnection,
+    requests: u64,
+    refused: u64,
+}
+
+impl ZmqOn {
+    async fn serve(sonic: &SonicDb, endpoint: &str) -> Option<ZmqOn> {
+        let ep = endpoint.parse().ok()?;
+        let server = ZmqServer::bind(&ep, ServerOptions::default()).ok()?;
+        let behind = AsyncDbUpdater::start(sonic, SonicDbId::ApplDb, P4RT_TABLE)
+            .await
+            .ok()?;
+        let appl = sonic.connect(SonicDbId::ApplDb).await.ok()?;
+        Some(ZmqOn {
+            server,
+            behind,
+            appl,
+            requests: 0,
+            refused: 0,
+        })
+    }
+
+    /// Every key's answer: all refused when the batch's term is older than the one APPL_DB
+    /// holds (nothing written), else all SUCCESS once APPL_DB holds them.
+    async fn answer(&self, req: &ZmqRequest) -> Result<Vec<EntryResult>, SonicDbError> {
+        let held = held_term(&self.appl).await?;
+        if let Some(term) = req.term.filter(|&t| t < held) {
+            let why = format!("WEFT_FENCED term {term} is older than {held}");
+            return Ok(req
+                .entries
+                .iter()
+                .map(|e| {
+                    EntryResult::err(
+                        e.key.clone(),
+                        e.op,
+                        StatusCode::FailedPrecondition,
+                        why.clone(),
+                        e.fields.clone(),
+                    )
+                })
+                .collect());
+        }
+        self.behind.set_fence(req.term);
+        self.behind.update(req.entries.clone());
+        self.behind.flush().await?;
+        Ok(req
+            .entries
+            .iter()
+            .map(|e| EntryResult::ok(e.key.clone(), e.op, e.fields.clone()))
+            .collect())
+    }
+}
+
+/// The next ZMQ request, never when there is no server.
+async fn next_request(zmq: &mut Option<ZmqOn>) -> Option<Result<ZmqRequest, ZmqError>> {
+    match zmq {
+        Some(z) => z.server.next().await,
+        None => std::future::pending().await,
     }
 }

@@ -62,14 +62,28 @@ fn beside_db(db: &str) -> Option<String> {
 }
 
 /// Every switch that has no ZMQ endpoint gets one beside its DB socket, where it has one (the
-/// testbed's `--transport zmq`): what `fabric.defaults.p4rt_transport: zmq` would give.
-pub fn serve_zmq(t: &mut crate::Topology) {
+/// testbed's and the controller's `--transport zmq`): what `fabric.defaults.p4rt_transport:
+/// zmq` would give. Returns the switches left on Redis because their DB is not a socket path
+/// (no place to put an endpoint: the intent must name one).
+pub fn serve_zmq(t: &mut crate::Topology) -> Vec<String> {
+    let mut left = Vec::new();
     for s in &mut t.switches {
-        if s.transport.is_redis()
-            && let Some(endpoint) = beside_db(&s.db)
-        {
-            s.transport = Transport::Zmq { endpoint };
+        if !s.transport.is_redis() {
+            continue;
         }
+        match beside_db(&s.db) {
+            Some(endpoint) => s.transport = Transport::Zmq { endpoint },
+            None => left.push(s.name.clone()),
+        }
+    }
+    left
+}
+
+/// Every switch's entries over Redis, whatever the intent says (`--transport redis`: the
+/// fallback when a ZMQ endpoint does not answer; the plugins consume APPL_DB either way).
+pub fn use_redis(t: &mut crate::Topology) {
+    for s in &mut t.switches {
+        s.transport = Transport::Redis;
     }
 }
 
@@ -195,6 +209,25 @@ mod tests {
             Some("ipc:///run/weft/fabric/leaf1/p4rt_zmq.sock")
         );
         assert_eq!(leaf1.consumer, Consumer::Sonic);
+    }
+
+    #[test]
+    fn serve_zmq_gives_every_redis_switch_what_zmq_in_defaults_would_and_names_those_it_cannot() {
+        let by_defaults = valid(&format!(
+            "fabric:\n  defaults:\n    p4rt_transport: zmq\n{SMALL}"
+        ));
+        let mut t = valid(SMALL);
+        assert!(serve_zmq(&mut t).is_empty());
+        for (a, b) in t.switches.iter().zip(&by_defaults.switches) {
+            assert_eq!(a.transport, b.transport, "{}", a.name);
+        }
+        // A DB over TCP leaves no socket directory to put the endpoint in.
+        t.switches[0].db = "redis://127.0.0.1:6380".into();
+        t.switches[0].transport = Transport::Redis;
+        assert_eq!(serve_zmq(&mut t), vec![t.switches[0].name.clone()]);
+        assert!(t.switches[0].transport.is_redis());
+        use_redis(&mut t);
+        assert!(t.switches.iter().all(|s| s.transport.is_redis()));
     }
 
     #[test]
