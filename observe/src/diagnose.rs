@@ -1,22 +1,20 @@
-//! What `weft diagnose` samples: every switch's COUNTERS_DB and STATE_DB (PFC watchdog,
-//! drift) as the pure rules of `weft-diagnose` take them ([`switch_sample`], [`fabric_of`]),
-//! read each interval over a window ([`watch`]). Only current counters enter a sample (a
-//! switch without a live plugin stamping its polls is left out), and a switch with fewer than
-//! two samples in the window is [`unknown`]: the rules judge rates, and one sample has none.
+//! What `weft diagnose` samples, as the pure rules of `weft-diagnose` take them: the fabric
+//! ([`fabric_of`]), a switch's COUNTERS_DB and STATE_DB rows as a sample ([`switch_sample`],
+//! for rows already in hand; the window itself is read by `source::db::Reader`). Only current
+//! counters enter a sample (a switch without a live plugin stamping its polls is left out),
+//! and a switch with fewer than two samples in the window is [`unknown`]: the rules judge
+//! rates, and one sample has none.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
-use weft_diagnose::{
-    Drift, End, Fabric, Link, PortSample, QueueSample, Sample, SwitchSample, Window,
-};
-use weft_sonic_db::{FieldValues, SonicDbId};
+use weft_diagnose::{Drift, End, Fabric, Link, PortSample, QueueSample, SwitchSample, Window};
+use weft_sonic_db::FieldValues;
 use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::CountersRow;
 use weft_sonic_schema::state::{PfcWdState, WdStatus};
 use weft_topology::Topology;
 
-use crate::read::{Unknown, dump, read_counters};
+use crate::read::Unknown;
 
 /// STATE_DB table of entries whose switch read-back differs from APPL_STATE_DB (the plugin's
 /// audit), `WEFT_DRIFT|<APPL_STATE_DB key>` with field `state`.
@@ -246,64 +244,10 @@ pub fn switch_sample(
     s
 }
 
-/// Every switch once. Switches without current counters are left out of the sample (and
-/// named, with why).
-pub async fn sample(t: &Topology, t0: Instant, errors: &mut Unreadable) -> Sample {
-    let reads = t.switches.iter().map(|s| async move {
-        let c = read_counters(&s.db).await;
-        let wd = dump(&s.db, SonicDbId::StateDb, PfcWdState::TABLE).await;
-        let drift = dump(&s.db, SonicDbId::StateDb, DRIFT_TABLE).await;
-        (s.name.clone(), c, wd, drift)
-    });
-    let t_ms = t0.elapsed().as_millis() as u64;
-    let mut out = Sample {
-        t_ms,
-        switches: BTreeMap::new(),
-    };
-    // The switches are few and each read is bounded by READ_TIMEOUT: one after the other stays
-    // well inside a 1 s sampling interval.
-    for r in reads {
-        let (name, c, wd, drift) = r.await;
-        if let Some(u) = c.unknown(&name, "counters") {
-            errors.insert(name, u);
-            continue;
-        }
-        if let Some(rows) = c.current() {
-            out.switches.insert(
-                name,
-                switch_sample(rows, &wd.unwrap_or_default(), &drift.unwrap_or_default()),
-            );
-        }
-    }
-    out
-}
-
-/// Samples every switch each `interval` (at least 100 ms) for `window`, and at least twice
-/// (a window shorter than one interval is one interval): the window the rules take, and the
-/// switches whose counters could not be used.
-pub async fn watch(t: &Topology, window: Duration, interval: Duration) -> (Window, Unreadable) {
-    let mut errors = BTreeMap::new();
-    let t0 = Instant::now();
-    let mut samples = vec![sample(t, t0, &mut errors).await];
-    let interval = interval.max(Duration::from_millis(100));
-    let window = window.max(interval);
-    while t0.elapsed() < window || samples.len() < MIN_SAMPLES {
-        let next = interval.min(window.saturating_sub(t0.elapsed()));
-        tokio::time::sleep(next).await;
-        samples.push(sample(t, t0, &mut errors).await);
-    }
-    (
-        Window {
-            fabric: fabric_of(t),
-            samples,
-        },
-        errors,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_diagnose::Sample;
 
     fn small() -> Topology {
         weft_topology::load_file(concat!(

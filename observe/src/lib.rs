@@ -6,8 +6,9 @@
 //!  each switch's SONiC DBs ──read──▶ read::SwitchRead (ok / no data / stale / unreachable)
 //!    STATE_DB PORT_TABLE, plugin status, lock ─▶ switch::SwitchView ─▶ doctor::checks
 //!    COUNTERS_DB ─▶ top::Snapshot ──two, dt apart──▶ top::view (rates, rankings)
-//!                ─▶ counters::queue_rows, pfcwd_rows; diagnose::sample ─▶ weft-diagnose
-//!    every switch at scale, or Prometheus ─▶ source::{db, prometheus} ─▶ weft-diagnose
+//!                ─▶ counters::queue_rows, pfcwd_rows
+//!    COUNTERS_DB + STATE_DB packed per switch, or Prometheus ─▶ source::{db, prometheus}
+//!                ─▶ weft-diagnose (`diagnose`'s window, from a handful of switches to k=64)
 //!    STATE_DB WEFT_POSTCARDS ─▶ trace::analyse (beside the compiled tables' paths)
 //!  `weft run`'s status file ─▶ status::RunState, link usage
 //!  Prometheus's HTTP API ─▶ promql::read: the plugin's families as COUNTERS_DB rows

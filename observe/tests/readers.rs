@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use weft_observe::read::{ReadError, SwitchRead};
 use weft_observe::switch::{self, Want};
-use weft_observe::{diagnose, doctor, top};
+use weft_observe::{doctor, top};
 use weft_sonic_db::{SonicDb, SonicDbId, Table};
 use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::{PortCounters, QueueCounters, SwitchCounters};
@@ -262,7 +262,7 @@ fn doctor_fails_the_db_check_of_a_switch_not_read_and_the_plugin_check_of_one_wi
 }
 
 #[test]
-fn a_diagnose_sample_holds_the_switches_with_current_counters_and_names_those_without() {
+fn a_diagnose_sweep_holds_the_switches_with_current_counters_and_names_those_without() {
     let (a, b) = (
         RedisServer::start().expect("redis-server"),
         RedisServer::start().expect("redis-server"),
@@ -270,13 +270,14 @@ fn a_diagnose_sample_holds_the_switches_with_current_counters_and_names_those_wi
     let (t, dir) = fabric(&a.url(), &b.url(), "unix:///nonexistent/weft-observe.sock");
     let rt = rt();
     rt.block_on(write_leaf1(&a.url()));
-    let mut errors = BTreeMap::new();
-    let s = rt.block_on(diagnose::sample(&t, std::time::Instant::now(), &mut errors));
+    let mut reader = weft_observe::source::db::Reader::new(&t);
+    let s = rt.block_on(reader.sweep(weft_observe::now_ms()));
     let read: Vec<&str> = s.switches.keys().map(String::as_str).collect();
     assert_eq!(read, ["leaf1"], "no data is not an empty (healthy) sample");
     assert_eq!(s.switches["leaf1"].queues["Ethernet0:3"].ecn_marked, 2);
-    let unread: Vec<(&str, &str)> = errors
-        .values()
+    let unread: Vec<(&str, &str)> = s
+        .unjudged
+        .iter()
         .map(|u| (u.switch.as_str(), u.data))
         .collect();
     assert_eq!(

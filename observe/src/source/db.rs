@@ -535,16 +535,17 @@ impl Reader {
         let script = redis::Script::new(READ);
         let mut jobs = Vec::new();
         for srv in &mut self.servers {
-            if srv.conn.is_none() {
-                srv.conn = connect(&srv.db, &script).await;
-            }
+            let conn = match &srv.conn {
+                Some(c) => Ok(c.clone()),
+                None => connect(&srv.db, &srv.endpoint, &script).await,
+            };
+            srv.conn = conn.as_ref().ok().cloned();
             let plan: Vec<(usize, Vec<String>)> = srv
                 .switches
                 .iter()
                 .map(|(i, c, s)| (*i, self.spec.args(*c, *s, &self.ports[*i])))
                 .collect();
             let (spec, names, ports) = (self.spec.clone(), self.names.clone(), self.ports.clone());
-            let conn = srv.conn.clone();
             let endpoint = srv.endpoint.clone();
             let hash = script.get_hash().to_string();
             jobs.push(tokio::spawn(async move {
@@ -588,14 +589,25 @@ impl Reader {
     }
 }
 
-/// A connection to a server with the read script loaded; `None` if either fails (its
-/// switches are then unreachable for this sample, and the next sample connects again).
-async fn connect(db: &SonicDb, script: &redis::Script) -> Option<MultiplexedConnection> {
-    let mut c = db.connect(SonicDbId::CountersDb).await.ok()?;
+/// A connection to a server with the read script loaded, or why not (its switches are then
+/// unreachable for this sample, with that reason, and the next sample connects again).
+async fn connect(
+    db: &SonicDb,
+    endpoint: &str,
+    script: &redis::Script,
+) -> Result<MultiplexedConnection, String> {
+    let mut c = db
+        .connect(SonicDbId::CountersDb)
+        .await
+        .map_err(|e| crate::read::ReadError::db(endpoint, &e).to_string())?;
     let conn = c.raw().clone();
     let mut load = conn.clone();
-    script.prepare_invoke().load_async(&mut load).await.ok()?;
-    Some(conn)
+    script
+        .prepare_invoke()
+        .load_async(&mut load)
+        .await
+        .map_err(|e| format!("loading the read script: {e}"))?;
+    Ok(conn)
 }
 
 type Read = Vec<Result<(String, SwitchSample), Unjudged>>;
@@ -604,7 +616,7 @@ type Read = Vec<Result<(String, SwitchSample), Unjudged>>;
 /// whether the connection is still good).
 #[allow(clippy::too_many_arguments)]
 async fn read_server(
-    conn: Option<MultiplexedConnection>,
+    conn: Result<MultiplexedConnection, String>,
     endpoint: &str,
     hash: &str,
     plan: Vec<(usize, Vec<String>)>,
@@ -624,8 +636,9 @@ async fn read_server(
             })
             .collect()
     };
-    let Some(mut conn) = conn else {
-        return (fail(format!("{endpoint} does not answer")), 0, false);
+    let mut conn = match conn {
+        Ok(c) => c,
+        Err(why) => return (fail(why), 0, false),
     };
     let mut pipe = redis::pipe();
     for (_, args) in &plan {

@@ -89,7 +89,8 @@ pub struct Watched {
     pub sweeps: Vec<Duration>,
 }
 
-/// Every switch's DBs every `interval` (at least 100 ms) for `window`, at least twice.
+/// Every switch's DBs every `interval` (at least 100 ms) for `window`, at least twice (a
+/// window shorter than one interval is one interval).
 pub async fn watch_db(t: &Topology, window: Duration, interval: Duration) -> (Window, Watched) {
     let mut r = db::Reader::new(t);
     let mut samples = Samples::new(t.switches.len());
@@ -130,18 +131,9 @@ pub async fn watch(
     interval: Duration,
 ) -> Result<(Window, Watched), SourceError> {
     match source {
-        // The switches' own DBs through the reader every command uses (one rule for current
-        // counters); `watch_db`'s packed reader is the fabric-scale path the twin measures.
-        Source::Db => {
-            let (w, unjudged) = crate::diagnose::watch(t, window, interval).await;
-            Ok((
-                w,
-                Watched {
-                    unjudged,
-                    sweeps: Vec::new(),
-                },
-            ))
-        }
+        // The switches' own DBs by the packed reader: one round trip per redis-server per
+        // sample, judged current by the rule every reader uses.
+        Source::Db => Ok(watch_db(t, window, interval).await),
         Source::Prometheus(url) => {
             let p = prometheus::Prometheus::new(url)?;
             let (w, unjudged) = p.window(t, window, crate::now_ms()).await?;
