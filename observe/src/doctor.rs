@@ -10,7 +10,8 @@ use weft_compiler::{Compiler, p4map};
 use weft_reconcile::plan::{self, Installed};
 use weft_reconcile::planning::read_selected;
 use weft_reconcile::targets::chosen;
-use weft_topology::{SwitchIdx, Topology};
+use weft_sonic_schema::state::PluginStatus;
+use weft_topology::{Switch, SwitchIdx, Topology, Transport};
 
 use crate::switch::{self, SwitchView, ViewRead, Want};
 
@@ -99,8 +100,9 @@ fn check(name: &'static str, ok: bool, detail: impl Into<String>) -> Check {
     }
 }
 
-/// The plugin's status row: there, running, Weft's pipeline, and agreeing with APPL_STATE_DB.
-fn plugin_checks(v: &SwitchView, cookie: u64, checks: &mut Vec<Check>) {
+/// The plugin's status row: there, running, Weft's pipeline, agreeing with APPL_STATE_DB, and
+/// serving the transport the intent writes over.
+fn plugin_checks(v: &SwitchView, transport: &Transport, cookie: u64, checks: &mut Vec<Check>) {
     match &v.plugin {
         None => checks.push(check(
             "plugin",
@@ -154,6 +156,32 @@ fn plugin_checks(v: &SwitchView, cookie: u64, checks: &mut Vec<Check>) {
             ),
         )
     });
+    checks.push(transport_check(transport, p));
+}
+
+/// How entries reach the plugin: over ZMQ only if it serves an endpoint (its status row counts
+/// ZMQ requests only then), else every write waits for answers that never come.
+fn transport_check(transport: &Transport, p: &PluginStatus) -> Check {
+    match (transport.zmq_endpoint(), p.zmq_requests) {
+        (Some(ep), None) => check(
+            "transport",
+            false,
+            format!(
+                "entries go over ZMQ to {ep}, but the plugin serves no ZMQ endpoint: start weft-plugin with --zmq-endpoint {ep}, or write over Redis (weft apply/run --transport redis)"
+            ),
+        ),
+        (Some(ep), Some(n)) => check(
+            "transport",
+            true,
+            format!("over ZMQ to {ep} ({n} requests taken)"),
+        ),
+        (None, Some(_)) => check(
+            "transport",
+            true,
+            "over Redis (APPL_DB); the plugin also serves ZMQ (weft apply/run --transport zmq would use it)",
+        ),
+        (None, None) => check("transport", true, "over Redis (APPL_DB)"),
+    }
 }
 
 /// Keys not answered, the switch's clock, and who holds the lock.
@@ -231,7 +259,7 @@ pub fn converged(
 /// One switch's checks from its view (`None`: not read) and, once its DB answered, whether
 /// it converged (computed only then).
 pub fn checks(
-    db: &str,
+    sw: &Switch,
     view: Option<&ViewRead>,
     cookie: u64,
     converged: impl FnOnce() -> Check,
@@ -252,8 +280,8 @@ pub fn checks(
             return checks;
         }
     };
-    checks.push(check("db", true, format!("{db} answers as Redis")));
-    plugin_checks(v, cookie, &mut checks);
+    checks.push(check("db", true, format!("{} answers as Redis", sw.db)));
+    plugin_checks(v, &sw.transport, cookie, &mut checks);
     db_checks(v, &mut checks);
     checks.push(converged());
     checks
@@ -282,10 +310,46 @@ pub async fn examine(
                 switch: s.name.clone(),
                 db: s.db.clone(),
                 reachable: matches!(views.get(&si), Some(Ok(_))),
-                checks: checks(&s.db, views.get(&si), cookie, || {
+                checks: checks(s, views.get(&si), cookie, || {
                     converged(t, &info, &compiler, si, &installed[si])
                 }),
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_sonic_schema::state::PluginState;
+
+    fn plugin(zmq_requests: Option<u64>) -> PluginStatus {
+        PluginStatus {
+            zmq_requests,
+            ..PluginStatus::fresh(PluginState::Running, "127.0.0.1:9559")
+        }
+    }
+
+    #[test]
+    fn zmq_in_the_intent_to_a_plugin_serving_no_endpoint_fails_and_says_how_to_fix_it() {
+        let zmq = Transport::Zmq {
+            endpoint: "ipc:///run/weft/f/leaf1/p4rt_zmq.sock".into(),
+        };
+        let c = transport_check(&zmq, &plugin(None));
+        assert!(!c.ok, "{c:?}");
+        assert!(
+            c.detail
+                .contains("--zmq-endpoint ipc:///run/weft/f/leaf1/p4rt_zmq.sock"),
+            "{c:?}"
+        );
+        assert!(c.detail.contains("--transport redis"), "{c:?}");
+        assert!(transport_check(&zmq, &plugin(Some(0))).ok);
+        // Over Redis the plugin consumes APPL_DB whether or not it also serves ZMQ.
+        assert!(transport_check(&Transport::Redis, &plugin(None)).ok);
+        let both = transport_check(&Transport::Redis, &plugin(Some(3)));
+        assert!(
+            both.ok && both.detail.contains("--transport zmq"),
+            "{both:?}"
+        );
+    }
 }

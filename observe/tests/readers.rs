@@ -216,7 +216,7 @@ fn doctor_fails_the_db_check_of_a_switch_not_read_and_the_plugin_check_of_one_wi
             ok: true,
             detail: String::new(),
         };
-        doctor::checks(&t.switches[si].db, views.get(&si), cookie, converged)
+        doctor::checks(&t.switches[si], views.get(&si), cookie, converged)
     };
     let leaf1 = by("leaf1");
     let names: Vec<&str> = leaf1.iter().map(|c| c.check).collect();
@@ -227,6 +227,7 @@ fn doctor_fails_the_db_check_of_a_switch_not_read_and_the_plugin_check_of_one_wi
             "plugin",
             "pipeline",
             "drift",
+            "transport",
             "unanswered",
             "clock",
             "converged"
