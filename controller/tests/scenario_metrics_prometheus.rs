@@ -9,7 +9,9 @@
 //! 2. an incast toward leaf4-h1 (its leaf port drained at 100 pps) makes
 //!    `rate(weft_queue_ecn_marked_packets_total[..])` rise on exactly leaf4 / Ethernet0 /
 //!    queue 3 (the lossless RoCE class), the top series fabric-wide;
-//! 3. a link flap is counted by the controller's `weft_reconvergence_duration_seconds`.
+//! 3. a link flap is counted by the controller's `weft_reconvergence_duration_seconds`;
+//! 4. a PFC storm from one host: `weft diagnose --source db` over 5 s names it, and
+//!    `--source prometheus=URL` over the 5 s just passed gives the same findings.
 //!
 //! Needs root, BMv2, prometheus and promtool; without BMv2 it prints SKIPPED, and where BMv2 is
 //! installed anything missing is a failure.
@@ -68,7 +70,8 @@ fn unix_now() -> f64 {
 }
 
 #[test]
-fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a_link_flap() {
+fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_the_controller_count_a_link_flap_and_diagnose_the_same_storm_as_the_dbs()
+ {
     let needs = Needs {
         cli: true,
         prometheus: true,
@@ -244,4 +247,71 @@ fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_and_the_controller_count_a
          logs in {}",
         dir.display()
     );
+
+    // 4. One fault, two sources: a PFC storm from a host, diagnosed from the switches' DBs and
+    // then from this Prometheus over the seconds just passed, gives the same findings.
+    let storm_host = "leaf2-h1";
+    let state_s = f.state_dir().to_string_lossy().into_owned();
+    let out = Command::new(weft)
+        .args(["testbed", "fault", &file_s, "pfc-storm", storm_host])
+        .args(["--state-dir", &state_s])
+        .output()
+        .expect("weft testbed fault");
+    assert!(
+        out.status.success(),
+        "pfc-storm: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Counters polled and scraped with the storm under way before either window starts.
+    std::thread::sleep(Duration::from_secs(3));
+    let from_db = f.diagnose(&file_s, "db");
+    let from_prom = f.diagnose(&file_s, &format!("prometheus=http://{PROM}"));
+    let _ = Command::new(weft)
+        .args([
+            "testbed",
+            "fault",
+            &file_s,
+            "clear",
+            "--state-dir",
+            &state_s,
+        ])
+        .output();
+    println!(
+        "pfc storm from {storm_host}: from the DBs {from_db:?}; from Prometheus {from_prom:?}"
+    );
+    assert!(
+        from_db.contains(&("pfc_storm".to_string(), storm_host.to_string())),
+        "the DBs' window does not name the storm: {from_db:?}"
+    );
+    assert_eq!(
+        from_prom, from_db,
+        "the two sources disagree on the same seconds of the same fault"
+    );
+}
+
+impl Bed {
+    /// `weft diagnose FILE --source SOURCE --window 5s`, in the fabric namespace (where
+    /// Prometheus listens): every finding as (kind, target), sorted.
+    fn diagnose(&self, file: &str, source: &str) -> Vec<(String, String)> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &tb::fabric_netns(&self.fabric)])
+            .args([env!("CARGO_BIN_EXE_weft"), "diagnose", file])
+            .args(["--source", source, "--window", "5s", "--output", "json"])
+            .output()
+            .expect("weft diagnose");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!(
+                "weft diagnose --source {source}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let mut found: Vec<(String, String)> = v["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| Some((f["kind"].as_str()?.into(), f["target"].as_str()?.into())))
+            .collect();
+        found.sort();
+        found
+    }
 }
