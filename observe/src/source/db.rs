@@ -27,6 +27,7 @@ use weft_sonic_schema::state::{PfcWdState, PluginStatus, WdStatus};
 use weft_topology::Topology;
 
 use super::Unjudged;
+use crate::read::ReadError;
 
 /// Reads one switch: ARGV = COUNTERS_DB, STATE_DB, #port fields, port fields…, #queues,
 /// queues…, #queue fields, queue fields…, ports…. Returns {packed values (`,`-separated, empty
@@ -595,18 +596,21 @@ async fn connect(
     db: &SonicDb,
     endpoint: &str,
     script: &redis::Script,
-) -> Result<MultiplexedConnection, String> {
+) -> Result<MultiplexedConnection, ReadError> {
     let mut c = db
         .connect(SonicDbId::CountersDb)
         .await
-        .map_err(|e| crate::read::ReadError::db(endpoint, &e).to_string())?;
+        .map_err(|e| ReadError::db(endpoint, &e))?;
     let conn = c.raw().clone();
     let mut load = conn.clone();
     script
         .prepare_invoke()
         .load_async(&mut load)
         .await
-        .map_err(|e| format!("loading the read script: {e}"))?;
+        .map_err(|e| ReadError::Unreachable {
+            db: endpoint.to_string(),
+            reason: format!("{endpoint}: loading the read script: {e}"),
+        })?;
     Ok(conn)
 }
 
@@ -616,7 +620,7 @@ type Read = Vec<Result<(String, SwitchSample), Unjudged>>;
 /// whether the connection is still good).
 #[allow(clippy::too_many_arguments)]
 async fn read_server(
-    conn: Result<MultiplexedConnection, String>,
+    conn: Result<MultiplexedConnection, ReadError>,
     endpoint: &str,
     hash: &str,
     plan: Vec<(usize, Vec<String>)>,
@@ -638,7 +642,7 @@ async fn read_server(
     };
     let mut conn = match conn {
         Ok(c) => c,
-        Err(why) => return (fail(why), 0, false),
+        Err(why) => return (fail(why.to_string()), 0, false),
     };
     let mut pipe = redis::pipe();
     for (_, args) in &plan {
