@@ -335,10 +335,7 @@ fn fenced_answers(outcome: &WaitOutcome) -> Option<(u64, u64)> {
     if r.status != StatusCode::FailedPrecondition {
         return None;
     }
-    let rest = r.message.split("WEFT_FENCED term ").nth(1)?;
-    let (t, held) = rest.split_once(" is older than ")?;
-    let held = held.split_whitespace().next()?;
-    Some((t.trim().parse().ok()?, held.parse().ok()?))
+    weft_sonic_db::fenced_term(&r.message)
 }
 
 fn unanswered(keys: impl Iterator<Item = String>) -> Vec<Answer> {

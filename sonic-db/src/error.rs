@@ -66,7 +66,19 @@ pub enum SonicDbError {
 /// The (term, held) of a `WEFT_FENCED` error reply of the fencing scripts (alone, or among a
 /// pipeline's failures).
 pub(crate) fn fenced(e: &redis::RedisError) -> Option<(u64, u64)> {
-    let text = e.to_string();
+    fenced_term(&e.to_string())
+}
+
+/// The reason every key of a batch from a writer whose term is over is refused with, over
+/// either transport (the fencing scripts' error, a consumer's FAILED_PRECONDITION answer):
+/// [`fenced_term`] reads it back.
+pub fn fenced_reason(term: u64, held: u64) -> String {
+    format!("WEFT_FENCED term {term} is older than {held}")
+}
+
+/// The (term, held) a fencing refusal names, if `text` is one ([`fenced_reason`]; a number it
+/// does not give is 0).
+pub fn fenced_term(text: &str) -> Option<(u64, u64)> {
     let at = text.find("WEFT_FENCED")?;
     // "… term <t> is older than <held>"
     let words: Vec<&str> = text[at..]
@@ -169,4 +181,20 @@ pub enum P4rtError {
 
     #[error("unknown P4RT table {name:?} (known: {known})")]
     UnknownTable { name: String, known: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fenced_reason_reads_back_as_its_terms_alone_or_inside_another_message() {
+        assert_eq!(fenced_term(&fenced_reason(3, 5)), Some((3, 5)));
+        let script_error = format!(
+            "An error was signalled by the server: {}",
+            fenced_reason(7, 9)
+        );
+        assert_eq!(fenced_term(&script_error), Some((7, 9)));
+        assert_eq!(fenced_term("SWSS_RC_INVALID_PARAM bad port"), None);
+    }
 }

@@ -54,7 +54,7 @@ pub use db::{
 #[cfg(feature = "client")]
 pub use digest::{Digest, KeyedDigest};
 #[cfg(feature = "client")]
-pub use error::{CredentialsError, P4rtError, SonicDbError};
+pub use error::{CredentialsError, P4rtError, SonicDbError, fenced_reason, fenced_term};
 #[cfg(feature = "client")]
 pub use p4rt::{
     FIELD_ACTION, FIELD_ACTIONS, FIELD_CONTROLLER_METADATA, FIELD_METER_CBURST, FIELD_METER_CIR,

@@ -158,6 +158,23 @@ impl EntryResult {
         }
     }
 
+    /// `key` refused because its batch's writer holds `term` and the switch a newer `held`.
+    pub fn fenced(
+        key: impl Into<String>,
+        op: Op,
+        fields: FieldValues,
+        term: u64,
+        held: u64,
+    ) -> Self {
+        EntryResult::err(
+            key,
+            op,
+            StatusCode::FailedPrecondition,
+            crate::error::fenced_reason(term, held),
+            fields,
+        )
+    }
+
     pub fn err(
         key: impl Into<String>,
         op: Op,

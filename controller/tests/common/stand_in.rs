@@ -243,19 +243,10 @@ impl ZmqOn {
     async fn answer(&self, req: &ZmqRequest) -> Result<Vec<EntryResult>, SonicDbError> {
         let held = held_term(&self.appl).await?;
         if let Some(term) = req.term.filter(|&t| t < held) {
-            let why = format!("WEFT_FENCED term {term} is older than {held}");
             return Ok(req
                 .entries
                 .iter()
-                .map(|e| {
-                    EntryResult::err(
-                        e.key.clone(),
-                        e.op,
-                        StatusCode::FailedPrecondition,
-                        why.clone(),
-                        e.fields.clone(),
-                    )
-                })
+                .map(|e| EntryResult::fenced(e.key.clone(), e.op, e.fields.clone(), term, held))
                 .collect());
         }
         self.behind.set_fence(req.term);

@@ -70,7 +70,7 @@ use std::time::{Duration, Instant};
 
 use weft_p4rt::P4Info;
 use weft_p4rt::proto::p4::v1::{Entity, Update};
-use weft_sonic_db::{Digest, EntryResult, FieldValues, KeyOpFieldValues, StatusCode};
+use weft_sonic_db::{Digest, EntryResult, FieldValues, KeyOpFieldValues};
 use weft_sonic_schema::Row;
 use weft_sonic_schema::state::{EcnTuningState, PluginState};
 
@@ -537,20 +537,11 @@ fn audit_due(
 /// The answers of a batch from a writer whose term is over: every key refused, nothing of it
 /// anywhere.
 fn fenced(batch: u64, ops: Vec<KeyOpFieldValues>, term: u64, held: u64) -> Answered {
-    let message = format!("WEFT_FENCED term {term} is older than {held}");
     Answered {
         batch,
         results: ops
             .into_iter()
-            .map(|o| {
-                EntryResult::err(
-                    o.key,
-                    o.op,
-                    StatusCode::FailedPrecondition,
-                    message.clone(),
-                    o.fields,
-                )
-            })
+            .map(|o| EntryResult::fenced(o.key, o.op, o.fields, term, held))
             .collect(),
         revert: Vec::new(),
         remove: Vec::new(),
