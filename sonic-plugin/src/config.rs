@@ -276,6 +276,12 @@ options! {
         /// PFC pause quanta written to queue_config_table (set_queue_config_pfc) [default: 65535].
         #[arg(long, value_name = "N")]
         pub pfc_quanta: Option<u16>,
+        /// How long a PAUSE takes to stop the upstream queue on BMv2 (egress clone, the wire,
+        /// packet-in, the upstream plugin's Thrift hold), ms: with --bmv2-thrift and a
+        /// --line-rate, xoff is kept this long at the fastest line rate below the queue's end,
+        /// so what arrives meanwhile still fits [default: 10].
+        #[arg(long, value_name = "MS")]
+        pub pfc_reaction_ms: Option<u32>,
         /// Give BMv2 each member's watch_port. Off by default: PI crashes BMv2 when every watch
         /// port of a group is down (see p4/README.md); the down mask already fails over.
         #[arg(long)]
@@ -387,6 +393,11 @@ pub struct QueueModel {
     pub queue_depth: u32,
     pub cell_bytes: Option<u32>,
     pub pfc_quanta: u16,
+    /// `--pfc-reaction-ms`.
+    pub pfc_reaction_ms: u32,
+    /// Packets kept free above xoff for what arrives while a PAUSE takes effect
+    /// ([`crate::pause::headroom`]); 0 where the switch pauses by itself.
+    pub pfc_headroom: u32,
 }
 
 impl Default for QueueModel {
@@ -396,6 +407,8 @@ impl Default for QueueModel {
             queue_depth: 64,
             cell_bytes: None,
             pfc_quanta: u16::MAX,
+            pfc_reaction_ms: 10,
+            pfc_headroom: 0,
         }
     }
 }
@@ -658,6 +671,9 @@ impl Options {
         if let Some(q) = self.pfc_quanta {
             c.queue.pfc_quanta = q;
         }
+        if let Some(ms) = self.pfc_reaction_ms {
+            c.queue.pfc_reaction_ms = ms;
+        }
         Ok(())
     }
 
@@ -897,6 +913,7 @@ mod tests {
             ("--bmv2-queue-scale", format!("{}", d.queue.scale)),
             ("--queue-depth", d.queue.queue_depth.to_string()),
             ("--pfc-quanta", d.queue.pfc_quanta.to_string()),
+            ("--pfc-reaction-ms", d.queue.pfc_reaction_ms.to_string()),
         ];
         let lines: Vec<&str> = help.lines().collect();
         for (flag, want) in expect {

@@ -34,6 +34,28 @@ pub const PFC_OPCODE: u16 = 0x0101;
 pub const HOLD_RATE_PPS: u64 = 1000;
 /// The register the pipeline reads a queue's hold from (`p4/include/port_egress.p4`).
 pub const HOLD_REGISTER: &str = weft_p4::registers::pfc_hold_reg::NAME;
+/// The register of each queue's PFC state: 0, or 1 + the upstream port it paused.
+pub const STATE_REGISTER: &str = weft_p4::registers::pfc_state_reg::NAME;
+/// Re-arming more often than this is not done: a pause shorter than twice this is shorter than
+/// the plugin's reaction anyway (see the module doc).
+pub const REARM_FLOOR: Duration = Duration::from_millis(10);
+
+/// Packets a lossless queue keeps free above xoff on BMv2: what the fastest of `line_rate`
+/// (packets/s) brings in `reaction_ms`, the time a PAUSE takes to stop the upstream queue
+/// (egress clone, the wire, packet-in, the upstream plugin's Thrift hold). A real switch's
+/// headroom covers the cable and its MAC, microseconds; here the pause goes through software,
+/// milliseconds, and without this the queue overflows before the pause holds: xoff at the
+/// queue's end loses the lossless class's packets. At most half the queue, so ECN and xon keep
+/// room below.
+pub fn headroom(line_rate: &BTreeMap<String, f64>, reaction_ms: u32, queue_depth: u32) -> u32 {
+    let fastest = line_rate
+        .values()
+        .copied()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .fold(0.0_f64, f64::max);
+    let packets = (fastest * f64::from(reaction_ms) / 1000.0).ceil();
+    (packets.min(f64::from(u32::MAX)) as u32).min(queue_depth / 2)
+}
 
 /// A PFC frame as it arrived: the priorities it names and their pause quanta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +113,10 @@ pub enum QueueCmd {
     },
     /// Release every queue: a new session, and holds an earlier one may have left.
     ReleaseAll,
+    /// Of these PFC state cells (`port × 8 + priority`), set those pausing back to "not
+    /// pausing", so the next packet that leaves the queue at or above xoff sends a fresh
+    /// PAUSE ([`PauseConfig::rearm_period`]).
+    Rearm(Vec<u32>),
 }
 
 /// How ports' speeds are emulated: line rates in packets/s (port name or `*`), and the queue
@@ -120,6 +146,45 @@ impl PauseConfig {
             (_, None) => 100e9,
         };
         Duration::from_secs_f64(f64::from(quanta) * QUANTUM_BITS / bps.max(1.0))
+    }
+
+    /// `model` as the plugin pausing with these line rates uses it: with the [`headroom`] its
+    /// pauses need kept free above xoff.
+    pub fn model(&self, mut model: crate::config::QueueModel) -> crate::config::QueueModel {
+        model.pfc_headroom = headroom(&self.line_rate, model.pfc_reaction_ms, model.queue_depth);
+        model
+    }
+
+    /// How often the pipeline's PFC state is re-armed: half the shortest pause of a PFC queue
+    /// (`quanta` at its port's speed), at least [`REARM_FLOOR`]; `None` without PFC queues.
+    ///
+    /// The pipeline sends one PAUSE when a queue crosses xoff and one RESUME when it falls to
+    /// xon. A PAUSE lasts its quanta, so a queue that stays above xon for longer would let its
+    /// upstream send again while it is still full, and a lossless queue would overflow: 802.1Qbb
+    /// switches send the PAUSE again while they stay above xoff. Setting the state back to "not
+    /// pausing" every half pause does that with the pipeline as it is: the next packet leaving
+    /// at or above xoff sends a fresh PAUSE (counted like any other). A queue between xon and
+    /// xoff then sends none, and its upstream resumes when its last PAUSE runs out.
+    pub fn rearm_period(&self, intent: &SwitchIntent, quanta: u16) -> Option<Duration> {
+        intent
+            .queues
+            .iter()
+            .filter(|(_, q)| q.pause.is_some() && q.port_id.is_some())
+            .map(|((port, prio), _)| self.pause_time(intent, port, *prio, quanta) / 2)
+            .min()
+            .map(|d| d.max(REARM_FLOOR))
+    }
+
+    /// The PFC state cells of `intent`'s PFC queues (`port × 8 + priority`).
+    pub fn pfc_cells(intent: &SwitchIntent) -> Vec<u32> {
+        intent
+            .queues
+            .iter()
+            .filter(|(_, q)| q.pause.is_some())
+            .filter_map(|((_, prio), q)| {
+                Some(q.port_id? * crate::counters::QUEUES + u32::from(*prio))
+            })
+            .collect()
     }
 
     /// The queue rates the ports of `intent` run at (ports with a line rate only).
@@ -316,5 +381,55 @@ mod tests {
         ip[12] = 0x08;
         ip[13] = 0x00;
         assert_eq!(decode(&ip), Err(FrameError::NotMacControl(0x0800)));
+    }
+
+    fn pfc_intent(ports: &[(&str, u32)]) -> SwitchIntent {
+        let mut i = SwitchIntent::default();
+        for (name, id) in ports {
+            i.ports.by_name.insert((*name).to_string(), *id);
+            i.queues.insert(
+                ((*name).to_string(), 3),
+                crate::intent::QueueIntent {
+                    port_id: Some(*id),
+                    cell: 9100,
+                    speed_mbps: 100_000,
+                    ecn: None,
+                    envelope: None,
+                    tuning: weft_sonic_schema::config::Tuning::Off,
+                    pause: Some((51_200, 19_456)),
+                    watchdog: None,
+                },
+            );
+        }
+        i
+    }
+
+    #[test]
+    fn the_pfc_state_is_re_armed_every_half_of_the_shortest_pause() {
+        let intent = pfc_intent(&[("Ethernet0", 1), ("Ethernet4", 2)]);
+        let cfg = PauseConfig {
+            line_rate: [("*".to_string(), 1000.0), ("Ethernet4".to_string(), 4000.0)].into(),
+            scale: 1.0,
+        };
+        // 65535 × 512 bits at 4000 × 9100 × 8 bit/s = 115.2 ms: re-armed every 57.6 ms.
+        let p = cfg.rearm_period(&intent, u16::MAX).expect("PFC queues");
+        assert_eq!(p.as_micros(), 57_613, "{p:?}");
+        assert_eq!(PauseConfig::pfc_cells(&intent), vec![11, 19]);
+        // A pause shorter than the plugin can follow: re-armed at the floor, not faster.
+        assert_eq!(cfg.rearm_period(&intent, 10), Some(REARM_FLOOR));
+        // No PFC queue, nothing to re-arm.
+        assert_eq!(cfg.rearm_period(&SwitchIntent::default(), u16::MAX), None);
+    }
+
+    #[test]
+    fn headroom_is_what_the_fastest_port_brings_while_a_pause_takes_effect() {
+        let rates: BTreeMap<String, f64> =
+            [("*".to_string(), 2000.0), ("Ethernet8".to_string(), 3000.0)].into();
+        assert_eq!(headroom(&rates, 10, 64), 30);
+        assert_eq!(headroom(&rates, 1, 64), 3);
+        // Never more than half the queue.
+        assert_eq!(headroom(&rates, 100, 64), 32);
+        // No line rate: nothing is emulated, nothing kept.
+        assert_eq!(headroom(&BTreeMap::new(), 10, 64), 0);
     }
 }

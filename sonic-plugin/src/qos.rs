@@ -67,7 +67,9 @@ pub fn convert(
 ) -> PacketThresholds {
     let depth = model.queue_depth.max(4);
     let pfc = pause.map(|(pause_bytes, xon_bytes)| {
-        let xoff = packets_down(pause_bytes, model.scale, cell).clamp(2, depth - 1);
+        // The headroom stays free above xoff: what arrives while the PAUSE takes effect.
+        let top = (depth - 1).saturating_sub(model.pfc_headroom).max(2);
+        let xoff = packets_down(pause_bytes, model.scale, cell).clamp(2, top);
         let hyst = packets_up(xon_bytes, model.scale, cell).max(1);
         (xoff, xoff.saturating_sub(hyst))
     });
@@ -314,6 +316,35 @@ mod tests {
         );
         assert_eq!(th.pfc, Some((195, 185)));
         assert_eq!(th.ecn, Some((98, 194, 20)));
+    }
+
+    #[test]
+    fn the_pausing_plugins_headroom_stays_free_above_xoff_and_ecn_stays_below() {
+        let m = QueueModel {
+            scale: 1.0,
+            queue_depth: 64,
+            pfc_headroom: 20,
+            ..QueueModel::default()
+        };
+        // A pause threshold past the queue's end: xoff at 64 - 1 - 20, not at 63.
+        let th = convert(
+            &m,
+            9100,
+            Some((400_000, 1_600_000, 20)),
+            Some((10_000_000, 40_000)),
+        );
+        assert_eq!(th.pfc, Some((43, 38)));
+        let (kmin, kmax, _) = th.ecn.expect("ecn");
+        assert!(kmin < kmax && kmax < 43, "{th:?}");
+        // Without headroom (the switch pauses by itself) the queue's end bounds it.
+        let m0 = QueueModel {
+            pfc_headroom: 0,
+            ..m
+        };
+        assert_eq!(
+            convert(&m0, 9100, None, Some((10_000_000, 40_000))).pfc,
+            Some((63, 58))
+        );
     }
 
     #[test]

@@ -36,8 +36,9 @@ const T_MAP: u8 = 13;
 const T_SET: u8 = 14;
 const T_LIST: u8 = 15;
 
-/// Replies larger than this are not BMv2's answer to these calls.
-const MAX_REPLY: usize = 1 << 16;
+/// Replies larger than this are not BMv2's answer to these calls (a whole register of 4,096
+/// cells is 32 KiB).
+const MAX_REPLY: usize = 1 << 17;
 /// Nesting deeper than this is not a reply to these calls either.
 const MAX_DEPTH: u32 = 8;
 
@@ -125,7 +126,12 @@ pub fn encode_call(method: &str, seq: i32, args: &[Arg<'_>]) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Ok(Option<i64>),
-    Thrown { field: i16, code: i32 },
+    /// Field 0 was a list of i64 (`bm_register_read_all`).
+    Ints(Vec<i64>),
+    Thrown {
+        field: i16,
+        code: i32,
+    },
 }
 
 /// A reply as it came off the wire: an outcome, or a Thrift application exception's message.
@@ -234,6 +240,30 @@ impl Cursor<'_> {
             match (id, t) {
                 (0, T_I32) => outcome = Outcome::Ok(Some(i64::from(self.i32()?))),
                 (0, T_I64) => outcome = Outcome::Ok(Some(self.i64()?)),
+                (0, T_LIST) => {
+                    let e = self.u8()?;
+                    let n = self.len()?;
+                    if e != T_I64 {
+                        for _ in 0..n {
+                            self.skip(e, 1)?;
+                        }
+                        continue;
+                    }
+                    // Each value is 8 bytes: a length the reply cannot hold is refused before
+                    // anything is allocated for it.
+                    if n > (self.b.len() - self.at) / 8 {
+                        return Err(format!(
+                            "a list of {n} i64 in {} bytes",
+                            self.b.len() - self.at
+                        )
+                        .into());
+                    }
+                    let mut v = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        v.push(self.i64()?);
+                    }
+                    outcome = Outcome::Ints(v);
+                }
                 (0, _) => self.skip(t, 0)?,
                 (field, T_STRUCT) => {
                     let mut code = 0;
@@ -387,6 +417,21 @@ impl Bmv2Thrift {
         .map(drop)
     }
 
+    /// Every cell of register array `name`, in index order.
+    pub async fn register_read_all(&mut self, name: &str) -> Result<Vec<i64>, ThriftError> {
+        let method = "standard:bm_register_read_all";
+        match self
+            .call_outcome(method, &[Arg::I32(0), Arg::Str(name)])
+            .await?
+        {
+            Outcome::Ints(v) => Ok(v),
+            other => Err(ThriftError::Malformed {
+                method: method.into(),
+                why: format!("not a list of integers: {other:?}"),
+            }),
+        }
+    }
+
     /// Every cell of register array `name` back to 0.
     pub async fn register_reset(&mut self, name: &str) -> Result<(), ThriftError> {
         self.call("standard:bm_register_reset", &[Arg::I32(0), Arg::Str(name)])
@@ -400,6 +445,18 @@ impl Bmv2Thrift {
         method: &str,
         args: &[Arg<'_>],
     ) -> Result<Option<i64>, ThriftError> {
+        match self.call_outcome(method, args).await? {
+            Outcome::Ok(v) => Ok(v),
+            _ => Ok(None),
+        }
+    }
+
+    /// One call: what it returned (never [`Outcome::Thrown`], which is an error).
+    pub async fn call_outcome(
+        &mut self,
+        method: &str,
+        args: &[Arg<'_>],
+    ) -> Result<Outcome, ThriftError> {
         let timeout = self.timeout;
         let addr = self.addr.clone();
         match tokio::time::timeout(timeout, self.exchange(method, args)).await {
@@ -418,11 +475,7 @@ impl Bmv2Thrift {
         }
     }
 
-    async fn exchange(
-        &mut self,
-        method: &str,
-        args: &[Arg<'_>],
-    ) -> Result<Option<i64>, ThriftError> {
+    async fn exchange(&mut self, method: &str, args: &[Arg<'_>]) -> Result<Outcome, ThriftError> {
         let io = |addr: &str| {
             let addr = addr.to_string();
             move |source| ThriftError::Io { addr, source }
@@ -446,7 +499,7 @@ impl Bmv2Thrift {
         };
         conn.get_mut().write_all(&bytes).await.map_err(io(&addr))?;
         let mut buf = Vec::with_capacity(64);
-        let mut chunk = [0u8; 512];
+        let mut chunk = [0u8; 8192];
         let len = loop {
             if let Some(n) = reply_len(&buf) {
                 break n;
@@ -495,10 +548,7 @@ impl Bmv2Thrift {
                 what: if field == 1 { "ouch" } else { "exception" },
                 code,
             }),
-            Reply::Result {
-                outcome: Outcome::Ok(v),
-                ..
-            } => Ok(v),
+            Reply::Result { outcome, .. } => Ok(outcome),
         }
     }
 }
@@ -581,6 +631,31 @@ mod tests {
                 message: "unknown (application exception type 1)".into()
             })
         );
+    }
+
+    #[test]
+    fn a_list_of_integers_is_a_registers_cells_and_a_list_longer_than_its_bytes_is_refused() {
+        let mut body = vec![T_LIST, 0, 0, T_I64];
+        body.extend_from_slice(&3i32.to_be_bytes());
+        for v in [0i64, 5, 0] {
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        body.push(T_STOP);
+        let r = reply("bm_register_read_all", 7, REPLY, &body);
+        assert_eq!(reply_len(&r), Some(r.len()));
+        assert_eq!(
+            decode_reply(&r, "standard:bm_register_read_all"),
+            Ok(Reply::Result {
+                seq: 7,
+                outcome: Outcome::Ints(vec![0, 5, 0])
+            })
+        );
+        let mut lying = vec![T_LIST, 0, 0, T_I64];
+        lying.extend_from_slice(&1_000_000i32.to_be_bytes());
+        lying.extend_from_slice(&1i64.to_be_bytes());
+        lying.push(T_STOP);
+        let r = reply("bm_register_read_all", 8, REPLY, &lying);
+        assert!(decode_reply(&r, "standard:bm_register_read_all").is_err());
     }
 
     #[test]

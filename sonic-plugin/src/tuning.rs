@@ -721,6 +721,7 @@ mod tests {
             queue_depth: 64,
             cell_bytes: None,
             pfc_quanta: 0xffff,
+            ..QueueModel::default()
         }
     }
 

@@ -108,7 +108,10 @@ struct Harness {
 
 fn new_core(info: &P4Info, base: Instant, pfc: Option<PauseConfig>) -> Core {
     let cfg = CoreConfig {
-        queue: QueueModel::default(),
+        // As the daemon builds it: the pausing plugin keeps headroom above xoff.
+        queue: pfc
+            .as_ref()
+            .map_or(QueueModel::default(), |p| p.model(QueueModel::default())),
         tuning_line_rate: BTreeMap::new(),
         device_id: 1,
         batch_size: 4096,
@@ -872,6 +875,7 @@ mod render {
         match c {
             super::QueueCmd::Rates(r) => format!("rates {r:?}"),
             super::QueueCmd::ReleaseAll => "release all".into(),
+            super::QueueCmd::Rearm(cells) => format!("rearm {cells:?}"),
             super::QueueCmd::Hold {
                 port,
                 prio,

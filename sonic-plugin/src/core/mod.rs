@@ -433,6 +433,10 @@ struct Session {
     config_epoch: u64,
     /// The queue rates this session gave the switch.
     rates: Option<Vec<(u32, u64)>>,
+    /// The PFC state's re-arming ([`crate::pause::PauseConfig::rearm_period`]): its period
+    /// and cells, from the last CONFIG_DB read, and when it is due next.
+    rearm: Option<(Duration, Vec<u32>)>,
+    rearm_due: Option<Instant>,
 }
 
 /// The drift audit's state.
@@ -620,10 +624,14 @@ impl Core {
             ConfigWant::Wanted { due, .. } if waiting => Some(due),
             _ => None,
         };
-        match (config, self.pauses.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let rearm = self
+            .s
+            .rearm_due
+            .filter(|_| !matches!(self.s.phase, Phase::Down | Phase::Ending));
+        [config, self.pauses.next_deadline(), rearm]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub fn status(&self) -> CoreStatus {
@@ -652,6 +660,7 @@ impl Core {
             return out;
         }
         self.expire_pauses(now, &mut out);
+        self.rearm_pauses(now, &mut out);
         match input {
             Input::WaitingForSwitch => {
                 self.counters.sessions += 1;

@@ -12,7 +12,7 @@ use super::{Core, Output, Phase};
 use crate::clock::Now;
 use crate::features::Publish;
 use crate::intent::QueueKey;
-use crate::pause::{PfcFrame, QueueCmd};
+use crate::pause::{PauseConfig, PfcFrame, QueueCmd};
 
 impl Core {
     /// A PFC frame received on port `port_id`.
@@ -97,8 +97,32 @@ impl Core {
             }
             self.s.rates = Some(rates);
         }
+        let intent = &self.features.intent;
+        self.s.rearm = cfg
+            .rearm_period(intent, self.cfg.queue.pfc_quanta)
+            .map(|period| (period, PauseConfig::pfc_cells(intent)));
+        self.s.rearm_due = match (&self.s.rearm, self.s.rearm_due) {
+            (None, _) => None,
+            (Some((period, _)), due) => Some(due.unwrap_or(now.at + *period).min(now.at + *period)),
+        };
         let cmds = self.pauses.reconfigure(now.at, &self.features.intent);
         self.queue_cmds(now, cmds, out);
+    }
+
+    /// The pipeline's PFC state re-armed every half pause, so a queue that stays above xoff
+    /// keeps its upstream paused ([`PauseConfig::rearm_period`]).
+    pub(super) fn rearm_pauses(&mut self, now: Now, out: &mut Vec<Output>) {
+        if matches!(self.s.phase, Phase::Down | Phase::Ending) {
+            return;
+        }
+        let (Some((period, cells)), Some(due)) = (&self.s.rearm, self.s.rearm_due) else {
+            return;
+        };
+        if due > now.at {
+            return;
+        }
+        out.push(Output::Queue(QueueCmd::Rearm(cells.clone())));
+        self.s.rearm_due = Some(now.at + *period);
     }
 
     /// The commands, and the pause durations of the ports whose queues were released.

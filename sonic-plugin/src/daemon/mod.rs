@@ -169,16 +169,17 @@ impl Daemon {
         // The tuner's service rates: --line-rate, each port's --tuning-line-rate over it.
         let mut tuning_line_rate = cfg.line_rate.clone();
         tuning_line_rate.extend(cfg.tuning_line_rate.clone());
+        let pfc = cfg.bmv2_thrift.as_ref().map(|_| PauseConfig {
+            line_rate: cfg.line_rate.clone(),
+            scale: cfg.queue.scale,
+        });
         let core = Core::new(
             CoreConfig {
-                queue: cfg.queue,
+                queue: pfc.as_ref().map_or(cfg.queue, |p| p.model(cfg.queue)),
                 tuning_line_rate,
                 device_id: cfg.device_id,
                 batch_size: cfg.batch_size,
-                pfc: cfg.bmv2_thrift.as_ref().map(|_| PauseConfig {
-                    line_rate: cfg.line_rate.clone(),
-                    scale: cfg.queue.scale,
-                }),
+                pfc,
             },
             translator,
             Now::read(),
@@ -1057,6 +1058,22 @@ async fn apply_queue_cmd(
             Ok(())
         }
         QueueCmd::ReleaseAll => t.register_reset(reg).await,
+        QueueCmd::Rearm(cells) => {
+            let state = crate::pause::STATE_REGISTER;
+            let now = t.register_read_all(state).await?;
+            let pausing: Vec<u32> = cells
+                .iter()
+                .copied()
+                .filter(|c| now.get(*c as usize).is_some_and(|v| *v != 0))
+                .collect();
+            for c in &pausing {
+                t.register_write(state, *c, 0).await?;
+            }
+            if !pausing.is_empty() {
+                tracing::trace!(cells = ?pausing, "PFC state re-armed");
+            }
+            Ok(())
+        }
         QueueCmd::Hold {
             port,
             prio,
