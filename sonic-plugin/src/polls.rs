@@ -105,7 +105,10 @@ pub async fn poll_counters(
         crate::counters::cells(&res)
     };
     let typed = crate::counters::rows(ports, nexthops, &cells);
-    metrics.set_counters(weft_telemetry::SwitchSnapshot::from_rows(&typed));
+    metrics.set_counters(weft_telemetry::SwitchSnapshot {
+        poll_time_ms: Some(polled_ms),
+        ..weft_telemetry::SwitchSnapshot::from_rows(&typed)
+    });
     let mut rows: Vec<(String, FieldValues)> = typed.iter().map(crate::counters::wire).collect();
     let stamp = weft_sonic_schema::counters::SwitchCounters {
         poll_time_ms: Some(polled_ms),

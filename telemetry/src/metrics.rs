@@ -159,6 +159,12 @@ pub const PLUGIN_FAMILIES: &[FamilyDoc] = &[
         "RoCE packets toward host ports with an older PSN than seen (retransmissions or late packets).",
     ),
     fam(
+        "weft_counters_poll_timestamp_seconds",
+        "gauge",
+        S,
+        "Unix time of the counter poll the switch's counter families come from (the plugin's clock, as COUNTERS_DB's WEFT_POLL_TIME_MS): a reader times rates by it, not by the scrape.",
+    ),
+    fam(
         "weft_pfc_watchdog_stormed",
         "gauge",
         SPP,
@@ -349,6 +355,8 @@ pub struct SwitchSnapshot {
     pub depth: BTreeMap<String, DepthHistogram>,
     pub psn_out_of_order: Option<u64>,
     pub psn_regressions: Option<u64>,
+    /// Unix ms of the poll that read these counters.
+    pub poll_time_ms: Option<u64>,
 }
 
 impl SwitchSnapshot {
@@ -386,6 +394,7 @@ impl SwitchSnapshot {
                     s.drops = sw.drops.clone();
                     s.psn_out_of_order = sw.psn_out_of_order;
                     s.psn_regressions = sw.psn_regressions;
+                    s.poll_time_ms = sw.poll_time_ms;
                 }
                 CountersRow::Nexthop(n) => {
                     s.members.insert(n.nexthop_id, (n.packets, n.bytes));
@@ -538,23 +547,39 @@ impl Collector for SwitchCollector {
                     .encode_histogram::<NoLabelSet>(h.sum, count, &buckets, None)?;
             }
         }
-        let switch_only = labels(&[("switch", sw)]);
-        counters(
-            &mut enc,
-            doc("weft_roce_psn_out_of_order_packets_total"),
-            snap.psn_out_of_order
-                .map(|v| (switch_only.clone(), v))
-                .into_iter(),
-        )?;
-        counters(
-            &mut enc,
-            doc("weft_roce_psn_regressions_total"),
-            snap.psn_regressions
-                .map(|v| (switch_only.clone(), v))
-                .into_iter(),
-        )?;
-        Ok(())
+        switch_families(&mut enc, sw, &snap)
     }
+}
+
+/// The families of the switch as a whole: the poll the counters come from, and the RoCE PSN
+/// anomalies summed over its ports.
+fn switch_families(
+    enc: &mut DescriptorEncoder,
+    sw: &str,
+    snap: &SwitchSnapshot,
+) -> std::fmt::Result {
+    let switch_only = labels(&[("switch", sw)]);
+    if let Some(ms) = snap.poll_time_ms {
+        let d = doc("weft_counters_poll_timestamp_seconds");
+        let mut m = enc.encode_descriptor(d.name, d.help, None, MetricType::Gauge)?;
+        m.encode_family(&switch_only)?
+            .encode_gauge(&(ms as f64 / 1000.0))?;
+    }
+    counters(
+        enc,
+        doc("weft_roce_psn_out_of_order_packets_total"),
+        snap.psn_out_of_order
+            .map(|v| (switch_only.clone(), v))
+            .into_iter(),
+    )?;
+    counters(
+        enc,
+        doc("weft_roce_psn_regressions_total"),
+        snap.psn_regressions
+            .map(|v| (switch_only.clone(), v))
+            .into_iter(),
+    )?;
+    Ok(())
 }
 
 /// The plugin's registry and the handles its loops update.
@@ -1013,6 +1038,7 @@ mod tests {
         );
         s.drops.insert("NO_ROUTE".into(), (7, 700));
         s.members.insert(5, (3, 300));
+        s.poll_time_ms = Some(1_796_000_000_123);
         m.set_counters(s);
         m.pfc_paused("Ethernet0", 3, true, 0.002);
         m.set_depth(
@@ -1043,6 +1069,7 @@ mod tests {
             r#"weft_p4rt_primary{switch="leaf1"} 1"#,
             r#"weft_plugin_keys_total{switch="leaf1",result="failed"} 1"#,
             r#"weft_pfc_watchdog_storms_total{switch="leaf1",port="Ethernet0",priority="3"} 1"#,
+            r#"weft_counters_poll_timestamp_seconds{switch="leaf1"} 1796000000.123"#,
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }

@@ -2,8 +2,9 @@
 //! (`weft_telemetry::metrics`) as PromQL range selectors evaluated at the window's end, which
 //! return every raw sample with its scrape time. Each switch's samples are placed on a common
 //! grid (the last scrape at or before each grid point, as PromQL's lookback does) and carry
-//! their scrape time as the switch's poll time, so the rules time each switch by its own
-//! scrapes.
+//! the time of the counter poll they came from (`weft_counters_poll_timestamp_seconds`; the
+//! scrape time from a plugin that does not publish it) as the switch's poll time, so the rules
+//! time each switch by its own polls, as they do reading the DBs.
 //!
 //! What Prometheus does not have: the plugin's read-back drift (a black hole is named by its
 //! drops only), and anything a scrape interval hides (a window must span two scrapes of each
@@ -85,6 +86,7 @@ fn selectors(lossless: &[u8], queues: &[u8]) -> Vec<String> {
         ),
         "weft_queue_depth_packets_bucket".to_string(),
         r#"{__name__=~"weft_drops_packets_total|weft_roce_psn_(out_of_order_packets|regressions)_total"}"#.to_string(),
+        "weft_counters_poll_timestamp_seconds".to_string(),
     ]
 }
 
@@ -159,11 +161,16 @@ fn histogram(buckets: &[&Series], t: u64) -> Option<(Vec<u64>, u8)> {
 fn switch_at(series: &[&Series], t: u64) -> Option<SwitchSample> {
     let mut s = SwitchSample::default();
     let mut last = None::<u64>;
+    let mut polled = None::<u64>;
     let mut hist: BTreeMap<&str, Vec<&Series>> = BTreeMap::new();
     for x in series {
-        let Some((ts, v)) = x.at(t) else { continue };
+        let Some((ts, raw)) = x.at(t) else { continue };
         last = Some(last.map_or(ts, |l: u64| l.max(ts)));
-        let v = v.max(0.0) as u64;
+        if x.name == "weft_counters_poll_timestamp_seconds" {
+            polled = Some((raw.max(0.0) * 1000.0).round() as u64);
+            continue;
+        }
+        let v = raw.max(0.0) as u64;
         let port = x.label("port");
         let prio = |s: &Series| s.label("priority").parse::<usize>().ok().filter(|p| *p < 8);
         match x.name.as_str() {
@@ -218,7 +225,10 @@ fn switch_at(series: &[&Series], t: u64) -> Option<SwitchSample> {
             ps.histogram_shift = shift;
         }
     }
-    s.poll_ms = last;
+    // The poll the counters came from, when the plugin says it (the scrape is later by up to
+    // a scrape interval, and by a different amount on each switch): rates between two switches'
+    // samples are then timed as the counters were read.
+    s.poll_ms = polled.or(last);
     last.map(|_| s)
 }
 
@@ -411,5 +421,36 @@ mod tests {
             (4, 7)
         );
         assert_eq!(b.poll_ms, Some(2000));
+    }
+
+    #[test]
+    fn a_switch_is_timed_by_the_poll_its_plugin_publishes_not_by_the_scrape() {
+        let s = [
+            series(
+                "weft_port_tx_packets_total",
+                &[("switch", "leaf1"), ("port", "Ethernet0")],
+                &[(1000, 10.0), (2000, 20.0)],
+            ),
+            // Scraped at 1000 and 2000; the counters were polled at 620 and 1910.
+            series(
+                "weft_counters_poll_timestamp_seconds",
+                &[("switch", "leaf1")],
+                &[(1000, 0.62), (2000, 1.91)],
+            ),
+        ];
+        let refs: Vec<&Series> = s.iter().collect();
+        let a = switch_at(&refs, 1500).expect("scraped by then");
+        assert_eq!(
+            (a.poll_ms, a.ports["Ethernet0"].tx_packets),
+            (Some(620), 10)
+        );
+        let b = switch_at(&refs, 2500).expect("scraped");
+        assert_eq!(
+            (b.poll_ms, b.ports["Ethernet0"].tx_packets),
+            (Some(1910), 20)
+        );
+        // The gauge is a time, not a port's or a queue's counter.
+        assert_eq!(b.ports.len(), 1);
+        assert!(b.queues.is_empty());
     }
 }
