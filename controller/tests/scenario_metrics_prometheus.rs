@@ -207,18 +207,9 @@ fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_the_controller_count_a_lin
     // (PFC that holds moves the backlog upstream, where it is marked too). A queue off the path
     // means Prometheus put the marks on the wrong switch, port or queue.
     let st = f.state();
-    let toward_rx: Vec<(String, String)> = st
-        .wires
+    let toward_rx: Vec<(String, String)> = tb::uplinks(&st, rx_sw)
         .iter()
-        .filter_map(|w| {
-            if w.b.0 == rx_sw && w.a.0.starts_with("spine") {
-                Some(w.a.clone())
-            } else if w.a.0 == rx_sw && w.b.0.starts_with("spine") {
-                Some(w.b.clone())
-            } else {
-                None
-            }
-        })
+        .filter_map(|up| tb::peer(&st, rx_sw, up))
         .collect();
     let on_path = |m: &serde_json::Value| {
         let (sw, port) = (m["switch"].as_str(), m["port"].as_str());

@@ -32,6 +32,12 @@ use weft_sonic_schema::counters::{
 
 pub const QUEUES: u32 = 8;
 
+/// The cell of a per-(port, queue) counter or register: `port × 8 + queue`, as the pipeline
+/// indexes them (`p4/include/port_egress.p4`).
+pub fn queue_cell(port: u32, queue: u8) -> u32 {
+    port * QUEUES + u32::from(queue)
+}
+
 /// (counter id, index) → (packets, bytes).
 pub type Cells = BTreeMap<(u32, i64), (u64, u64)>;
 

@@ -28,7 +28,7 @@ use weft_sonic_schema::state::{EcnTuningState, PfcWdState, WdStatus};
 
 use crate::clock::Now;
 use crate::config::QueueModel;
-use crate::counters::{Cells, QUEUES};
+use crate::counters::{Cells, queue_cell};
 use crate::intent::{QueueKey, SwitchIntent};
 use crate::objects::Objects;
 use crate::qos::{self, SwitchSettings};
@@ -160,7 +160,7 @@ impl Features {
             let Some(id) = self.intent.ports.id(port) else {
                 continue;
             };
-            let i = i64::from(id * QUEUES + u32::from(*prio));
+            let i = i64::from(queue_cell(id, *prio));
             if let Ok(ce) = info.counter_entry(c::pfc_rx_pause_counter::NAME, Some(i)) {
                 out.push(Entity {
                     entity: Some(entity::Entity::CounterEntry(ce)),
@@ -182,7 +182,7 @@ impl Features {
             let Some(id) = self.intent.ports.id(&key.0) else {
                 continue;
             };
-            let i = i64::from(id * QUEUES + u32::from(key.1));
+            let i = i64::from(queue_cell(id, key.1));
             let count = cells
                 .get(&(c::pfc_rx_pause_counter::ID, i))
                 .map_or(0, |c| c.0);

@@ -181,9 +181,7 @@ impl PauseConfig {
             .queues
             .iter()
             .filter(|(_, q)| q.pause.is_some())
-            .filter_map(|((_, prio), q)| {
-                Some(q.port_id? * crate::counters::QUEUES + u32::from(*prio))
-            })
+            .filter_map(|((_, prio), q)| Some(crate::counters::queue_cell(q.port_id?, *prio)))
             .collect()
     }
 

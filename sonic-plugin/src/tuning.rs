@@ -61,7 +61,7 @@ use weft_sonic_schema::state::EcnTuningState;
 
 use crate::clock::Now;
 use crate::config::QueueModel;
-use crate::counters::{Cells, QUEUES};
+use crate::counters::{Cells, queue_cell};
 use crate::intent::{QueueIntent as QueueConfig, SwitchIntent};
 use crate::qos;
 
@@ -421,14 +421,14 @@ impl Tuning {
         for (id, (_, qs)) in self.ports_of(ports) {
             cell(c::port_tx_counter::NAME, id);
             for q in &qs {
-                cell(c::pfc_tx_pause_counter::NAME, id * QUEUES + u32::from(*q));
+                cell(c::pfc_tx_pause_counter::NAME, queue_cell(id, *q));
             }
             if self.active.contains(&id) {
                 for b in 0..HIST_BUCKETS {
                     cell(c::queue_depth_histogram::NAME, id * HIST_BUCKETS + b);
                 }
                 for q in &qs {
-                    let i = id * QUEUES + u32::from(*q);
+                    let i = queue_cell(id, *q);
                     cell(c::queue_tx_counter::NAME, i);
                     cell(c::ecn_mark_counter::NAME, i);
                     cell(c::pfc_rx_pause_counter::NAME, i);
@@ -483,7 +483,7 @@ impl Tuning {
                 continue;
             };
             let Some(d) = depth.get(&id) else { continue };
-            let i = id * QUEUES + u32::from(*q);
+            let i = queue_cell(id, *q);
             let (Some(tx_q), Some(marked), Some(tx_port)) = (
                 tick.delta(c::queue_tx_counter::ID, i),
                 tick.delta(c::ecn_mark_counter::ID, i),
@@ -581,7 +581,7 @@ impl Tuning {
         let mut pauses: BTreeMap<u8, u64> = BTreeMap::new();
         for (id, (_, qs)) in by_port {
             for q in qs {
-                let i = id * QUEUES + u32::from(*q);
+                let i = queue_cell(*id, *q);
                 if let Some(d) = tick.delta(c::pfc_tx_pause_counter::ID, i) {
                     *pauses.entry(*q).or_default() += d;
                 }
@@ -760,7 +760,7 @@ mod tests {
         }
         fn cells(&self) -> Cells {
             let mut out = Cells::new();
-            let i = i64::from(self.port * QUEUES + u32::from(self.q));
+            let i = i64::from(queue_cell(self.port, self.q));
             out.insert((c::port_tx_counter::ID, i64::from(self.port)), (self.tx, 0));
             out.insert((c::queue_tx_counter::ID, i), (self.tx, 0));
             out.insert((c::ecn_mark_counter::ID, i), (self.marked, 0));
@@ -770,7 +770,7 @@ mod tests {
             out.insert(
                 (
                     c::pfc_tx_pause_counter::ID,
-                    i64::from(2 * QUEUES + u32::from(self.q)),
+                    i64::from(queue_cell(2, self.q)),
                 ),
                 (self.pauses, 0),
             );

@@ -101,10 +101,11 @@ impl Core {
         self.s.rearm = cfg
             .rearm_period(intent, self.cfg.queue.pfc_quanta)
             .map(|period| (period, PauseConfig::pfc_cells(intent)));
-        self.s.rearm_due = match (&self.s.rearm, self.s.rearm_due) {
-            (None, _) => None,
-            (Some((period, _)), due) => Some(due.unwrap_or(now.at + *period).min(now.at + *period)),
-        };
+        // A shorter period (a CONFIG_DB change) takes effect now, not after the old one.
+        self.s.rearm_due = self.s.rearm.as_ref().map(|(period, _)| {
+            let next = now.at + *period;
+            self.s.rearm_due.map_or(next, |d| d.min(next))
+        });
         let cmds = self.pauses.reconfigure(now.at, &self.features.intent);
         self.queue_cmds(now, cmds, out);
     }

@@ -1080,7 +1080,7 @@ async fn apply_queue_cmd(
             held,
             rate,
         } => {
-            let index = port * crate::counters::QUEUES + u32::from(*prio);
+            let index = crate::counters::queue_cell(*port, *prio);
             // Held: a finite rate first, so the queue never goes around at BMv2's full speed;
             // released: the hold first, the rate after.
             if let (true, Some(r)) = (held, rate) {
