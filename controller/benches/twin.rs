@@ -364,8 +364,64 @@ fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.into())
 }
 
+/// The rules alone (`WEFT_BENCH_RULES=K`): windows sampled from the twin in memory, no
+/// redis-server, so a profiler sees only the rules.
+fn rules_only(k: u32, windows: usize) {
+    let n = weft_twin::intent::switches(k).expect("fat-tree").len();
+    // Eight servers' addresses, as the real-time run spreads them; nothing connects.
+    let urls: Vec<String> = (1..=8).map(|p| format!("redis://127.0.0.1:{p}")).collect();
+    let text = weft_twin::intent::fat_tree(k, "rules", |i| weft_twin::intent::spread(i, n, &urls))
+        .expect("intent");
+    let topo = weft_topology::load_str(&text, "rules.yaml").expect("valid intent");
+    let mut twin = twin_common::twin(&topo, Config::default(), &[3, n / 2]);
+    let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
+    let direct = Direct::new(&twin.topo);
+    let mut samples: std::collections::VecDeque<Sample> = Default::default();
+    let fault_at = (windows as u64 / 2 + 2) * 1000;
+    let (mut healthy, mut faulty) = (Vec::new(), Vec::new());
+    for step in 1..=(windows as u64 + 2) {
+        let t = step * 1000;
+        if t == fault_at {
+            faults(&mut twin, t - 500);
+        }
+        twin.advance(t);
+        let switches = (0..twin.topo.switches.len())
+            .filter_map(|s| Some((twin.topo.switches[s].name.clone(), direct.switch(&twin, s)?)))
+            .collect();
+        samples.push_back(Sample { t_ms: t, switches });
+        while samples.len() > 3 {
+            samples.pop_front();
+        }
+        if samples.len() < 3 {
+            continue;
+        }
+        let w = Window {
+            fabric: fabric.clone(),
+            samples: samples.iter().cloned().collect(),
+        };
+        let j0 = Instant::now();
+        let found = weft_diagnose::diagnose(&w, &Thresholds::default());
+        let took = j0.elapsed().as_secs_f64();
+        if t - 2000 >= fault_at {
+            faulty.push(took);
+            println!("  t={t}: {} findings", found.len());
+        } else if t < fault_at - 500 {
+            healthy.push(took);
+        }
+    }
+    println!(
+        "k={k} rules only ({n} switches): healthy {}; with faults {}",
+        stats(&healthy),
+        stats(&faulty)
+    );
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if let Ok(k) = env_or("WEFT_BENCH_RULES", "").parse::<u32>() {
+        rules_only(k, env_or("WEFT_BENCH_WINDOWS", "6").parse().unwrap_or(6));
         return;
     }
     let servers: usize = env_or("WEFT_BENCH_SERVERS", "8").parse().unwrap_or(8);

@@ -390,7 +390,7 @@ fn diagnose_names_each_injected_faults_kind_and_target_with_every_finding_scored
             let mut hit = None;
             let mut seen = Vec::new();
             for w in WINDOWS {
-                let rec = record_path(&format!("{}--{}--{i}", t.finding, t.target));
+                let rec = record_path(&format!("{}--{}--{i}--{w}", t.finding, t.target));
                 let v = diagnose_rec(weft, &file, w, rec);
                 let all = findings(&v);
                 let right = |(k, tg): &(String, String)| k == t.finding && tg.contains(&t.target);

@@ -315,8 +315,11 @@ pub struct Thresholds {
     pub min_histogram: u64,
     pub min_deep_fraction: f64,
     /// Uplink groups under per-packet routing: a member departing at most `max_member_share`
-    /// of its busiest sibling (which departs at least `min_group_rate` lossless pkt/s) is slow.
+    /// of its busiest sibling (which departs at least `min_group_rate` lossless pkt/s) is slow,
+    /// judged only once the group departed `min_group_packets` in the window: on a lightly
+    /// loaded fabric a second's few dozen packets split 8:28 between two healthy uplinks.
     pub min_group_rate: f64,
+    pub min_group_packets: u64,
     pub max_member_share: f64,
     /// Minimum packets sent on a link direction, lost packets and loss fraction for a lossy link.
     pub min_link_packets: u64,
@@ -355,6 +358,7 @@ impl Default for Thresholds {
             min_histogram: 20,
             min_deep_fraction: 0.5,
             min_group_rate: 10.0,
+            min_group_packets: 100,
             max_member_share: 0.3,
             min_link_packets: 100,
             min_lost: 15,
@@ -856,16 +860,22 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
         if sent < th.min_pauses {
             continue;
         }
-        // Which of its queues is deep: the one marking most on this priority.
+        // Which of its queues is the origin: the one marking most on this priority, else the
+        // one most often found deep (a slow link's queue fills to xoff through ECN's range
+        // with few departures to mark).
         let hottest = switch_ports(d, sw)
             .into_iter()
-            .map(|p| (queue_marks(d, &End::new(sw, p), prio).0, p.clone()))
+            .map(|p| {
+                let e = End::new(sw, p);
+                let marks = queue_marks(d, &e, prio).0;
+                ((marks, congestion(d, th, &e).deep.0), p.clone())
+            })
             .max();
         let victims = g.victims_of(sw);
         // Toward a host: many senders to one (incast). Toward a switch: a link that drains
         // slower than it is fed (a slow link, its queue the origin of the back-pressure).
         let (kind, target, what) = match hottest {
-            Some((m, p)) if m > 0 => {
+            Some(((m, deep), p)) if m > 0 || deep > 0 => {
                 let e = End::new(sw, &p);
                 let (kind, t) = match fab.peer(&e) {
                     Some(peer) if fab.is_host(&peer.node) => (Kind::Congestion, peer.node.clone()),
@@ -874,13 +884,19 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
                 (
                     kind,
                     t,
-                    format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)"),
+                    if m > 0 {
+                        format!("its queue {sw}:{p}:{prio} is congested ({m} ECN marks)")
+                    } else {
+                        format!(
+                            "its queue {sw}:{p} is deep ({deep} departures found it deep, no ECN marks)"
+                        )
+                    },
                 )
             }
             _ => (
                 Kind::Congestion,
                 sw.clone(),
-                "no queue of it marks ECN".to_string(),
+                "no queue of it marks ECN or runs deep".to_string(),
             ),
         };
         out.push(Finding {
@@ -1193,11 +1209,21 @@ fn steered_around(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
         let Some(&(max, _)) = loads.iter().max_by_key(|x| x.0) else {
             continue;
         };
-        if (max as f64) < th.min_group_rate * d.secs {
+        let total: u64 = loads.iter().map(|x| x.0).sum();
+        if (max as f64) < th.min_group_rate * d.secs || total < th.min_group_packets {
             continue;
         }
         for (n, e) in &loads {
             if *n == 0 || (*n as f64) > th.max_member_share * max as f64 {
+                continue;
+            }
+            // A member its peer paused drains little because it was told to stop: a victim of
+            // back-pressure beyond it (the pause rule follows that), not a slow link.
+            if fab
+                .lossless
+                .iter()
+                .any(|q| pauses(d, e, usize::from(*q)).0 > 0)
+            {
                 continue;
             }
             let peer = fab.peer(e).map(|p| p.to_string()).unwrap_or_default();

@@ -590,16 +590,18 @@ fn recorded_testbed_windows_match_their_golden_findings() {
     let windows = recorded(&PathBuf::from(DIR).join("tests/data"));
     for (name, w) in &windows {
         let found = diagnose(w, &th);
-        // The file name says what was injected: `<kind>--<target>--<n>`.
+        // The file name says what was injected: `<kind>--<target>--<n>`, and `--early` for a
+        // window too short to name it yet (it may find nothing, but nothing else either).
         let mut parts = name.split("--");
         let kind = parts.next().unwrap_or_default();
         let target = parts.next().unwrap_or_default();
+        let early = name.ends_with("--early");
         if kind == "healthy" {
             assert!(found.is_empty(), "{name}: {found:#?}");
         } else {
             // Every finding above the reporting threshold is the injected fault: a second one
             // (another kind, or the same kind naming a bystander) would be a false positive.
-            assert!(!found.is_empty(), "{name}: no finding");
+            assert!(early || !found.is_empty(), "{name}: no finding");
             for f in &found {
                 assert_eq!(f.kind.as_str(), kind, "{name}: {found:#?}");
                 assert!(
