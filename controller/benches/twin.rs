@@ -405,6 +405,13 @@ fn rules_only(k: u32, windows: usize) {
         if t - 2000 >= fault_at {
             faulty.push(took);
             println!("  t={t}: {} findings", found.len());
+            // WEFT_BENCH_REPEAT=N: the same window N times more, for a profiler.
+            let again: usize = env_or("WEFT_BENCH_REPEAT", "0").parse().unwrap_or(0);
+            for _ in 0..again {
+                let j0 = Instant::now();
+                let _ = weft_diagnose::diagnose(&w, &Thresholds::default());
+                faulty.push(j0.elapsed().as_secs_f64());
+            }
         } else if t < fault_at - 500 {
             healthy.push(took);
         }

@@ -7,7 +7,8 @@
 //! the restart, not everything before it. A port is moved only when the window's first and
 //! last samples both hold it; a sample in between that lacks it is skipped.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::{PRIORITIES, PortSample, QueueSample, SwitchSample, Window, sub};
 
@@ -15,17 +16,57 @@ use crate::{PRIORITIES, PortSample, QueueSample, SwitchSample, Window, sub};
 #[derive(Debug, Default)]
 pub(crate) struct PortDelta {
     pub d: PortSample,
-    /// Per queue: CE marks and departures.
+    /// Per queue: CE marks, departures and packets trimmed.
     pub marks: [u64; PRIORITIES],
     pub departures: [u64; PRIORITIES],
+    pub trimmed: [u64; PRIORITIES],
+    /// RoCE PSN anomalies (out of order, regressions) from the first sample to the last, when
+    /// both published them (`None`: unknown, not zero).
+    pub psn: (Option<u64>, Option<u64>),
+    /// Where [`Table::at`] holds the port in each of the window's samples (`None`: a port
+    /// known only by its queues).
+    pub at: Option<usize>,
 }
+
+/// FNV-1a: the rules look ports up by short names (`leaf-1-2`, `Ethernet12`) some ten million
+/// times a window at 5,120 switches, where SipHash's setup cost more than the lookups.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub(crate) type Fast = BuildHasherDefault<Fnv>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, Fast>;
 
 #[derive(Debug, Default)]
 pub(crate) struct Table<'a> {
-    pub ports: HashMap<&'a str, HashMap<&'a str, PortDelta>>,
+    pub ports: FastMap<&'a str, FastMap<&'a str, PortDelta>>,
+    /// Every moved port in each of the window's samples, a port's run starting at its
+    /// [`PortDelta::at`] (`None` where its switch or it is absent): one allocation, not one
+    /// per port.
+    pub at: Vec<Option<&'a PortSample>>,
+    /// Per switch, its poll time in each of the window's samples (`None`: absent or not
+    /// published).
+    pub polls: FastMap<&'a str, Vec<Option<u64>>>,
     /// Switches in the first and last samples whose counters did not move at all (and whose
     /// poll time, if published, did not either): nothing can be judged from them.
-    pub frozen: HashSet<&'a str>,
+    pub frozen: HashSet<&'a str, Fast>,
     /// Priorities with any PAUSE sent or received anywhere in the window.
     pub active_prios: [bool; PRIORITIES],
 }
@@ -41,18 +82,14 @@ fn add_increase(acc: &mut PortSample, a: &PortSample, b: &PortSample) {
     }
 }
 
-/// The port's increase over `seq` (the switch in every sample that holds it), if the first
-/// holds the port.
-fn port_increase(seq: &[&SwitchSample], port: &str) -> Option<PortSample> {
-    let first = seq.first()?.ports.get(port)?;
+/// The port's increase over the samples that hold it, if the first does.
+fn port_increase(at: &[Option<&PortSample>]) -> Option<PortSample> {
+    let first = (*at.first()?)?;
     let mut acc = PortSample::default();
     let mut prev = first;
     let mut hist_ok = !first.depth_histogram.is_empty();
     let mut hist = vec![0u64; first.depth_histogram.len()];
-    for s in &seq[1..] {
-        let Some(p) = s.ports.get(port) else {
-            continue;
-        };
+    for p in at[1..].iter().flatten() {
         add_increase(&mut acc, prev, p);
         if hist_ok && p.depth_histogram.len() == prev.depth_histogram.len() {
             for (h, (a, b)) in hist
@@ -80,80 +117,141 @@ fn queue_key(k: &str) -> Option<(&str, usize)> {
     (q < PRIORITIES).then_some((p, q))
 }
 
-/// (marks, departures) of queue `key` over `seq`: missing from the first sample, it starts at
-/// zero (a queue that never carried anything is not published); missing later, skipped.
-fn queue_increase(seq: &[&SwitchSample], key: &str) -> (u64, u64) {
+/// (marks, departures, trimmed) of a queue over its samples: missing from the first sample,
+/// it starts at zero (a queue that never carried anything is not published); missing later,
+/// skipped.
+fn queue_increase(at: &[Option<&QueueSample>]) -> (u64, u64, u64) {
     let zero = QueueSample::default();
-    let mut prev = seq.first().and_then(|s| s.queues.get(key)).unwrap_or(&zero);
-    let (mut m, mut d) = (0, 0);
-    for s in seq.iter().skip(1) {
-        let Some(q) = s.queues.get(key) else {
-            continue;
-        };
+    let mut prev = at.first().copied().flatten().unwrap_or(&zero);
+    let (mut m, mut d, mut t) = (0, 0, 0);
+    for q in at.iter().skip(1).flatten() {
         m += sub(q.ecn_marked, prev.ecn_marked);
         d += sub(q.packets, prev.packets);
+        t += sub(q.trimmed, prev.trimmed);
         prev = q;
     }
-    (m, d)
+    (m, d, t)
 }
 
-fn switch_table<'a>(seq: &[&'a SwitchSample]) -> HashMap<&'a str, PortDelta> {
-    let Some(last) = seq.last() else {
-        return HashMap::new();
+/// Walks the last sample's keys in order and finds each in every sample by advancing one
+/// cursor per sample (the maps are sorted alike): no lookup per key and sample, which at 5,120
+/// switches × 64 ports × 8 queues × 3 samples was most of the rules' time.
+fn aligned<'a, V>(
+    maps: &[Option<&'a BTreeMap<String, V>>],
+    mut each: impl FnMut(&'a str, &[Option<&'a V>]),
+) {
+    let Some(Some(last)) = maps.last() else {
+        return;
     };
-    let mut ports: HashMap<&'a str, PortDelta> = HashMap::with_capacity(last.ports.len());
-    for name in last.ports.keys() {
-        if let Some(d) = port_increase(seq, name) {
+    let mut cursors: Vec<_> = maps
+        .iter()
+        .map(|m| m.map(|m| m.iter().peekable()))
+        .collect();
+    let mut row: Vec<Option<&'a V>> = vec![None; maps.len()];
+    for key in last.keys() {
+        for (slot, cur) in row.iter_mut().zip(cursors.iter_mut()) {
+            *slot = None;
+            let Some(cur) = cur else { continue };
+            // Equal first: the samples nearly always hold the same keys.
+            while let Some((k, v)) = cur.peek() {
+                if *k == key {
+                    *slot = Some(*v);
+                    cur.next();
+                    break;
+                }
+                if k.as_str() > key.as_str() {
+                    break;
+                }
+                cur.next();
+            }
+        }
+        each(key.as_str(), &row);
+    }
+}
+
+fn switch_table<'a>(
+    seq: &[Option<&'a SwitchSample>],
+    arena: &mut Vec<Option<&'a PortSample>>,
+) -> FastMap<&'a str, PortDelta> {
+    let Some(Some(last)) = seq.last() else {
+        return FastMap::default();
+    };
+    let n = seq.len();
+    let mut ports: FastMap<&'a str, PortDelta> =
+        FastMap::with_capacity_and_hasher(last.ports.len(), Fast::default());
+    let port_maps: Vec<_> = seq.iter().map(|s| s.map(|s| &s.ports)).collect();
+    aligned(&port_maps, |name, at| {
+        if let Some(d) = port_increase(at) {
+            let start = arena.len();
+            arena.extend_from_slice(at);
+            let known = |f: fn(&PortSample) -> Option<u64>| Some(sub(f(at[n - 1]?)?, f(at[0]?)?));
+            let psn = (known(|p| p.psn_out_of_order), known(|p| p.psn_regressions));
             ports.insert(
-                name.as_str(),
+                name,
                 PortDelta {
                     d,
+                    psn,
+                    at: Some(start),
                     ..Default::default()
                 },
             );
         }
-    }
-    for key in last.queues.keys() {
-        let Some((port, q)) = queue_key(key) else {
-            continue;
-        };
-        let (m, d) = queue_increase(seq, key);
-        let e = ports.entry(port).or_default();
-        e.marks[q] = m;
-        e.departures[q] = d;
+    });
+    // A port's queues are consecutive keys (`EthernetN:0` … `:7`): one lookup per port.
+    let queue_maps: Vec<_> = seq.iter().map(|s| s.map(|s| &s.queues)).collect();
+    let mut moves: Vec<(&'a str, usize, (u64, u64, u64))> = Vec::new();
+    aligned(&queue_maps, |key, at| {
+        if let Some((port, q)) = queue_key(key) {
+            moves.push((port, q, queue_increase(at)));
+        }
+    });
+    for run in moves.chunk_by(|a, b| a.0 == b.0) {
+        let e = ports.entry(run[0].0).or_default();
+        for &(_, q, (m, d, t)) in run {
+            e.marks[q] = m;
+            e.departures[q] = d;
+            e.trimmed[q] = t;
+        }
     }
     ports
 }
 
 pub(crate) fn build(w: &Window) -> Table<'_> {
     let mut t = Table::default();
-    let (Some(first), Some(last)) = (w.samples.first(), w.samples.last()) else {
+    let Some(last) = w.samples.last() else {
         return t;
     };
-    for name in last.switches.keys() {
-        if !first.switches.contains_key(name) {
-            continue;
+    // Every sample's switches in order, walked alongside the last sample's; a switch must be
+    // in the first sample too.
+    let maps: Vec<_> = w.samples.iter().map(|s| Some(&s.switches)).collect();
+    let mut seqs: Vec<(&str, Vec<Option<&SwitchSample>>)> = Vec::with_capacity(last.switches.len());
+    aligned(&maps, |name, at| {
+        if at[0].is_some() {
+            seqs.push((name, at.to_vec()));
         }
-        let seq: Vec<&SwitchSample> = w
-            .samples
-            .iter()
-            .filter_map(|s| s.switches.get(name))
-            .collect();
-        let ports = switch_table(&seq);
+    });
+    for (name, seq) in seqs {
+        let ports = switch_table(&seq, &mut t.at);
         let moved = ports
             .values()
             .any(|p| p.d.rx_packets > 0 || p.d.tx_packets > 0);
-        let polls = (seq[0].poll_ms, seq[seq.len() - 1].poll_ms);
-        let polled = matches!(polls, (Some(a), Some(b)) if b > a);
+        let mut present = seq.iter().flatten();
+        let first = present.next().and_then(|s| s.poll_ms);
+        let last = present.last().and_then(|s| s.poll_ms);
+        let polled = matches!((first, last), (Some(a), Some(b)) if b > a);
         if !ports.is_empty() && !moved && !polled {
-            t.frozen.insert(name.as_str());
+            t.frozen.insert(name);
         }
         for p in ports.values() {
             for q in 0..PRIORITIES {
                 t.active_prios[q] |= p.d.pfc_rx_pause[q] > 0 || p.d.pfc_tx_pause[q] > 0;
             }
         }
-        t.ports.insert(name.as_str(), ports);
+        t.polls.insert(
+            name,
+            seq.iter().map(|s| s.and_then(|s| s.poll_ms)).collect(),
+        );
+        t.ports.insert(name, ports);
     }
     t
 }
@@ -180,6 +278,54 @@ mod tests {
             t_ms,
             switches: [("sw".to_string(), s)].into(),
         }
+    }
+
+    #[test]
+    fn ports_are_matched_by_name_across_samples_whatever_else_each_sample_holds() {
+        // The first sample has a port the others lost; the last one a port the first lacks;
+        // the middle one a port of its own between them.
+        let w = Window {
+            samples: vec![
+                sample(
+                    0,
+                    &[
+                        ("Ethernet0", port(0, 5)),
+                        ("Ethernet4", port(0, 7)),
+                        ("Ethernet8", port(0, 9)),
+                    ],
+                ),
+                sample(
+                    1000,
+                    &[
+                        ("Ethernet0", port(0, 15)),
+                        ("Ethernet2", port(0, 1)),
+                        ("Ethernet8", port(0, 19)),
+                    ],
+                ),
+                sample(
+                    2000,
+                    &[
+                        ("Ethernet0", port(0, 25)),
+                        ("Ethernet6", port(0, 3)),
+                        ("Ethernet8", port(0, 29)),
+                    ],
+                ),
+            ],
+            ..Default::default()
+        };
+        let t = build(&w);
+        let sw = &t.ports["sw"];
+        let mut names: Vec<&str> = sw.keys().copied().collect();
+        names.sort();
+        assert_eq!(names, ["Ethernet0", "Ethernet8"]);
+        assert_eq!(sw["Ethernet0"].d.tx_packets, 20);
+        assert_eq!(sw["Ethernet8"].d.tx_packets, 20);
+        let at = sw["Ethernet8"].at.expect("in the arena");
+        let txs: Vec<Option<u64>> = t.at[at..at + 3]
+            .iter()
+            .map(|p| p.map(|p| p.tx_packets))
+            .collect();
+        assert_eq!(txs, [Some(9), Some(19), Some(29)]);
     }
 
     #[test]

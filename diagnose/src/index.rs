@@ -3,9 +3,10 @@
 //! per fabric on first use and kept beside it; a fabric whose cable or host count changed
 //! since is looked up by scanning, as before (correct, only slower).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
+use crate::deltas::{Fast, FastMap};
 use crate::{End, Fabric};
 
 #[derive(Debug)]
@@ -14,10 +15,10 @@ pub(crate) struct FabricIndex {
     links: usize,
     hosts: usize,
     /// End → (link index, true when the end is the link's `a`).
-    ends: HashMap<End, (usize, bool)>,
-    host_set: HashSet<String>,
+    ends: FastMap<End, (usize, bool)>,
+    host_set: HashSet<String, Fast>,
     /// Host → index of its cable.
-    host_link: HashMap<String, usize>,
+    host_link: FastMap<String, usize>,
 }
 
 /// The cache a [`Fabric`] carries: not serialised, not compared, emptied by a clone.
@@ -45,9 +46,9 @@ impl PartialEq for IndexCache {
 
 impl FabricIndex {
     fn build(f: &Fabric) -> FabricIndex {
-        let host_set: HashSet<String> = f.hosts.iter().cloned().collect();
-        let mut ends = HashMap::with_capacity(f.links.len() * 2);
-        let mut host_link = HashMap::with_capacity(f.hosts.len());
+        let host_set: HashSet<String, Fast> = f.hosts.iter().cloned().collect();
+        let mut ends = FastMap::with_capacity_and_hasher(f.links.len() * 2, Fast::default());
+        let mut host_link = FastMap::with_capacity_and_hasher(f.hosts.len(), Fast::default());
         for (i, l) in f.links.iter().enumerate() {
             // The first cable wins, as a scan finds it.
             ends.entry(l.a.clone()).or_insert((i, true));

@@ -30,10 +30,27 @@ const STAMPED_FLOOR: f64 = 0.005;
 /// Two ends' polls this close (ms) are one instant for a loss judged by sample times.
 const POLLED_TOGETHER_MS: u64 = 50;
 
-/// A counter of end `e` at sample `i`, and its switch's poll time.
-fn at(d: &Deltas<'_>, i: usize, e: &End, f: fn(&PortSample) -> u64) -> Option<(u64, Option<u64>)> {
-    let s = d.w.samples[i].switches.get(&e.node)?;
-    Some((f(s.ports.get(&e.port)?), s.poll_ms))
+/// One end's port in each sample and its switch's poll times, looked up once per cable.
+#[derive(Clone, Copy)]
+struct EndAt<'d> {
+    at: &'d [Option<&'d PortSample>],
+    polls: &'d [Option<u64>],
+}
+
+impl<'d> EndAt<'d> {
+    fn of(d: &'d Deltas<'d>, e: &End) -> Option<EndAt<'d>> {
+        let from = d.moved(e)?.at?;
+        Some(EndAt {
+            at: d.t.at.get(from..from + d.w.samples.len())?,
+            polls: d.t.polls.get(e.node.as_str())?,
+        })
+    }
+}
+
+/// A counter of an end at sample `i`, and its switch's poll time.
+fn at(e: EndAt<'_>, i: usize, f: fn(&PortSample) -> u64) -> Option<(u64, Option<u64>)> {
+    let p = (*e.at.get(i)?)?;
+    Some((f(p), e.polls.get(i).copied().flatten()))
 }
 
 /// Polled span (ms) of one end between two samples, when both carry poll times.
@@ -47,28 +64,32 @@ fn span(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// How much an end's counter rate varied over the window: (max − min) / mean of its rates
 /// between successive polls (timed by its own poll times). `None` when it polled fewer than
 /// three times or a counter went back (a restart): its steadiness is not known.
-fn variation(d: &Deltas<'_>, e: &End, f: fn(&PortSample) -> u64) -> Option<f64> {
-    let mut points: Vec<(u64, u64)> = Vec::new();
-    for i in 0..d.w.samples.len() {
-        if let Some((v, Some(p))) = at(d, i, e, f)
-            && points.last().is_none_or(|l| p > l.0)
-        {
-            points.push((p, v));
+fn variation(e: EndAt<'_>, f: fn(&PortSample) -> u64) -> Option<f64> {
+    // Streamed, no list of points: called for both ends of every loaded cable in the window.
+    let mut last: Option<(u64, u64)> = None;
+    let (mut min, mut max, mut sum, mut n) = (f64::MAX, f64::MIN, 0.0, 0u32);
+    for i in 0..e.at.len() {
+        let Some((v, Some(p))) = at(e, i, f) else {
+            continue;
+        };
+        match last {
+            Some((lp, _)) if p <= lp => continue,
+            Some((_, lv)) if v < lv => return None,
+            Some((lp, lv)) => {
+                let r = (v - lv) as f64 / (p - lp) as f64;
+                min = min.min(r);
+                max = max.max(r);
+                sum += r;
+                n += 1;
+            }
+            None => {}
         }
+        last = Some((p, v));
     }
-    let mut rates = Vec::new();
-    for w in points.windows(2) {
-        if w[1].1 < w[0].1 {
-            return None;
-        }
-        rates.push((w[1].1 - w[0].1) as f64 / (w[1].0 - w[0].0) as f64);
-    }
-    if rates.len() < 2 {
+    if n < 2 {
         return None;
     }
-    let max = rates.iter().cloned().fold(f64::MIN, f64::max);
-    let min = rates.iter().cloned().fold(f64::MAX, f64::min);
-    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    let mean = sum / f64::from(n);
     Some(if mean > 0.0 { (max - min) / mean } else { 0.0 })
 }
 
@@ -78,15 +99,15 @@ fn variation(d: &Deltas<'_>, e: &End, f: fn(&PortSample) -> u64) -> Option<f64> 
 fn excess(
     d: &Deltas<'_>,
     th: &Thresholds,
-    from: &End,
-    to: &End,
+    from: EndAt<'_>,
+    to: EndAt<'_>,
     i: usize,
     j: usize,
 ) -> Option<(u64, u64)> {
-    let (ta, pa) = at(d, i, from, |p| p.tx_packets)?;
-    let (tb, pb) = at(d, j, from, |p| p.tx_packets)?;
-    let (ra, qa) = at(d, i, to, |p| p.rx_packets)?;
-    let (rb, qb) = at(d, j, to, |p| p.rx_packets)?;
+    let (ta, pa) = at(from, i, |p| p.tx_packets)?;
+    let (tb, pb) = at(from, j, |p| p.tx_packets)?;
+    let (ra, qa) = at(to, i, |p| p.rx_packets)?;
+    let (rb, qb) = at(to, j, |p| p.rx_packets)?;
     if tb < ta || rb < ra {
         return None;
     }
@@ -99,8 +120,8 @@ fn excess(
         // matters as much as the rates changed over the window: each end's rates between its
         // successive polls must be known, and their spread is allowed for.
         let (sf, st) = (span(pa, pb)?, span(qa, qb)?);
-        let vary = variation(d, from, |p| p.tx_packets)
-            .zip(variation(d, to, |p| p.rx_packets))
+        let vary = variation(from, |p| p.tx_packets)
+            .zip(variation(to, |p| p.rx_packets))
             .map(|(a, b)| a + b);
         // Where the rates between polls are unknown (fewer than three polls) or spread wider
         // than the smallest loss to report, the poll times cannot judge: the sample times do
@@ -152,6 +173,9 @@ fn lossy_everywhere(d: &Deltas<'_>, th: &Thresholds, from: &End, to: &End) -> bo
     if d.t.frozen.contains(from.node.as_str()) || d.t.frozen.contains(to.node.as_str()) {
         return false;
     }
+    let (Some(from), Some(to)) = (EndAt::of(d, from), EndAt::of(d, to)) else {
+        return false;
+    };
     let s = &d.w.samples;
     let n = s.len();
     let total = s[n - 1].t_ms.saturating_sub(s[0].t_ms);
