@@ -125,6 +125,23 @@ fn faults(twin: &mut weft_twin::Twin, at: u64) {
     );
 }
 
+/// `s` added to the last samples, the oldest dropped: the window of the last three, once
+/// there are three.
+fn slide(
+    samples: &mut std::collections::VecDeque<Sample>,
+    s: Sample,
+    fabric: &weft_diagnose::Fabric,
+) -> Option<Window> {
+    samples.push_back(s);
+    while samples.len() > 3 {
+        samples.pop_front();
+    }
+    (samples.len() == 3).then(|| Window {
+        fabric: fabric.clone(),
+        samples: samples.iter().cloned().collect(),
+    })
+}
+
 async fn realtime_run(bed: &Bed, windows: usize) -> Times {
     let n = bed.topo.switches.len();
     let cfg = Config {
@@ -170,19 +187,12 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
         let d0 = Instant::now();
         let _ = direct.sample(&twin, &changed).await.expect("direct");
         tm.direct.push(d0.elapsed().as_secs_f64());
-        samples.push_back(Sample {
+        let sample = Sample {
             t_ms: t,
             switches: sweep.switches,
-        });
-        while samples.len() > 3 {
-            samples.pop_front();
-        }
-        if samples.len() < 3 {
+        };
+        let Some(w) = slide(&mut samples, sample, &fabric) else {
             continue;
-        }
-        let w = Window {
-            fabric: fabric.clone(),
-            samples: samples.iter().cloned().collect(),
         };
         let j0 = Instant::now();
         let found = weft_diagnose::diagnose(&w, &Thresholds::default());
@@ -388,16 +398,8 @@ fn rules_only(k: u32, windows: usize) {
         let switches = (0..twin.topo.switches.len())
             .filter_map(|s| Some((twin.topo.switches[s].name.clone(), direct.switch(&twin, s)?)))
             .collect();
-        samples.push_back(Sample { t_ms: t, switches });
-        while samples.len() > 3 {
-            samples.pop_front();
-        }
-        if samples.len() < 3 {
+        let Some(w) = slide(&mut samples, Sample { t_ms: t, switches }, &fabric) else {
             continue;
-        }
-        let w = Window {
-            fabric: fabric.clone(),
-            samples: samples.iter().cloned().collect(),
         };
         let j0 = Instant::now();
         let found = weft_diagnose::diagnose(&w, &Thresholds::default());
