@@ -931,11 +931,7 @@ struct Congestion {
 }
 
 fn congestion(d: &Deltas<'_>, th: &Thresholds, e: &End) -> Congestion {
-    congestion_at(d, th, &e.node, &e.port)
-}
-
-fn congestion_at(d: &Deltas<'_>, th: &Thresholds, node: &str, port: &str) -> Congestion {
-    congestion_of(d.moved_at(node, port), th)
+    congestion_of(d.moved_at(&e.node, &e.port), th)
 }
 
 fn congestion_of(moved: Option<&deltas::PortDelta>, th: &Thresholds) -> Congestion {
@@ -1078,6 +1074,8 @@ fn congested_ports<'d>(d: &'d Deltas<'_>, th: &Thresholds, sw: &str) -> Vec<(&'d
 fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
     for sw in &fab.switches {
+        // The switch's PAUSE sent, summed once, on its first congested port that needs it.
+        let mut sent: Option<u64> = None;
         for (port, c) in congested_ports(d, th, sw) {
             let port = &port.to_string();
             let e = End::new(sw, port);
@@ -1096,14 +1094,16 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 // or, through the pause graph, whoever the peer switch is held up by.
                 continue;
             }
-            let pfc_sent: u64 = switch_ports(d, sw)
-                .iter()
-                .map(|p| {
-                    (0..PRIORITIES)
-                        .map(|q| pauses(d, &End::new(sw, p), q).1)
-                        .sum::<u64>()
-                })
-                .sum();
+            let pfc_sent = *sent.get_or_insert_with(|| {
+                switch_ports(d, sw)
+                    .iter()
+                    .map(|p| {
+                        (0..PRIORITIES)
+                            .map(|q| pauses(d, &End::new(sw, p), q).1)
+                            .sum::<u64>()
+                    })
+                    .sum()
+            });
             let mut ev = c.evidence(d, &e);
             let tx = d.port(&e, |p| p.tx_packets);
             ev.push(d.ev(sw, Some(port), "SAI_PORT_STAT_IF_OUT_UCAST_PKTS", tx));
