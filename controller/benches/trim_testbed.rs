@@ -20,6 +20,17 @@
 //!   middle of it, `WEFT_BENCH_ROUNDS` rounds (default 3);
 //! - all-to-all over the 8 hosts.
 //!
+//! Each in the setups of the senders that `WEFT_BENCH_SETUPS` lists (default `nic,model`):
+//!
+//! - `nic`: the testbed NICs' own timers, tuned for BMv2 (a CNP gap and DCQCN periods of 4
+//!   packet times, a smallest retransmission timeout of 30, a window of 256 packets); incast 3:1
+//!   of 1 MiB each;
+//! - `model`: the packet model's timers carried over in packet times
+//!   (`weft_simulate::transport::FabricSpec::timing`: CNP gap 150, DCQCN periods 165, smallest
+//!   retransmission timeout and hole timer 3,000 packet times, window 64); incast 5:1 of
+//!   512 KiB each, the most this fabric's 8 hosts hold beside the victim (the model's is 8:1);
+//! - `model-cc`: as `model`, with the NICs' own retransmission timeout.
+//!
 //! Reported per mode and workload: message completion p50/p99 (posted → acknowledged, every
 //! sender's messages of every round), packets retransmitted (4 KiB payload each), PAUSE frames the switches sent and
 //! packets they trimmed (COUNTERS_DB, the plugin's counters read 1 s after the run ends), and the
@@ -33,12 +44,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::bed::{self, Bed, Needs};
+use weft_simulate::transport::FabricSpec;
 use weft_testbed::State;
 use weft_testbed::workload::{self, Outcome, Spec};
 use weft_traffic::collective::Kind;
+use weft_traffic::engine::Timing;
 
 const BENCH: &str = "trim_testbed";
 const INCAST: [&str; 4] = ["leaf4-h1", "leaf1-h1", "leaf2-h1", "leaf3-h1"];
+/// Every host but the victim's two sends to leaf4-h1.
+const INCAST_WIDE: [&str; 6] = [
+    "leaf4-h1", "leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf2-h2", "leaf4-h2",
+];
 const VICTIM: (&str, &str) = ("leaf1-h2", "leaf3-h2");
 const ALL: [&str; 8] = [
     "leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf4-h1", "leaf1-h2", "leaf2-h2", "leaf3-h2", "leaf4-h2",
@@ -46,6 +63,7 @@ const ALL: [&str; 8] = [
 /// Each NIC's packet rate and every switch queue's: the fabric's line rate.
 const RATE_PPS: u64 = 150;
 const INCAST_BYTES: u64 = 1 << 20;
+const INCAST_WIDE_BYTES: u64 = 512 << 10;
 const VICTIM_BYTES: u64 = 256 << 10;
 const ALLTOALL_BYTES: u64 = 512 << 10;
 
@@ -90,6 +108,61 @@ impl Mode {
     }
 }
 
+/// How the senders are set up.
+#[derive(Clone, Copy)]
+enum Setup {
+    /// The testbed NICs' own timers; incast 3:1 of 1 MiB.
+    Nic,
+    /// The packet model's timers in packet times (`model`, or `model-cc` without its
+    /// retransmission timeout); incast 5:1 of 512 KiB.
+    Model(Timing),
+}
+
+impl Setup {
+    fn name(self) -> &'static str {
+        match self {
+            Setup::Nic => "nic",
+            Setup::Model(t) if t.rto.is_some() => "model",
+            Setup::Model(_) => "model-cc",
+        }
+    }
+
+    /// The incast's ranks (receiver first), bytes per sender and label.
+    fn incast(self) -> (&'static [&'static str], u64, &'static str) {
+        match self {
+            Setup::Nic => (&INCAST, INCAST_BYTES, "incast 3:1 + victim"),
+            Setup::Model(_) => (&INCAST_WIDE, INCAST_WIDE_BYTES, "incast 5:1 + victim"),
+        }
+    }
+
+    fn apply(self, s: &mut Spec) {
+        if let Setup::Model(t) = self {
+            s.timing = Some(t);
+            if t.rto.is_some() {
+                // Timeouts of thousands of packet times: seconds each on this fabric.
+                s.deadline = Duration::from_secs(300);
+            }
+        }
+    }
+
+    /// From `WEFT_BENCH_SETUPS` (default `nic,model`).
+    fn from_env() -> Vec<Setup> {
+        let model = FabricSpec::default().timing();
+        let names = std::env::var("WEFT_BENCH_SETUPS").unwrap_or_else(|_| "nic,model".into());
+        names
+            .split(',')
+            .map(|n| match n.trim() {
+                "nic" => Setup::Nic,
+                "model" => Setup::Model(model),
+                "model-cc" => Setup::Model(Timing { rto: None, ..model }),
+                other => {
+                    panic!("WEFT_BENCH_SETUPS: unknown setup {other:?} (nic, model, model-cc)")
+                }
+            })
+            .collect()
+    }
+}
+
 /// What the switches counted over a run (None: a DB could not be read).
 #[derive(Clone, Copy, Default)]
 struct Fabric {
@@ -115,6 +188,7 @@ fn delta(a: Fabric, b: Fabric) -> Fabric {
 /// One row of the table.
 struct Row {
     mode: Mode,
+    setup: Setup,
     workload: &'static str,
     messages: Vec<f64>,
     complete: bool,
@@ -125,7 +199,7 @@ struct Row {
     victim: Option<(f64, f64)>,
 }
 
-fn spec(bed: &Bed, kind: Kind, ranks: &[&str], size: u64) -> Spec {
+fn spec(bed: &Bed, setup: Setup, kind: Kind, ranks: &[&str], size: u64) -> Spec {
     let mut s = Spec::new(
         &bed.topo,
         kind,
@@ -136,6 +210,7 @@ fn spec(bed: &Bed, kind: Kind, ranks: &[&str], size: u64) -> Spec {
     s.warmup = 0;
     s.iterations = 1;
     s.deadline = Duration::from_secs(90);
+    setup.apply(&mut s);
     s
 }
 
@@ -151,9 +226,16 @@ fn throughput(o: &Outcome) -> Option<f64> {
 }
 
 /// The victim alone, then `rounds` incasts with the victim started 1 s into each.
-fn incast_rows(bed: &Bed, mode: Mode, traffic: &Path, rounds: u32) -> Row {
-    let victim = spec(bed, Kind::Incast, &[VICTIM.1, VICTIM.0], VICTIM_BYTES);
-    let incast = spec(bed, Kind::Incast, &INCAST, INCAST_BYTES);
+fn incast_rows(bed: &Bed, mode: Mode, setup: Setup, traffic: &Path, rounds: u32) -> Row {
+    let victim = spec(
+        bed,
+        setup,
+        Kind::Incast,
+        &[VICTIM.1, VICTIM.0],
+        VICTIM_BYTES,
+    );
+    let (ranks, bytes, label) = setup.incast();
+    let incast = spec(bed, setup, Kind::Incast, ranks, bytes);
     let (st_i, st_v) = (state_in(bed, "incast"), state_in(bed, "victim"));
     let mut alone = Vec::new();
     let mut with = Vec::new();
@@ -181,8 +263,9 @@ fn incast_rows(bed: &Bed, mode: Mode, traffic: &Path, rounds: u32) -> Row {
         fabric.trimmed = fabric.trimmed.zip(d.trimmed).map(|(x, y)| x + y);
         with.push(throughput(&v).unwrap_or(0.0));
         println!(
-            "  {} incast round {round}: {:.2} s, complete {}, retransmitted {} packets, victim {:.0} B/s with, {:.0} B/s alone{}",
+            "  {} ({}) incast round {round}: {:.2} s, complete {}, retransmitted {} packets, victim {:.0} B/s with, {:.0} B/s alone{}",
             mode.name(),
+            setup.name(),
             i.seconds,
             i.complete,
             i.retransmitted,
@@ -201,7 +284,8 @@ fn incast_rows(bed: &Bed, mode: Mode, traffic: &Path, rounds: u32) -> Row {
     }
     Row {
         mode,
-        workload: "incast 3:1 + victim",
+        setup,
+        workload: label,
         messages,
         complete,
         retransmitted,
@@ -226,8 +310,8 @@ fn message_times(st: &State) -> Vec<f64> {
     out
 }
 
-fn all_to_all(bed: &Bed, mode: Mode, traffic: &Path) -> Row {
-    let mut s = spec(bed, Kind::AllToAll, &ALL, ALLTOALL_BYTES);
+fn all_to_all(bed: &Bed, mode: Mode, setup: Setup, traffic: &Path) -> Row {
+    let mut s = spec(bed, setup, Kind::AllToAll, &ALL, ALLTOALL_BYTES);
     s.warmup = 1;
     s.iterations = 3;
     let st = state_in(bed, "alltoall");
@@ -237,6 +321,7 @@ fn all_to_all(bed: &Bed, mode: Mode, traffic: &Path) -> Row {
     let fabric = delta(before, fabric_counters(&st, s.traffic_class));
     Row {
         mode,
+        setup,
         workload: "all-to-all 8",
         messages: message_times(&st),
         complete: o.complete,
@@ -272,16 +357,17 @@ fn opt(v: Option<u64>) -> String {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "\n| mode | workload | complete | completion p50 | p99 | retransmitted (packets of 4 KiB payload) | timeouts | PAUSE sent | trimmed | victim with incast / alone |"
+        "\n| mode | senders | workload | complete | completion p50 | p99 | retransmitted (packets of 4 KiB payload) | timeouts | PAUSE sent | trimmed | victim with incast / alone |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let victim = r.victim.map_or("".into(), |(w, a)| {
             format!("{:.0} / {:.0} B/s = {:.2}", w, a, w / a)
         });
         println!(
-            "| {} | {} | {} | {:.2} s | {:.2} s | {} ({:.1} MB) | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.2} s | {:.2} s | {} ({:.1} MB) | {} | {} | {} | {} |",
             r.mode.name(),
+            r.setup.name(),
             r.workload,
             if r.complete { "yes" } else { "no" },
             percentile(&r.messages, 0.5),
@@ -294,16 +380,18 @@ fn print_table(rows: &[Row]) {
             victim
         );
     }
-    let p99 = |m: Mode| {
-        rows.iter()
-            .find(|r| r.mode == m && r.victim.is_some())
-            .map(|r| percentile(&r.messages, 0.99))
-    };
-    if let (Some(d), Some(t)) = (p99(Mode::DropTail), p99(Mode::Trim)) {
-        println!(
-            "incast p99 completion, drop-tail over trimming: {:.2}× (goal ≥ 2)",
-            d / t
-        );
+    for setup in ["nic", "model", "model-cc"] {
+        let p99 = |m: Mode| {
+            rows.iter()
+                .find(|r| r.mode == m && r.setup.name() == setup && r.victim.is_some())
+                .map(|r| percentile(&r.messages, 0.99))
+        };
+        if let (Some(d), Some(t)) = (p99(Mode::DropTail), p99(Mode::Trim)) {
+            println!(
+                "{setup} senders: incast p99 completion, drop-tail over trimming: {:.2}× (goal ≥ 2)",
+                d / t
+            );
+        }
     }
     println!("load average after: {}", load());
 }
@@ -327,6 +415,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
+    let setups = Setup::from_env();
     let traffic = PathBuf::from(env!("CARGO_BIN_EXE_weft")).with_file_name("weft-traffic");
     let cli = programs.bmv2.with_file_name("simple_switch_CLI");
     println!(
@@ -334,6 +423,18 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load()
     );
+    for setup in &setups {
+        if let Setup::Model(t) = setup {
+            println!(
+                "{} senders: CNP gap {:.0}, DCQCN periods {:.0}, retransmission timeout {}, in packet times; window {} packets",
+                setup.name(),
+                t.cnp_interval,
+                t.dcqcn_period,
+                t.rto.map_or("the NICs' own".into(), |r| format!("{r:.0}")),
+                t.max_outstanding
+            );
+        }
+    }
     let mut rows = Vec::new();
     for (i, mode) in [Mode::Pfc, Mode::DropTail, Mode::Trim]
         .into_iter()
@@ -347,8 +448,10 @@ fn main() {
         );
         workload::set_port_rates(&bed.state(), &cli, RATE_PPS).expect("set_queue_rate");
         println!("{} (load average {}):", mode.name(), load());
-        rows.push(incast_rows(&bed, mode, &traffic, rounds));
-        rows.push(all_to_all(&bed, mode, &traffic));
+        for &setup in &setups {
+            rows.push(incast_rows(&bed, mode, setup, &traffic, rounds));
+            rows.push(all_to_all(&bed, mode, setup, &traffic));
+        }
         drop(bed);
     }
     print_table(&rows);

@@ -28,8 +28,8 @@ use std::net::Ipv4Addr;
 
 use weft_traffic::bth::{Bth, DATA_OVERHEAD, ROCEV2_PORT, UDP_IP_ETH};
 use weft_traffic::collective::{Collective, Kind};
-use weft_traffic::dcqcn::{DcqcnParams, Nanos};
-use weft_traffic::engine::{Endpoint, Entropy, Out, RankPlan};
+use weft_traffic::dcqcn::Nanos;
+use weft_traffic::engine::{Endpoint, Entropy, Out, RankPlan, Timing};
 use weft_traffic::receiver::Placement;
 
 use crate::hash::{FlowKey, Rng};
@@ -100,6 +100,33 @@ impl Default for FabricSpec {
             kmax: 48,
             pmax: 0.2,
             rto_ns: 1_000_000,
+        }
+    }
+}
+
+/// DCQCN's notification point: at most one CNP per QP this often (a NIC's usual 50 µs).
+const CNP_INTERVAL_NS: Nanos = 50_000;
+/// DCQCN's alpha-update and rate-increase timers (the DCQCN paper's 55 µs).
+const DCQCN_PERIOD_NS: Nanos = 55_000;
+/// Unacknowledged packets per QP.
+const MAX_OUTSTANDING: u32 = 64;
+
+impl FabricSpec {
+    /// One data packet's time on a link, ns.
+    pub fn packet_ns(&self) -> f64 {
+        (self.mtu + DATA_OVERHEAD + UDP_IP_ETH) as f64 * 8.0 / self.link_gbps
+    }
+
+    /// The endpoints' timers in this fabric's packet times, as the model runs them: at the
+    /// defaults (100 Gb/s, 4 KB) a CNP gap of 150, DCQCN periods of 165 and a smallest
+    /// retransmission timeout of 3,000 packet times.
+    pub fn timing(&self) -> Timing {
+        let pkt = self.packet_ns();
+        Timing {
+            rto: Some(self.rto_ns as f64 / pkt),
+            cnp_interval: CNP_INTERVAL_NS as f64 / pkt,
+            dcqcn_period: DCQCN_PERIOD_NS as f64 / pkt,
+            max_outstanding: MAX_OUTSTANDING,
         }
     }
 }
@@ -628,17 +655,9 @@ fn plan(m: &Model, job: &Job, rank: usize, victim_bytes: u64) -> RankPlan {
     p.ack_dscp = Some(CONTROL_DSCP);
     p.cnp_dscp = CONTROL_DSCP;
     p.dscp = DATA_DSCP;
-    p.tx.rto_ns = f.rto_ns;
-    p.tx.max_outstanding = 64;
-    p.rx.loss_timeout_ns = f.rto_ns;
-    p.rx.nak_timeout_ns = 2 * f.rto_ns;
+    p.set_timing(&f.timing());
     p.rx.ack_every = 4;
     p.rx.ack_delay_ns = 8 * pkt_ns;
-    p.cnp_interval_ns = 50_000;
-    let mut d = DcqcnParams::for_line_rate(line, f.mtu + DATA_OVERHEAD + UDP_IP_ETH);
-    d.alpha_period_ns = 55_000;
-    d.increase_period_ns = 55_000;
-    p.dcqcn = Some(d);
     if m.arm == Arm::Trim {
         p.trim_dscp = Some(TRIM_DSCP);
     }

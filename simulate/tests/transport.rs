@@ -88,3 +88,46 @@ fn an_all_to_all_completes_in_every_arm_and_only_drop_tail_times_out() {
         assert_eq!(o.timeouts > 0, arm == Arm::DropTail, "{arm:?}: {o:?}");
     }
 }
+
+#[test]
+fn the_models_timing_in_packet_times_converts_back_to_its_own_timers_and_scales_to_a_slow_fabric() {
+    use weft_traffic::collective::{Collective, Kind};
+    use weft_traffic::engine::RankPlan;
+    use weft_traffic::receiver::Placement;
+    let f = FabricSpec::default();
+    let t = f.timing();
+    let plan = |line_rate: f64| {
+        let c = Collective {
+            kind: Kind::Incast,
+            ranks: 2,
+            size: BYTES,
+        };
+        let addrs = vec![
+            std::net::Ipv4Addr::new(10, 0, 0, 1),
+            std::net::Ipv4Addr::new(10, 0, 0, 2),
+        ];
+        let mut p = RankPlan::defaults(0, addrs, c, line_rate, f.mtu, Placement::OutOfOrder);
+        p.set_timing(&t);
+        p
+    };
+    // At the model's own speed the timers are its nanoseconds again.
+    let p = plan(f.link_gbps * 1e9 / 8.0);
+    let d = p.dcqcn.expect("set_timing sets DCQCN");
+    assert_eq!(
+        (p.cnp_interval_ns, d.alpha_period_ns, p.tx.rto_ns),
+        (50_000, 55_000, f.rto_ns)
+    );
+    assert_eq!(p.rx.nak_timeout_ns, 2 * f.rto_ns);
+    // At the testbed's 150 packets/s the same ratios: a CNP gap of ~1 s, not the NIC default's
+    // 4 packet times (27 ms).
+    let slow = plan(150.0 * RankPlan::wire_bytes(f.mtu) as f64);
+    let pkt = slow.packet_ns();
+    let ratio = slow.cnp_interval_ns as f64 / pkt;
+    assert!((ratio - 50_000.0 / f.packet_ns()).abs() < 0.01, "{ratio}");
+    assert!(
+        slow.cnp_interval_ns > 900_000_000,
+        "{}",
+        slow.cnp_interval_ns
+    );
+    assert_eq!(slow.tx.max_outstanding, 64);
+}

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use weft_topology::Topology;
 use weft_traffic::collective::{Collective, Kind};
-use weft_traffic::engine::{RankPlan, RankReport};
+use weft_traffic::engine::{RankPlan, RankReport, Timing};
 use weft_traffic::receiver::Placement;
 
 use crate::{Result, State, TestbedError, io, run};
@@ -55,6 +55,10 @@ pub struct Spec {
     /// fabric does not trim this class.
     #[serde(default)]
     pub trim_dscp: Option<u8>,
+    /// The endpoints' timers in packet times instead of the NIC defaults tuned for BMv2 (see
+    /// [`Timing`]): a run set up as another fabric is.
+    #[serde(default)]
+    pub timing: Option<Timing>,
     pub deadline: Duration,
 }
 
@@ -95,6 +99,7 @@ impl Spec {
             ack_dscp: cnp,
             traffic_class: tc,
             trim_dscp,
+            timing: None,
             deadline: Duration::from_secs(60),
         }
     }
@@ -236,6 +241,9 @@ fn plans(st: &State, t: &Topology, spec: &Spec) -> Result<Vec<(String, RankPlan)
         p.ack_dscp = Some(spec.ack_dscp);
         p.trim_dscp = spec.trim_dscp;
         p.deadline_ms = spec.deadline.as_millis() as u64;
+        if let Some(t) = &spec.timing {
+            p.set_timing(t);
+        }
         out.push((name.clone(), p));
     }
     Ok(out)
@@ -543,6 +551,7 @@ mod tests {
             ack_dscp: 48,
             traffic_class: 3,
             trim_dscp: None,
+            timing: None,
             deadline: Duration::from_secs(10),
         }
     }

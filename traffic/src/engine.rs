@@ -149,6 +149,52 @@ impl RankPlan {
     }
 }
 
+/// The endpoints' timers and window in packet times (one `mtu` data packet at the line rate), so
+/// the timing of one fabric can be carried to another of a different speed. The packet model's
+/// 100 Gb/s fabric (`weft_simulate::transport::FabricSpec::timing`) reacts to ECN 150 packet times
+/// after a mark at the earliest; the testbed's defaults ([`RankPlan::defaults`]) react within 4,
+/// which no NIC does at line rate, and so keep an incast from ever filling a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// The smallest retransmission timeout and the receiver's hole timer (its NAK timer is
+    /// twice it). None: keep the plan's.
+    #[serde(default)]
+    pub rto: Option<f64>,
+    /// The notification point's least gap between two CNPs of one QP.
+    pub cnp_interval: f64,
+    /// DCQCN's alpha-update and rate-increase periods.
+    pub dcqcn_period: f64,
+    /// Unacknowledged packets one QP may have in flight.
+    pub max_outstanding: u32,
+}
+
+impl RankPlan {
+    /// One data packet's time on the wire at the plan's line rate, ns.
+    pub fn packet_ns(&self) -> f64 {
+        Self::wire_bytes(self.tx.mtu) as f64 / self.line_rate.max(1.0) * 1e9
+    }
+
+    /// Sets the timers of `t`, converted at this plan's packet time.
+    pub fn set_timing(&mut self, t: &Timing) {
+        let pkt = self.packet_ns();
+        let ns = |x: f64| (x * pkt).round().max(1.0) as Nanos;
+        if let Some(rto) = t.rto {
+            self.tx.rto_ns = ns(rto);
+            self.rx.loss_timeout_ns = ns(rto);
+            self.rx.nak_timeout_ns = 2 * ns(rto);
+            // A peer that missed the last ACK retries after a timeout: stay for a few.
+            self.linger_ms = self.linger_ms.max(3 * ns(rto) / 1_000_000 + 200);
+        }
+        self.cnp_interval_ns = ns(t.cnp_interval);
+        let mut d = DcqcnParams::for_line_rate(self.line_rate, Self::wire_bytes(self.tx.mtu));
+        d.alpha_period_ns = ns(t.dcqcn_period);
+        d.increase_period_ns = ns(t.dcqcn_period);
+        self.dcqcn = Some(d);
+        self.tx.max_outstanding = t.max_outstanding;
+    }
+}
+
 /// Start and end of one iteration, ns after the common start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IterationTimes {
