@@ -86,24 +86,10 @@ impl Mode {
     /// The small example with only the `roce` class's loss handling changed (and the run-time
     /// ECN tuner off, so thresholds do not move between modes).
     fn intent(self, text: String) -> String {
-        let text = text.replace("tuning: auto", "tuning: off");
-        let pfc_block = text
-            .find("  pfc:\n")
-            .map(|i| {
-                let end = text[i + 7..]
-                    .find("\n\n")
-                    .map_or(text.len(), |e| i + 7 + e + 1);
-                text[i..end].to_string()
-            })
-            .expect("the example has a pfc block");
-        let lossy = |extra: &str| {
-            text.replace("      lossless: true\n", extra)
-                .replace(&pfc_block, "  pfc:\n    enabled: false\n")
-        };
         match self {
-            Mode::Pfc => text.clone(),
-            Mode::DropTail => lossy(""),
-            Mode::Trim => lossy("      trim: {size: 256B, dscp: 11, traffic_class: 7}\n"),
+            Mode::Pfc => text.replace("tuning: auto", "tuning: off"),
+            Mode::DropTail => bed::lossy_roce(text, false),
+            Mode::Trim => bed::lossy_roce(text, true),
         }
     }
 }

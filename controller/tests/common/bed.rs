@@ -644,3 +644,22 @@ pub fn wait_until(deadline: Duration, mut ok: impl FnMut() -> bool) -> Option<Du
     }
     None
 }
+
+/// The small example's `roce` class made lossy (PFC off): trimmable with `trim` (256 B, DSCP
+/// 11, queue 7), drop-tail without; the run-time ECN tuner off, so thresholds do not move
+/// between runs being compared.
+pub fn lossy_roce(text: String, trim: bool) -> String {
+    let text = text.replace("tuning: auto", "tuning: off");
+    let i = text.find("  pfc:\n").expect("the example has a pfc block");
+    let end = text[i + 7..]
+        .find("\n\n")
+        .map_or(text.len(), |e| i + 7 + e + 1);
+    let pfc_block = text[i..end].to_string();
+    let extra = if trim {
+        "      trim: {size: 256B, dscp: 11, traffic_class: 7}\n"
+    } else {
+        ""
+    };
+    text.replace("      lossless: true\n", extra)
+        .replace(&pfc_block, "  pfc:\n    enabled: false\n")
+}
