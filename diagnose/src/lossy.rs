@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::deltas::PortDelta;
 use crate::{Deltas, End, Finding, Kind, PortSample, Thresholds};
 
 /// A switch loses, not its cables, when at least 3 and this share of its loaded cables lose.
@@ -38,12 +39,34 @@ struct EndAt<'d> {
 }
 
 impl<'d> EndAt<'d> {
-    fn of(d: &'d Deltas<'d>, e: &End) -> Option<EndAt<'d>> {
-        let from = d.moved(e)?.at?;
+    fn of(d: &'d Deltas<'d>, m: &PortDelta, node: &str) -> Option<EndAt<'d>> {
+        let from = m.at?;
         Some(EndAt {
             at: d.t.at.get(from..from + d.w.samples.len())?,
-            polls: d.t.polls.get(e.node.as_str())?,
+            polls: d.t.polls.get(node)?,
         })
+    }
+}
+
+/// One end of a cable, looked up once for both directions (131,072 cables at k=64).
+struct Side<'d> {
+    e: &'d End,
+    moved: Option<&'d PortDelta>,
+    /// Its samples and polls; `None` where its switch is frozen (nothing to judge) or the port
+    /// is not in the window.
+    at: Option<EndAt<'d>>,
+}
+
+impl<'d> Side<'d> {
+    fn of(d: &'d Deltas<'d>, e: &'d End) -> Side<'d> {
+        let moved = d.moved(e);
+        let at = moved
+            .filter(|_| !d.t.frozen.contains(e.node.as_str()))
+            .and_then(|m| EndAt::of(d, m, &e.node));
+        Side { e, moved, at }
+    }
+    fn count(&self, f: fn(&PortSample) -> u64) -> u64 {
+        self.moved.map_or(0, |m| f(&m.d))
     }
 }
 
@@ -168,12 +191,10 @@ fn lossy(th: &Thresholds, (lost, tx): (u64, u64)) -> bool {
     lost >= th.min_lost && lost as f64 >= th.min_loss_fraction * tx as f64
 }
 
-/// `from → to` loses on every sub-window that can judge it (at least one can).
-fn lossy_everywhere(d: &Deltas<'_>, th: &Thresholds, from: &End, to: &End) -> bool {
-    if d.t.frozen.contains(from.node.as_str()) || d.t.frozen.contains(to.node.as_str()) {
-        return false;
-    }
-    let (Some(from), Some(to)) = (EndAt::of(d, from), EndAt::of(d, to)) else {
+/// `from → to` loses on every sub-window that can judge it (at least one can); never where
+/// either end's switch is frozen or an end is not in the window.
+fn lossy_everywhere(d: &Deltas<'_>, th: &Thresholds, from: &Side<'_>, to: &Side<'_>) -> bool {
+    let (Some(from), Some(to)) = (from.at, to.at) else {
         return false;
     };
     let s = &d.w.samples;
@@ -275,16 +296,17 @@ fn cables<'a>(
         }
         let mut dirs = Vec::new();
         let mut carried = false;
-        for (from, to) in [(&l.a, &l.b), (&l.b, &l.a)] {
-            let tx = d.port(from, |p| p.tx_packets);
+        let (a, b) = (Side::of(d, &l.a), Side::of(d, &l.b));
+        for (from, to) in [(&a, &b), (&b, &a)] {
+            let tx = from.count(|p| p.tx_packets);
             if tx < th.min_link_packets {
                 continue;
             }
             carried = true;
-            let rx = d.port(to, |p| p.rx_packets);
+            let rx = to.count(|p| p.rx_packets);
             let lost = tx.saturating_sub(rx);
             if lossy_everywhere(d, th, from, to) {
-                dirs.push((lost as f64 / tx as f64, lost, tx, rx, from, to));
+                dirs.push((lost as f64 / tx as f64, lost, tx, rx, from.e, to.e));
             }
         }
         if carried {
