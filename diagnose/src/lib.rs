@@ -1070,6 +1070,18 @@ fn congested_ports<'d>(d: &'d Deltas<'_>, th: &Thresholds, sw: &str) -> Vec<(&'d
     hot
 }
 
+/// PAUSE frames `sw` sent on all its ports and priorities in the window.
+fn pause_sent(d: &Deltas<'_>, sw: &str) -> u64 {
+    switch_ports(d, sw)
+        .iter()
+        .map(|p| {
+            (0..PRIORITIES)
+                .map(|q| pauses(d, &End::new(sw, p), q).1)
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 /// Congested egress ports: toward a host (incast) or toward a switch (a slow link).
 fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
@@ -1094,16 +1106,7 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 // or, through the pause graph, whoever the peer switch is held up by.
                 continue;
             }
-            let pfc_sent = *sent.get_or_insert_with(|| {
-                switch_ports(d, sw)
-                    .iter()
-                    .map(|p| {
-                        (0..PRIORITIES)
-                            .map(|q| pauses(d, &End::new(sw, p), q).1)
-                            .sum::<u64>()
-                    })
-                    .sum()
-            });
+            let pfc_sent = *sent.get_or_insert_with(|| pause_sent(d, sw));
             let mut ev = c.evidence(d, &e);
             let tx = d.port(&e, |p| p.tx_packets);
             ev.push(d.ev(sw, Some(port), "SAI_PORT_STAT_IF_OUT_UCAST_PKTS", tx));
