@@ -24,7 +24,7 @@ use common::bed::{self, Bed, Needs};
 use weft_simulate::transport::FabricSpec;
 use weft_testbed::workload::{self, Spec};
 use weft_traffic::collective::Kind;
-use weft_traffic::engine::{RankReport, Timing};
+use weft_traffic::engine::Timing;
 
 const TEST: &str = "scenario_trim";
 /// Receiver first; every host but leaf1-h2 and leaf3-h2 sends.
@@ -76,8 +76,7 @@ fn an_incast_into_a_trimming_fabric_is_trimmed_nacked_resent_and_completes() {
 
     let before = workload::trimmed_packets(&st, spec.traffic_class).expect("COUNTERS_DB");
     let o = workload::run_workload(&st, &f.topo, &traffic, &spec).expect("incast");
-    let reports = rank_reports(&st);
-    let rx_trimmed: u64 = reports.iter().map(|r| r.rx.trimmed).sum();
+    let (rx_trimmed, trim_naks, resent) = (o.trimmed_received, o.trim_naks, o.retransmitted);
     // The plugins poll every 300 ms: wait for a count that covers the whole run.
     let mut trimmed = 0;
     bed::wait_until(Duration::from_secs(10), || {
@@ -86,13 +85,10 @@ fn an_incast_into_a_trimming_fabric_is_trimmed_nacked_resent_and_completes() {
             .saturating_sub(before);
         trimmed > 0 && trimmed >= rx_trimmed
     });
-    let rx_naks: u64 = reports.iter().map(|r| r.rx.naks).sum();
-    let trim_naks: u64 = reports.iter().map(|r| r.tx.trim_naks).sum();
-    let resent: u64 = reports.iter().map(|r| r.tx.retransmitted).sum();
     println!(
         "incast 5:1 × 256 KiB into leaf4-h1 at {RATE_PPS} packets/s: complete {}, {:.2} s, \
          message p99 {:.2} s; switches trimmed {trimmed}; receiver got {rx_trimmed} trimmed \
-         headers, sent {rx_naks} NAKs; senders got {trim_naks} trim NACKs, resent {resent}, \
+         headers; senders got {trim_naks} trim NACKs, resent {resent}, \
          {} timeouts; errors {:?}",
         o.complete, o.seconds, o.message_p99_s, o.timeouts, o.errors
     );
@@ -120,13 +116,4 @@ fn an_incast_into_a_trimming_fabric_is_trimmed_nacked_resent_and_completes() {
         resent >= trim_naks,
         "senders resent {resent} packets for {trim_naks} trim NACKs"
     );
-}
-
-/// Every rank's report of the last run (`rank-N.out` in the workload directory).
-fn rank_reports(st: &weft_testbed::State) -> Vec<RankReport> {
-    let dir = st.state_dir.join("workload");
-    (0..)
-        .map_while(|r| std::fs::read_to_string(dir.join(format!("rank-{r}.out"))).ok())
-        .map(|text| serde_json::from_str(text.trim()).expect("a rank's report"))
-        .collect()
 }

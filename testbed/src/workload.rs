@@ -158,6 +158,12 @@ pub struct Outcome {
     pub duplicates: u64,
     pub ce_marked: u64,
     pub cnps: u64,
+    /// Trimmed headers the receivers got (each NACKed unless already placed), and the trim
+    /// NACKs the senders got back (each resent at once).
+    #[serde(default)]
+    pub trimmed_received: u64,
+    #[serde(default)]
+    pub trim_naks: u64,
     /// PAUSE frames all switches sent on the lossless class (None: COUNTERS_DB unreadable).
     pub pfc_pauses: Option<u64>,
     pub errors: Vec<String>,
@@ -329,6 +335,8 @@ pub fn summarize(spec: &Spec, reports: &[RankReport], errors: Vec<String>) -> Ou
         duplicates: sum(|r| r.rx.duplicates),
         ce_marked: sum(|r| r.ce_marked),
         cnps: sum(|r| r.cnps_sent),
+        trimmed_received: sum(|r| r.rx.trimmed),
+        trim_naks: sum(|r| r.tx.trim_naks),
         pfc_pauses: None,
         errors,
     }
