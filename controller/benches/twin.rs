@@ -73,6 +73,12 @@ struct Times {
     read: Vec<f64>,
     read_cpu_self: Vec<f64>,
     read_cpu_servers: Vec<f64>,
+    /// The same read row by row (no snapshots), after the snapshot read of the same sample.
+    read_rows: Vec<f64>,
+    read_rows_cpu_self: Vec<f64>,
+    read_rows_cpu_servers: Vec<f64>,
+    rows_bytes: usize,
+    from_snapshot: usize,
     direct: Vec<f64>,
     rules_healthy: Vec<f64>,
     rules_faulty: Vec<f64>,
@@ -154,6 +160,7 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
     twin.life[n / 4].resets.push((3300, 2000));
     let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
     let mut through = Through::new(&twin).await;
+    let mut by_rows = weft_observe::source::db::Reader::new(&twin.topo).rows_only();
     let mut direct = Direct::new(&twin.topo);
     let pids: Vec<u32> = bed.servers.iter().filter_map(|s| s.pid()).collect();
     let mut tm = Times::default();
@@ -176,6 +183,13 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
             self_cpu(),
             pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>(),
         );
+        // WEFT_BENCH_REREAD=N: N more reads of each sample first (to profile the reader).
+        for _ in 0..env_or("WEFT_BENCH_REREAD", "0")
+            .parse::<usize>()
+            .unwrap_or(0)
+        {
+            let _ = through.reader.sweep(twin.cfg.epoch_ms + t).await;
+        }
         let r0 = Instant::now();
         let sweep = through.reader.sweep(twin.cfg.epoch_ms + t).await;
         tm.read.push(r0.elapsed().as_secs_f64());
@@ -184,6 +198,22 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
             .push(pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>() - c_srv);
         tm.bytes = sweep.bytes;
         tm.unjudged = sweep.unjudged.len();
+        tm.from_snapshot = sweep.from_snapshot;
+        let (c_self, c_srv) = (
+            self_cpu(),
+            pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>(),
+        );
+        let r0 = Instant::now();
+        let rows = by_rows.sweep(twin.cfg.epoch_ms + t).await;
+        tm.read_rows.push(r0.elapsed().as_secs_f64());
+        tm.read_rows_cpu_self.push(self_cpu() - c_self);
+        tm.read_rows_cpu_servers
+            .push(pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>() - c_srv);
+        tm.rows_bytes = rows.bytes;
+        assert!(
+            rows.switches == sweep.switches,
+            "the snapshots and the rows say different things at {t} ms"
+        );
         let d0 = Instant::now();
         let _ = direct.sample(&twin, &changed).await.expect("direct");
         tm.direct.push(d0.elapsed().as_secs_f64());
@@ -258,9 +288,29 @@ fn realtime(k: u32, servers: usize, windows: usize) {
         stats(&tm.read_cpu_servers)
     );
     println!(
-        "    {:.1} MB read, {} switches unjudged (missing / dead / restarting)",
+        "    {:.1} MB read, {} switches from their snapshot, {} unjudged (missing / dead / restarting)",
         tm.bytes as f64 / 1e6,
+        tm.from_snapshot,
         tm.unjudged
+    );
+    println!(
+        "  the same read row by row (no snapshots): {}",
+        stats(&tm.read_rows)
+    );
+    println!(
+        "    CPU in it: this process {}, redis-servers {}; {:.1} MB",
+        stats(&tm.read_rows_cpu_self),
+        stats(&tm.read_rows_cpu_servers),
+        tm.rows_bytes as f64 / 1e6
+    );
+    let med = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    println!(
+        "    snapshot read / row-by-row read (medians, same samples): {:.2}",
+        med(&tm.read) / med(&tm.read_rows)
     );
     println!(
         "  same decoding, rows in hand (no I/O):   {}",

@@ -87,6 +87,75 @@ impl Score {
     }
 }
 
+/// A switch's snapshot (`WEFT_COUNTERS_SNAPSHOT`) and its COUNTERS rows read in one script, so
+/// both are of one moment: (the snapshot's stamp, the switch row's poll time, the packed poll,
+/// every row).
+const SNAPSHOT_AND_ROWS: &str = r#"
+local stamp = redis.call('HGET', KEYS[1], ARGV[1])
+local polled = redis.call('HGET', 'COUNTERS:WEFT_SWITCH', ARGV[2])
+local poll = redis.call('HGET', KEYS[1], ARGV[3])
+local rows = {}
+for _, k in ipairs(redis.call('KEYS', 'COUNTERS:*')) do
+  rows[#rows + 1] = k
+  rows[#rows + 1] = redis.call('HGETALL', k)
+end
+return {stamp or '', polled or '', poll or '', rows}
+"#;
+
+/// Waits (10 s at most) for a moment where switch `name`'s snapshot is its current poll's, and
+/// asserts every field of every row it packs is in that row with the same value (the rows
+/// hold more: other writers' fields). The rows compared.
+fn copy_matches_rows(name: &str, endpoint: &str) -> usize {
+    use weft_sonic_schema::snapshot;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let db = weft_sonic_db::SonicDb::from_endpoint(endpoint).expect("endpoint");
+        let mut c = db
+            .connect(weft_sonic_db::SonicDbId::CountersDb)
+            .await
+            .expect("COUNTERS_DB");
+        let mut conn = c.raw().clone();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            type Reply = (String, String, String, Vec<(String, Vec<(String, String)>)>);
+            let (stamp, polled, poll, rows): Reply = redis::Script::new(SNAPSHOT_AND_ROWS)
+                .key(snapshot::KEY)
+                .arg(snapshot::STAMP)
+                .arg(weft_sonic_schema::counters::POLL_TIME)
+                .arg(snapshot::POLL)
+                .invoke_async(&mut conn)
+                .await
+                .expect("snapshot and rows");
+            if stamp.is_empty() || stamp != polled {
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: no snapshot of the current poll within 10 s (stamp {stamp:?}, poll {polled:?})"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            let rows: BTreeMap<String, BTreeMap<String, String>> = rows
+                .into_iter()
+                .map(|(k, f)| (k, f.into_iter().collect()))
+                .collect();
+            let packed = snapshot::unpack(&poll);
+            assert!(!packed.is_empty(), "{name}: an empty snapshot");
+            for (key, fields) in &packed {
+                let row = rows
+                    .get(&format!("COUNTERS:{key}"))
+                    .unwrap_or_else(|| panic!("{name}: the snapshot has {key}, the DB no such row"));
+                for (f, v) in fields {
+                    assert_eq!(row.get(f), Some(v), "{name} {key} {f}");
+                }
+            }
+            return packed.len();
+        }
+    })
+}
+
 /// Every finding of a diagnose run: (kind, target).
 fn findings(v: &serde_json::Value) -> Vec<(String, String)> {
     v["findings"]
@@ -228,6 +297,12 @@ fn diagnose_names_each_injected_faults_kind_and_target_with_every_finding_scored
         f.keep("background", c);
     }
     std::thread::sleep(Duration::from_secs(3));
+    // What diagnose reads of each switch, its plugin's packed copy of the poll, is current and
+    // says what the rows say.
+    for sw in &st.switches {
+        let n = copy_matches_rows(&sw.name, &sw.db);
+        println!("{}: the snapshot of its poll matches its {n} rows", sw.name);
+    }
 
     // The trials, drawn from the seed.
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);

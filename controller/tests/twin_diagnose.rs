@@ -64,6 +64,8 @@ fn what_the_reader_reads_through_the_dbs_is_what_the_rows_say_and_missing_or_dea
         let mut twin = twin_common::twin(&bed.topo, cfg, &[3]);
         twin.life[5].dead_from = Some(2500);
         let mut through = Through::new(&twin).await;
+        // The same DBs read row by row: the snapshots must say what the rows say.
+        let mut rows_only = weft_observe::source::db::Reader::new(&twin.topo).rows_only();
         let direct = Direct::new(&twin.topo);
         let host = 2;
         twin.inject(
@@ -79,14 +81,29 @@ fn what_the_reader_reads_through_the_dbs_is_what_the_rows_say_and_missing_or_dea
             let changed = twin.advance(t);
             through.writer.write(&twin, &changed).await.expect("write");
             let sweep = through.reader.sweep(twin.cfg.epoch_ms + t).await;
+            let by_rows = rows_only.sweep(twin.cfg.epoch_ms + t).await;
             for (s, sw) in twin.topo.switches.iter().enumerate() {
+                let want = direct.switch(&twin, s);
                 assert_eq!(
                     sweep.switches.get(&sw.name),
-                    direct.switch(&twin, s).as_ref(),
-                    "{} at {t} ms",
+                    want.as_ref(),
+                    "{} at {t} ms, from its snapshot",
+                    sw.name
+                );
+                assert_eq!(
+                    by_rows.switches.get(&sw.name),
+                    want.as_ref(),
+                    "{} at {t} ms, from its rows",
                     sw.name
                 );
             }
+
+            // Every switch written (all but the one never written) was read from its snapshot.
+            assert_eq!(
+                (sweep.from_snapshot, by_rows.from_snapshot),
+                (twin.topo.switches.len() - 1, 0),
+                "at {t} ms"
+            );
             let names: Vec<&str> = sweep.unjudged.iter().map(|u| u.switch.as_str()).collect();
             assert!(
                 names.contains(&twin.topo.switches[3].name.as_str()),

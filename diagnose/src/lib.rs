@@ -491,13 +491,28 @@ pub fn all_findings(w: &Window, th: &Thresholds) -> Vec<Finding> {
     let Some(d) = Deltas::new(w) else {
         return Vec::new();
     };
+    // The rules only read the deltas: the cables' (every cable of the fabric) run beside the
+    // others, on a second core. Findings are joined in the one order they always had.
     let mut out = Vec::new();
-    pfc(&d, th, &mut out);
-    queues(&d, th, &mut out);
-    steered_around(&d, th, &mut out);
-    lossy::lossy_links(&d, th, &mut out);
-    black_holes(&d, th, &mut out);
-    reordering(&d, th, &mut out);
+    let (cables, mut rest) = std::thread::scope(|s| {
+        let cables = s.spawn(|| {
+            let mut v = Vec::new();
+            lossy::lossy_links(&d, th, &mut v);
+            black_holes(&d, th, &mut v);
+            v
+        });
+        pfc(&d, th, &mut out);
+        queues(&d, th, &mut out);
+        steered_around(&d, th, &mut out);
+        let mut rest = Vec::new();
+        reordering(&d, th, &mut rest);
+        let cables = cables
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (cables, rest)
+    });
+    out.extend(cables);
+    out.append(&mut rest);
     for f in &mut out {
         f.confidence = round2(f.confidence.clamp(0.0, 1.0));
     }

@@ -293,3 +293,88 @@ fn a_diagnose_sweep_holds_the_switches_with_current_counters_and_names_those_wit
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_sweep_takes_a_switchs_snapshot_only_when_its_stamp_is_the_current_polls_and_the_rows_otherwise()
+ {
+    use weft_sonic_schema::snapshot;
+    let a = RedisServer::start().expect("redis-server");
+    let (t, dir) = fabric(
+        &a.url(),
+        "unix:///nonexistent/weft-observe-b.sock",
+        "unix:///nonexistent/weft-observe.sock",
+    );
+    let rt = rt();
+    rt.block_on(async {
+        write_leaf1(&a.url()).await;
+        let sonic = SonicDb::from_endpoint(&a.url()).expect("endpoint");
+        let mut conn = sonic.connect(SonicDbId::CountersDb).await.expect("db");
+        let polled: String = redis::cmd("HGET")
+            .arg("COUNTERS:WEFT_SWITCH")
+            .arg(weft_sonic_schema::counters::POLL_TIME)
+            .query_async(&mut conn.raw().clone())
+            .await
+            .expect("poll time");
+        // A copy that differs from the rows, so which one was read shows.
+        let copy = PortCounters {
+            port: "Ethernet0".into(),
+            rx_packets: Some(99),
+            tx_packets: Some(20),
+            ..Default::default()
+        };
+        let q = QueueCounters {
+            port: "Ethernet0".into(),
+            queue: 3,
+            packets: Some(5),
+            ecn_marked: Some(7),
+            ..Default::default()
+        };
+        let packed = snapshot::pack(&[(copy.key(), copy.to_fields()), (q.key(), q.to_fields())]);
+        let write = |stamp: String| {
+            let conn = conn.clone();
+            let packed = packed.clone();
+            async move {
+                weft_sonic_db::merge_hash(
+                    &conn,
+                    snapshot::KEY,
+                    &vec![
+                        (snapshot::POLL.to_string(), packed),
+                        (snapshot::STAMP.to_string(), stamp),
+                    ],
+                )
+                .await
+                .expect("snapshot");
+            }
+        };
+        let read = |rows_only: bool| {
+            let t = t.clone();
+            async move {
+                let mut r = weft_observe::source::db::Reader::new(&t);
+                if rows_only {
+                    r = r.rows_only();
+                }
+                let s = r.sweep(weft_observe::now_ms()).await;
+                let l = &s.switches["leaf1"];
+                (
+                    l.ports["Ethernet0"].rx_packets,
+                    l.queues["Ethernet0:3"].ecn_marked,
+                )
+            }
+        };
+        write(polled.clone()).await;
+        assert_eq!(read(false).await, (99, 7), "a current snapshot is read");
+        assert_eq!(
+            read(true).await,
+            (10, 2),
+            "a rows-only reader reads the rows"
+        );
+        let behind = (polled.parse::<u64>().expect("ms") - 1000).to_string();
+        write(behind).await;
+        assert_eq!(
+            read(false).await,
+            (10, 2),
+            "a snapshot of another poll than the rows' is not read"
+        );
+    });
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -44,11 +44,16 @@ pub struct Publish {
     pub state_delete: Vec<(&'static str, String)>,
     /// COUNTERS_DB `COUNTERS` rows, fields merged (several writers share a row).
     pub counters: Vec<(String, FieldValues)>,
+    /// `WEFT_COUNTERS_SNAPSHOT` fields (the packed copy of some of `counters`).
+    pub snapshot: FieldValues,
 }
 
 impl Publish {
     pub fn is_empty(&self) -> bool {
-        self.state.is_empty() && self.state_delete.is_empty() && self.counters.is_empty()
+        self.state.is_empty()
+            && self.state_delete.is_empty()
+            && self.counters.is_empty()
+            && self.snapshot.is_empty()
     }
 
     fn state_row<R: Row>(&mut self, r: &R) {
@@ -245,6 +250,13 @@ impl Features {
                 ..Default::default()
             };
             p.counters.push((pc.key(), pc.to_fields()));
+        }
+        if !p.counters.is_empty() {
+            // Every port's histogram each tick: the copy is whole, as readers take it.
+            p.snapshot.push((
+                weft_sonic_schema::snapshot::HIST.to_string(),
+                weft_sonic_schema::snapshot::pack(&p.counters),
+            ));
         }
         for (k, _) in &out.changes {
             if let Some(st) = self.tuning.queues.get(k) {

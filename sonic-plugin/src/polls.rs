@@ -120,6 +120,19 @@ pub async fn poll_counters(
     Table::new(conn.clone(), "COUNTERS")?
         .merge_many(&rows)
         .await?;
+    // The packed copy after the rows: a reader that finds its stamp behind or ahead of
+    // COUNTERS:WEFT_SWITCH's reads the rows instead.
+    let snap = vec![
+        (
+            weft_sonic_schema::snapshot::POLL.to_string(),
+            weft_sonic_schema::snapshot::pack(&rows),
+        ),
+        (
+            weft_sonic_schema::snapshot::STAMP.to_string(),
+            polled_ms.to_string(),
+        ),
+    ];
+    weft_sonic_db::merge_hash(&conn, weft_sonic_schema::snapshot::KEY, &snap).await?;
     let map = crate::counters::name_map(ports);
     weft_sonic_db::merge_hash(&conn, PortNameMap::TABLE, &map.to_fields()).await?;
     metrics.counter_poll(t0.elapsed().as_secs_f64());

@@ -19,6 +19,7 @@
 pub mod config;
 pub mod counters;
 mod field;
+pub mod snapshot;
 pub mod state;
 
 pub use field::{ClassList, Field, Metres, Slot};
@@ -285,6 +286,7 @@ pub fn catalogue() -> Vec<TableDoc> {
     let mut v = config::catalogue();
     v.extend(state::catalogue());
     v.extend(counters::catalogue());
+    v.push(crate::doc_of::<snapshot::CountersSnapshot>());
     v
 }
 

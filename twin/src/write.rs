@@ -11,6 +11,7 @@ use redis::aio::MultiplexedConnection;
 use weft_sonic_db::{SonicDb, SonicDbId};
 use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::{CountersRow, PortNameMap};
+use weft_sonic_schema::snapshot;
 use weft_sonic_schema::state::PLUGIN_STATUS_KEY;
 use weft_topology::SwitchIdx;
 
@@ -142,6 +143,27 @@ impl Writer {
         }) {
             let (k, f) = row_kv(r);
             n += hset(pipe, format!("COUNTERS:{k}"), &f);
+        }
+        // The poll's packed copy, as the plugin writes it after its rows: every port, queue and
+        // switch row of the poll in full (the watchdog's fields are not the poll's).
+        let polled: Vec<_> = rows
+            .iter()
+            .filter(|r| !matches!(r, CountersRow::Queue(q) if q.wd_status.is_some()))
+            .map(row_kv)
+            .collect();
+        let stamp = rows.iter().find_map(|r| match r {
+            CountersRow::Switch(sw) => sw.poll_time_ms,
+            _ => None,
+        });
+        if let Some(stamp) = stamp {
+            pipe.cmd("HSET")
+                .arg(snapshot::KEY)
+                .arg(snapshot::POLL)
+                .arg(snapshot::pack(&polled))
+                .arg(snapshot::STAMP)
+                .arg(stamp.to_string())
+                .ignore();
+            n += 1;
         }
         if self.first[s] {
             let map = PortNameMap {

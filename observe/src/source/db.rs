@@ -13,6 +13,7 @@
 //! counters, or its counters are not current: no live plugin (no status row, or not running),
 //! or the last poll older than three of its intervals (at least 3 s).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,36 +24,50 @@ use weft_diagnose::{Drift, PortSample, QueueSample, SwitchSample};
 use weft_sonic_db::{FieldValues, SonicDb, SonicDbId};
 use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::{self as sc, HIST_BUCKETS, SwitchCounters};
+use weft_sonic_schema::snapshot as snap;
 use weft_sonic_schema::state::{PfcWdState, PluginStatus, WdStatus};
 use weft_topology::Topology;
 
 use super::Unjudged;
 use crate::read::ReadError;
 
-/// Reads one switch: ARGV = COUNTERS_DB, STATE_DB, #port fields, port fields…, #queues,
-/// queues…, #queue fields, queue fields…, ports…. Returns {packed values (`,`-separated, empty
-/// for a field the row lacks, port by port: its fields, then each queue's), the switch row,
-/// {watchdog key, fields}…, {drift key, state}…, the status row}.
+/// Reads one switch: ARGV = COUNTERS_DB, STATE_DB, the snapshot's key (empty: read the rows),
+/// its stamp field, the switch row's poll-time field, #port fields, port fields…, #queues, queues…, #queue fields, queue fields…, ports….
+/// Returns {packed values (`,`-separated, empty for a field the row lacks, port by port: its
+/// fields, then each queue's; empty when the snapshot was taken), the switch row, {watchdog
+/// key, fields}…, {drift key, state}…, the status row, the snapshot's fields (empty when the
+/// rows were read)}. The snapshot is taken only when its stamp is the switch row's poll time:
+/// one hash instead of one per port and queue, the servers' work at fabric scale.
 const READ: &str = r#"
 local i = 1
 local function arg() local v = ARGV[i]; i = i + 1; return v end
-local cdb, sdb = arg(), arg()
+local cdb, sdb, snapkey, stampf, pollf = arg(), arg(), arg(), arg(), arg()
 local pf, qs, qf = {}, {}, {}
 for _ = 1, tonumber(arg()) do pf[#pf + 1] = arg() end
 for _ = 1, tonumber(arg()) do qs[#qs + 1] = arg() end
 for _ = 1, tonumber(arg()) do qf[#qf + 1] = arg() end
 local out = {}
 redis.call('SELECT', cdb)
-while i <= #ARGV do
-  local port = arg()
-  local v = redis.call('HMGET', 'COUNTERS:' .. port, unpack(pf))
-  for j = 1, #pf do out[#out + 1] = v[j] or '' end
-  for _, q in ipairs(qs) do
-    local w = redis.call('HMGET', 'COUNTERS:' .. port .. ':' .. q, unpack(qf))
-    for j = 1, #qf do out[#out + 1] = w[j] or '' end
+local sw = redis.call('HGETALL', 'COUNTERS:WEFT_SWITCH')
+local snap = {}
+if snapkey ~= '' then
+  local stamp = redis.call('HGET', snapkey, stampf)
+  local polled = redis.call('HGET', 'COUNTERS:WEFT_SWITCH', pollf)
+  if stamp and polled and stamp == polled then
+    snap = redis.call('HGETALL', snapkey)
   end
 end
-local sw = redis.call('HGETALL', 'COUNTERS:WEFT_SWITCH')
+if #snap == 0 then
+  while i <= #ARGV do
+    local port = arg()
+    local v = redis.call('HMGET', 'COUNTERS:' .. port, unpack(pf))
+    for j = 1, #pf do out[#out + 1] = v[j] or '' end
+    for _, q in ipairs(qs) do
+      local w = redis.call('HMGET', 'COUNTERS:' .. port .. ':' .. q, unpack(qf))
+      for j = 1, #qf do out[#out + 1] = w[j] or '' end
+    end
+  end
+end
 redis.call('SELECT', sdb)
 local wd = {}
 for _, k in ipairs(redis.call('KEYS', 'PFC_WD_STATE|*')) do
@@ -65,7 +80,7 @@ for _, k in ipairs(redis.call('KEYS', 'WEFT_DRIFT|*')) do
   dr[#dr + 1] = redis.call('HGET', k, 'state') or ''
 end
 local st = redis.call('HGETALL', 'WEFT_PLUGIN|status')
-return {table.concat(out, ','), sw, wd, dr, st}
+return {table.concat(out, ','), sw, wd, dr, st, snap}
 "#;
 
 /// What is read of each switch, from the intent.
@@ -137,11 +152,15 @@ impl Spec {
         self.port_fields.len() + self.queues.len() * QUEUE_FIELDS
     }
 
-    /// The script's arguments for a switch of `ports` with DBs `cdb`, `sdb`.
-    fn args(&self, cdb: u32, sdb: u32, ports: &[String]) -> Vec<String> {
+    /// The script's arguments for a switch of `ports` with DBs `cdb`, `sdb`; `snapshot`: take
+    /// the switch's snapshot when it is current.
+    fn args(&self, cdb: u32, sdb: u32, snapshot: bool, ports: &[String]) -> Vec<String> {
         let mut a = vec![
             cdb.to_string(),
             sdb.to_string(),
+            if snapshot { snap::KEY } else { "" }.to_string(),
+            snap::STAMP.to_string(),
+            sc::POLL_TIME.to_string(),
             self.port_fields.len().to_string(),
         ];
         a.extend(self.port_fields.iter().cloned());
@@ -151,6 +170,87 @@ impl Spec {
         a.extend(self.queue_fields.iter().cloned());
         a.extend(ports.iter().cloned());
         a
+    }
+
+    /// The values of a switch of `ports` from its snapshot's fields (`WEFT_COUNTERS_SNAPSHOT`
+    /// field, packed rows; the stamp is not rows), laid out as the script's packed values of
+    /// its rows are. Fields are taken in name order, a later one's value winning, as the rows'
+    /// writers' would; a row of no port or queue read here is passed over.
+    pub fn snapshot_values<'a>(
+        &self,
+        ports: &[String],
+        fields: &[(&str, &'a str)],
+    ) -> Vec<Option<Cow<'a, str>>> {
+        let per = self.per_port();
+        let npf = self.port_fields.len();
+        let mut out: Vec<Option<Cow<'a, str>>> = vec![None; ports.len() * per];
+        let index: HashMap<&str, usize> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), i))
+            .collect();
+        let mut fields: Vec<&(&str, &'a str)> =
+            fields.iter().filter(|(f, _)| *f != snap::STAMP).collect();
+        fields.sort_by_key(|(f, _)| *f);
+        // Per column of the current header: where its value goes (port or queue field).
+        let mut port_cols: Vec<Option<usize>> = Vec::new();
+        let mut queue_cols: Vec<Option<usize>> = Vec::new();
+        let mut taken: Vec<(usize, &'a str)> = Vec::new();
+        // Rows come port by port: the last port found is tried before the map.
+        let mut last = 0usize;
+        let mut find = |name: &str| -> Option<usize> {
+            let hit = [last, last + 1]
+                .into_iter()
+                .find(|i| ports.get(*i).is_some_and(|p| p == name))
+                .or_else(|| index.get(name).copied());
+            if let Some(i) = hit {
+                last = i;
+            }
+            hit
+        };
+        for (_, packed) in fields {
+            for line in snap::raw_lines(packed) {
+                let (key, values) = match line {
+                    snap::RawLine::Header(h) => {
+                        let at = |names: &[String], n: &str| names.iter().position(|f| f == n);
+                        let names = h.split(',').map(snap::unescape);
+                        (port_cols, queue_cols) = names
+                            .map(|n| (at(&self.port_fields, &n), at(&self.queue_fields, &n)))
+                            .unzip();
+                        continue;
+                    }
+                    snap::RawLine::Row(k, v) => (snap::unescape(k), v),
+                };
+                let slot = match key.rsplit_once(':') {
+                    Some((port, q)) => q
+                        .parse::<u8>()
+                        .ok()
+                        .and_then(|q| self.queues.iter().position(|x| *x == q))
+                        .and_then(|k| {
+                            let i = find(port)?;
+                            Some((i * per + npf + k * QUEUE_FIELDS, &queue_cols))
+                        }),
+                    None => find(&key).map(|i| (i * per, &port_cols)),
+                };
+                let Some((base, cols)) = slot else { continue };
+                // A row with another count of values than its header is not taken.
+                taken.clear();
+                let mut vals = values.split(',');
+                let whole = cols.iter().all(|c| match (vals.next(), c) {
+                    (Some(v), Some(j)) if !v.is_empty() => {
+                        taken.push((base + j, v));
+                        true
+                    }
+                    (v, _) => v.is_some(),
+                }) && vals.next().is_none();
+                if whole {
+                    for (at, v) in taken.drain(..) {
+                        out[at] = Some(snap::unescape(v));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The packed values of one port's rows (`port`, and `port:q` per queue), as the script
@@ -183,7 +283,7 @@ fn num(v: Option<&str>) -> Option<u64> {
 
 /// One switch's read: the packed values (`ports` in order), the switch row, STATE_DB's rows.
 pub struct SwitchRows<'a> {
-    pub values: Vec<Option<&'a str>>,
+    pub values: Vec<Option<Cow<'a, str>>>,
     pub switch: FieldValues,
     pub wd: Vec<(String, FieldValues)>,
     pub drift: Vec<(String, String)>,
@@ -222,7 +322,7 @@ pub fn decode(spec: &Spec, ports: &[String], r: &SwitchRows<'_>) -> SwitchSample
         };
         let pf = &v[..spec.port_fields.len()];
         if pf.iter().any(Option::is_some) {
-            let n = |j: usize| num(pf[j]).unwrap_or(0);
+            let n = |j: usize| num(pf[j].as_deref()).unwrap_or(0);
             let mut ps = PortSample {
                 rx_packets: n(0),
                 tx_packets: n(1),
@@ -236,23 +336,26 @@ pub fn decode(spec: &Spec, ports: &[String], r: &SwitchRows<'_>) -> SwitchSample
                 ps.pfc_tx_pause[p] = n(PORT_HEAD + 2 * k + 1);
             }
             let h0 = PORT_HEAD + 2 * nl;
-            let hist: Vec<Option<u64>> = (0..HIST_BUCKETS).map(|b| num(pf[h0 + b])).collect();
+            let mut hist = [None; HIST_BUCKETS];
+            for (b, h) in hist.iter_mut().enumerate() {
+                *h = num(pf[h0 + b].as_deref());
+            }
             if hist.iter().all(Option::is_some) {
                 ps.depth_histogram = hist.into_iter().flatten().collect();
                 ps.histogram_shift = n(h0 + HIST_BUCKETS).min(32) as u8;
             }
             let psn = h0 + HIST_BUCKETS + 1;
-            ps.psn_out_of_order = num(pf[psn]);
-            ps.psn_regressions = num(pf[psn + 1]);
+            ps.psn_out_of_order = num(pf[psn].as_deref());
+            ps.psn_regressions = num(pf[psn + 1].as_deref());
             s.ports.insert(port.clone(), ps);
         }
         for (k, q) in spec.queues.iter().enumerate() {
             let qv = &v[spec.port_fields.len() + k * QUEUE_FIELDS..][..QUEUE_FIELDS];
             let (pk, ecn, det, trimmed) = (
-                num(qv[0]).unwrap_or(0),
-                num(qv[1]).unwrap_or(0),
-                num(qv[3]).unwrap_or(0),
-                num(qv[4]).unwrap_or(0),
+                num(qv[0].as_deref()).unwrap_or(0),
+                num(qv[1].as_deref()).unwrap_or(0),
+                num(qv[3].as_deref()).unwrap_or(0),
+                num(qv[4].as_deref()).unwrap_or(0),
             );
             // A queue that never carried anything says nothing (as `diagnose::switch_sample`).
             if pk == 0 && ecn == 0 && det == 0 && trimmed == 0 {
@@ -264,7 +367,7 @@ pub fn decode(spec: &Spec, ports: &[String], r: &SwitchRows<'_>) -> SwitchSample
                     packets: pk,
                     ecn_marked: ecn,
                     trimmed,
-                    wd_stormed: qv[2] == Some(WdStatus::Stormed.as_str()),
+                    wd_stormed: qv[2].as_deref() == Some(WdStatus::Stormed.as_str()),
                     wd_detected: det,
                 },
             );
@@ -323,7 +426,7 @@ pub fn sample_of_rows(
         spec.values_of(&by, p, &mut owned);
     }
     let rows = SwitchRows {
-        values: owned.iter().map(|v| v.as_deref()).collect(),
+        values: owned.into_iter().map(|v| v.map(Cow::Owned)).collect(),
         switch: by
             .get(sc::SWITCH_KEY)
             .map(|v| v.iter().flat_map(|f| f.iter().cloned()).collect())
@@ -351,6 +454,8 @@ pub struct Sweep {
     pub unjudged: Vec<Unjudged>,
     /// Bytes of replies read.
     pub bytes: usize,
+    /// Switches read from their snapshot (the others' rows were read).
+    pub from_snapshot: usize,
 }
 
 /// Reads every switch of a fabric, sample after sample, over connections kept open.
@@ -361,6 +466,8 @@ pub struct Reader {
     servers: Vec<Server>,
     /// Switches whose endpoint could not even be parsed.
     bad: Vec<Unjudged>,
+    /// Whether a switch's current snapshot is taken instead of its rows.
+    snapshots: bool,
 }
 
 fn flat_pairs(v: &Value) -> FieldValues {
@@ -403,12 +510,27 @@ fn switch_of(
         Some(Value::BulkString(b)) => std::str::from_utf8(b).unwrap_or(""),
         _ => "",
     };
-    let values: Vec<Option<&str>> = if packed.is_empty() {
+    let snapshot: Vec<(&str, &str)> = match parts.get(5) {
+        Some(Value::Array(a)) => a
+            .chunks(2)
+            .filter_map(|c| match c {
+                [Value::BulkString(k), Value::BulkString(v)] => Some((
+                    std::str::from_utf8(k).unwrap_or(""),
+                    std::str::from_utf8(v).unwrap_or(""),
+                )),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let values: Vec<Option<Cow<'_, str>>> = if !snapshot.is_empty() {
+        spec.snapshot_values(ports, &snapshot)
+    } else if packed.is_empty() {
         Vec::new()
     } else {
         packed
             .split(',')
-            .map(|v| (!v.is_empty()).then_some(v))
+            .map(|v| (!v.is_empty()).then_some(Cow::Borrowed(v)))
             .collect()
     };
     let pairs = |i: usize| -> Vec<(String, Value)> {
@@ -519,7 +641,15 @@ impl Reader {
             ),
             servers,
             bad,
+            snapshots: true,
         }
+    }
+
+    /// A reader of the rows only, never the snapshots (what a reader did before them: the
+    /// benches compare the two, the tests prove them the same).
+    pub fn rows_only(mut self) -> Reader {
+        self.snapshots = false;
+        self
     }
 
     pub fn spec(&self) -> &Spec {
@@ -544,7 +674,7 @@ impl Reader {
             let plan: Vec<(usize, Vec<String>)> = srv
                 .switches
                 .iter()
-                .map(|(i, c, s)| (*i, self.spec.args(*c, *s, &self.ports[*i])))
+                .map(|(i, c, s)| (*i, self.spec.args(*c, *s, self.snapshots, &self.ports[*i])))
                 .collect();
             let (spec, names, ports) = (self.spec.clone(), self.names.clone(), self.ports.clone());
             let endpoint = srv.endpoint.clone();
@@ -559,11 +689,12 @@ impl Reader {
         };
         for (srv, j) in self.servers.iter_mut().zip(jobs) {
             match j.await {
-                Ok((got, bytes, ok)) => {
+                Ok((got, (bytes, snaps), ok)) => {
                     if !ok {
                         srv.conn = None;
                     }
                     out.bytes += bytes;
+                    out.from_snapshot += snaps;
                     for r in got {
                         match r {
                             Ok((name, s)) => {
@@ -616,8 +747,8 @@ async fn connect(
 
 type Read = Vec<Result<(String, SwitchSample), Unjudged>>;
 
-/// One server's switches in one round trip: (each switch's sample or why not, bytes read,
-/// whether the connection is still good).
+/// One server's switches in one round trip: (each switch's sample or why not, (bytes read,
+/// switches read from their snapshot), whether the connection is still good).
 #[allow(clippy::too_many_arguments)]
 async fn read_server(
     conn: Result<MultiplexedConnection, ReadError>,
@@ -628,7 +759,7 @@ async fn read_server(
     names: &[String],
     ports: &[Vec<String>],
     now_ms: u64,
-) -> (Read, usize, bool) {
+) -> (Read, (usize, usize), bool) {
     let fail = |detail: String| -> Read {
         plan.iter()
             .map(|(i, _)| {
@@ -642,7 +773,7 @@ async fn read_server(
     };
     let mut conn = match conn {
         Ok(c) => c,
-        Err(why) => return (fail(why.to_string()), 0, false),
+        Err(why) => return (fail(why.to_string()), (0, 0), false),
     };
     let mut pipe = redis::pipe();
     for (_, args) in &plan {
@@ -651,19 +782,23 @@ async fn read_server(
     let bound = crate::read::READ_TIMEOUT + Duration::from_millis(20 * plan.len() as u64);
     let replies: Vec<Value> = match tokio::time::timeout(bound, pipe.query_async(&mut conn)).await {
         Ok(Ok(v)) => v,
-        Ok(Err(e)) => return (fail(format!("{endpoint}: {e}")), 0, false),
+        Ok(Err(e)) => return (fail(format!("{endpoint}: {e}")), (0, 0), false),
         Err(_) => {
             return (
                 fail(format!(
                     "{endpoint} did not answer within {}",
                     crate::human_duration(bound)
                 )),
-                0,
+                (0, 0),
                 false,
             );
         }
     };
     let bytes = replies.iter().map(size).sum();
+    let snaps = replies
+        .iter()
+        .filter(|r| matches!(r, Value::Array(p) if matches!(p.get(5), Some(Value::Array(f)) if !f.is_empty())))
+        .count();
     let got = plan
         .iter()
         .zip(&replies)
@@ -671,5 +806,72 @@ async fn read_server(
             switch_of(spec, &names[*i], &ports[*i], v, now_ms).map(|s| (names[*i].clone(), s))
         })
         .collect();
-    (got, bytes, true)
+    (got, (bytes, snaps), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_sonic_schema::counters::{PortCounters, QueueCounters};
+
+    #[test]
+    fn a_snapshot_gives_the_values_its_rows_give_whichever_writer_packed_which_rows() {
+        let spec = Spec::new(vec![3], vec![0, 3]);
+        let ports = vec!["Ethernet0".to_string(), "Ethernet4".to_string()];
+        let mut p0 = PortCounters {
+            port: "Ethernet0".into(),
+            rx_packets: Some(10),
+            tx_bytes: Some(4096),
+            psn_out_of_order: Some(0),
+            ..Default::default()
+        };
+        p0.pfc[3].rx_pause = Some(7);
+        p0.pfc[5].tx_pause = Some(9);
+        let hist = PortCounters {
+            port: "Ethernet0".into(),
+            depth_histogram: Some([3; HIST_BUCKETS]),
+            histogram_shift: Some(2),
+            ..Default::default()
+        };
+        let q = |port: &str, queue: u8, ecn: u64| QueueCounters {
+            port: port.into(),
+            queue,
+            packets: Some(100),
+            ecn_marked: Some(ecn),
+            trimmed: Some(1),
+            ..Default::default()
+        };
+        let poll: Vec<(String, FieldValues)> = vec![
+            (p0.key(), p0.to_fields()),
+            (q("Ethernet0", 3, 5).key(), q("Ethernet0", 3, 5).to_fields()),
+            // A queue no class uses, a port the intent does not have: not read.
+            (q("Ethernet0", 6, 1).key(), q("Ethernet0", 6, 1).to_fields()),
+            (q("Ethernet9", 3, 1).key(), q("Ethernet9", 3, 1).to_fields()),
+            (q("Ethernet4", 0, 2).key(), q("Ethernet4", 0, 2).to_fields()),
+        ];
+        let hists = vec![(hist.key(), hist.to_fields())];
+        let mut by: HashMap<&str, Vec<&FieldValues>> = HashMap::new();
+        for (k, f) in poll.iter().chain(&hists) {
+            by.entry(k.as_str()).or_default().push(f);
+        }
+        let mut from_rows = Vec::new();
+        for p in &ports {
+            spec.values_of(&by, p, &mut from_rows);
+        }
+        let (mut pp, hp) = (snap::pack(&poll), snap::pack(&hists));
+        // A row cut short (a value missing) is not taken, not misplaced.
+        pp.push_str("Ethernet4:0,1,2\n");
+        let fields = [
+            (snap::POLL, pp.as_str()),
+            (snap::STAMP, "123"),
+            (snap::HIST, hp.as_str()),
+        ];
+        let from_snapshot: Vec<Option<String>> = spec
+            .snapshot_values(&ports, &fields)
+            .into_iter()
+            .map(|v| v.map(Cow::into_owned))
+            .collect();
+        assert_eq!(from_snapshot, from_rows);
+        assert!(from_rows.iter().filter(|v| v.is_some()).count() > 20);
+    }
 }

@@ -879,11 +879,12 @@ impl Daemon {
                     .await?;
             }
         }
-        if !p.counters.is_empty() {
+        if !p.counters.is_empty() || !p.snapshot.is_empty() {
             let conn = self.sonic.connect(SonicDbId::CountersDb).await?;
-            Table::new(conn, "COUNTERS")?
+            Table::new(conn.clone(), "COUNTERS")?
                 .merge_many(&p.counters)
                 .await?;
+            weft_sonic_db::merge_hash(&conn, weft_sonic_schema::snapshot::KEY, &p.snapshot).await?;
         }
         Ok(())
     }
