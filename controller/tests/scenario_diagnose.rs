@@ -89,22 +89,24 @@ impl Score {
 
 /// A switch's snapshot (`WEFT_COUNTERS_SNAPSHOT`) and its COUNTERS rows read in one script, so
 /// both are of one moment: (the snapshot's stamp, the switch row's poll time, the packed poll,
-/// every row).
+/// every row, the packed histograms).
 const SNAPSHOT_AND_ROWS: &str = r#"
 local stamp = redis.call('HGET', KEYS[1], ARGV[1])
 local polled = redis.call('HGET', 'COUNTERS:WEFT_SWITCH', ARGV[2])
 local poll = redis.call('HGET', KEYS[1], ARGV[3])
+local hist = redis.call('HGET', KEYS[1], ARGV[4])
 local rows = {}
 for _, k in ipairs(redis.call('KEYS', 'COUNTERS:*')) do
   rows[#rows + 1] = k
   rows[#rows + 1] = redis.call('HGETALL', k)
 end
-return {stamp or '', polled or '', poll or '', rows}
+return {stamp or '', polled or '', poll or '', rows, hist or ''}
 "#;
 
-/// Waits (10 s at most) for a moment where switch `name`'s snapshot is its current poll's, and
-/// asserts every field of every row it packs is in that row with the same value (the rows
-/// hold more: other writers' fields). The rows compared.
+/// Waits (10 s at most) for a moment where switch `name`'s snapshot is its current poll's and
+/// its histograms' copy the last tick's, and asserts every field of every row they pack is in
+/// that row with the same value (the rows hold more: other writers' fields), and every row
+/// with a histogram has it in the copy. The rows compared.
 fn copy_matches_rows(name: &str, endpoint: &str) -> usize {
     use weft_sonic_schema::snapshot;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -120,38 +122,59 @@ fn copy_matches_rows(name: &str, endpoint: &str) -> usize {
         let mut conn = c.raw().clone();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            type Reply = (String, String, String, Vec<(String, Vec<(String, String)>)>);
-            let (stamp, polled, poll, rows): Reply = redis::Script::new(SNAPSHOT_AND_ROWS)
+            type Reply = (
+                String,
+                String,
+                String,
+                Vec<(String, Vec<(String, String)>)>,
+                String,
+            );
+            let (stamp, polled, poll, rows, hist): Reply = redis::Script::new(SNAPSHOT_AND_ROWS)
                 .key(snapshot::KEY)
                 .arg(snapshot::STAMP)
                 .arg(weft_sonic_schema::counters::POLL_TIME)
                 .arg(snapshot::POLL)
+                .arg(snapshot::HIST)
                 .invoke_async(&mut conn)
                 .await
                 .expect("snapshot and rows");
-            if stamp.is_empty() || stamp != polled {
-                assert!(
-                    Instant::now() < deadline,
-                    "{name}: no snapshot of the current poll within 10 s (stamp {stamp:?}, poll {polled:?})"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
             let rows: BTreeMap<String, BTreeMap<String, String>> = rows
                 .into_iter()
                 .map(|(k, f)| (k, f.into_iter().collect()))
                 .collect();
-            let packed = snapshot::unpack(&poll);
-            assert!(!packed.is_empty(), "{name}: an empty snapshot");
-            for (key, fields) in &packed {
-                let row = rows
-                    .get(&format!("COUNTERS:{key}"))
-                    .unwrap_or_else(|| panic!("{name}: the snapshot has {key}, the DB no such row"));
-                for (f, v) in fields {
-                    assert_eq!(row.get(f), Some(v), "{name} {key} {f}");
-                }
+            let bucket = weft_sonic_schema::counters::bucket_name(0);
+            let mut hists = snapshot::unpack(&hist);
+            let with_hist: Vec<&String> =
+                rows.iter().filter(|(_, f)| f.contains_key(&bucket)).map(|(k, _)| k).collect();
+            let mut all = snapshot::unpack(&poll);
+            let same = |all: &[(String, Vec<(String, String)>)]| {
+                all.iter().all(|(key, fields)| {
+                    rows.get(&format!("COUNTERS:{key}"))
+                        .is_some_and(|row| fields.iter().all(|(f, v)| row.get(f) == Some(v)))
+                })
+            };
+            // The rows and their copy are two writes: between them the two differ.
+            let current = !stamp.is_empty()
+                && stamp == polled
+                && same(&hists)
+                && with_hist.len() == hists.len();
+            if !current {
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: within 10 s, no moment where the copies were its rows' (stamp {stamp:?}, poll {polled:?}; {} histograms copied of {} rows with one)",
+                    hists.len(),
+                    with_hist.len()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
-            return packed.len();
+            assert!(!all.is_empty(), "{name}: an empty snapshot");
+            all.append(&mut hists);
+            assert!(
+                same(&all),
+                "{name}: a copied row differs from the DB's: {all:?}\n{rows:?}"
+            );
+            return all.len();
         }
     })
 }

@@ -10,8 +10,9 @@
 //!    `rate(weft_queue_ecn_marked_packets_total[..])` rise on exactly leaf4 / Ethernet0 /
 //!    queue 3 (the lossless RoCE class), the top series fabric-wide;
 //! 3. a link flap is counted by the controller's `weft_reconvergence_duration_seconds`;
-//! 4. a PFC storm from one host: `weft diagnose --source db` over 5 s names it, and
-//!    `--source prometheus=URL` over the 5 s just passed gives the same findings.
+//! 4. a PFC storm from one host, an incast toward another, a stuck receiver: `weft diagnose
+//!    --source db` over 5 s names each, and `--source prometheus=URL` over the 5 s just passed gives the
+//!    same findings.
 //!
 //! Needs root, BMv2, prometheus and promtool; without BMv2 it prints SKIPPED, and where BMv2 is
 //! installed anything missing is a failure.
@@ -70,7 +71,7 @@ fn unix_now() -> f64 {
 }
 
 #[test]
-fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_the_controller_count_a_link_flap_and_diagnose_the_same_storm_as_the_dbs()
+fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_the_controller_count_a_link_flap_and_diagnose_a_storm_an_incast_and_a_stuck_receiver_as_the_dbs_do()
  {
     let needs = Needs {
         cli: true,
@@ -270,45 +271,67 @@ fn prometheus_sees_ecn_marks_rise_on_the_incast_queue_the_controller_count_a_lin
         dir.display()
     );
 
-    // 4. One fault, two sources: a PFC storm from a host, diagnosed from the switches' DBs and
-    // then from this Prometheus over the seconds just passed, gives the same findings.
-    let storm_host = "leaf2-h1";
+    // 4. One fault at a time, two sources: each fault diagnosed from the switches' DBs and then
+    // from this Prometheus over the seconds just passed gives the same findings. A PFC storm (the
+    // pause rule), an incast (the queue rule: depth histogram, ECN marks, departures) and a
+    // stuck receiver (the pause rule again: a host pausing in stretches, not continuously).
     let state_s = f.state_dir().to_string_lossy().into_owned();
-    let out = Command::new(weft)
-        .args(["testbed", "fault", &file_s, "pfc-storm", storm_host])
-        .args(["--state-dir", &state_s])
-        .output()
-        .expect("weft testbed fault");
-    assert!(
-        out.status.success(),
-        "pfc-storm: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Counters polled and scraped with the storm under way before either window starts.
-    std::thread::sleep(Duration::from_secs(3));
-    let from_db = f.diagnose(&file_s, "db");
-    let from_prom = f.diagnose(&file_s, &format!("prometheus=http://{PROM}"));
-    let _ = Command::new(weft)
-        .args([
-            "testbed",
-            "fault",
-            &file_s,
-            "clear",
-            "--state-dir",
-            &state_s,
-        ])
-        .output();
-    println!(
-        "pfc storm from {storm_host}: from the DBs {from_db:?}; from Prometheus {from_prom:?}"
-    );
-    assert!(
-        from_db.contains(&("pfc_storm".to_string(), storm_host.to_string())),
-        "the DBs' window does not name the storm: {from_db:?}"
-    );
-    assert_eq!(
-        from_prom, from_db,
-        "the two sources disagree on the same seconds of the same fault"
-    );
+    let faults: [(&[&str], (&str, &str)); 3] = [
+        (&["pfc-storm", "leaf2-h1"], ("pfc_storm", "leaf2-h1")),
+        (
+            &["incast", "leaf3-h1", "--senders", "4"],
+            ("congestion", "leaf3-h1"),
+        ),
+        (
+            &["stuck-receiver", "leaf4-h2", "--rate", "10"],
+            ("slow_receiver", "leaf4-h2"),
+        ),
+    ];
+    for (i, (args, (kind, target))) in faults.iter().enumerate() {
+        if i > 0 {
+            // The fault before is cleared: wait until the DBs see nothing (its queues drained).
+            let mut last = Vec::new();
+            let quiet = wait_until(Duration::from_secs(40), || {
+                last = f.diagnose(&file_s, "db");
+                last.is_empty()
+            });
+            assert!(quiet.is_some(), "still found after clearing: {last:?}");
+        }
+        let out = Command::new(weft)
+            .args(["testbed", "fault", &file_s])
+            .args(*args)
+            .args(["--state-dir", &state_s])
+            .output()
+            .expect("weft testbed fault");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Counters polled and scraped with the fault under way before either window starts.
+        std::thread::sleep(Duration::from_secs(3));
+        let from_db = f.diagnose(&file_s, "db");
+        let from_prom = f.diagnose(&file_s, &format!("prometheus=http://{PROM}"));
+        let _ = Command::new(weft)
+            .args([
+                "testbed",
+                "fault",
+                &file_s,
+                "clear",
+                "--state-dir",
+                &state_s,
+            ])
+            .output();
+        println!("{args:?}: from the DBs {from_db:?}; from Prometheus {from_prom:?}");
+        assert!(
+            from_db.contains(&(kind.to_string(), target.to_string())),
+            "the DBs' window does not name {kind} {target}: {from_db:?}"
+        );
+        assert_eq!(
+            from_prom, from_db,
+            "the two sources disagree on the same seconds of {args:?}"
+        );
+    }
 }
 
 impl Bed {

@@ -75,6 +75,9 @@ pub struct Features {
     pub wd: Watchdog,
     model: QueueModel,
     device_id: u64,
+    /// Every port's last published depth histogram: a tick reads only the ports busy the tick
+    /// before, and the snapshot's copy must hold what the rows hold (all of them).
+    histograms: DepthHistograms,
 }
 
 impl Features {
@@ -85,6 +88,7 @@ impl Features {
             wd: Watchdog::default(),
             model,
             device_id,
+            histograms: DepthHistograms::new(),
         }
     }
 
@@ -242,20 +246,25 @@ impl Features {
     ) {
         let out = self.tuning.observe(cells, now, &self.intent.ports);
         let mut p = Publish::default();
-        for (port, hist) in &out.histograms {
+        let row = |port: &String, hist: &[u64; crate::tuning::HIST_BUCKETS as usize]| {
             let pc = PortCounters {
                 port: port.clone(),
                 depth_histogram: Some(*hist),
                 histogram_shift: Some(u64::from(self.tuning.shift)),
                 ..Default::default()
             };
-            p.counters.push((pc.key(), pc.to_fields()));
+            (pc.key(), pc.to_fields())
+        };
+        for (port, hist) in &out.histograms {
+            p.counters.push(row(port, hist));
+            self.histograms.insert(port.clone(), *hist);
         }
-        if !p.counters.is_empty() {
-            // Every port's histogram each tick: the copy is whole, as readers take it.
+        if !out.histograms.is_empty() {
+            // The copy holds every port's last histogram, as the rows do, not only this tick's.
+            let all: Vec<_> = self.histograms.iter().map(|(k, h)| row(k, h)).collect();
             p.snapshot.push((
                 weft_sonic_schema::snapshot::HIST.to_string(),
-                weft_sonic_schema::snapshot::pack(&p.counters),
+                weft_sonic_schema::snapshot::pack(&all),
             ));
         }
         for (k, _) in &out.changes {
