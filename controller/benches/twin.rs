@@ -438,7 +438,7 @@ fn rules_only(k: u32, windows: usize) {
     let direct = Direct::new(&twin.topo);
     let mut samples: std::collections::VecDeque<Sample> = Default::default();
     let fault_at = (windows as u64 / 2 + 2) * 1000;
-    let (mut healthy, mut faulty) = (Vec::new(), Vec::new());
+    let (mut healthy, mut faulty, mut one_thread) = (Vec::new(), Vec::new(), Vec::new());
     for step in 1..=(windows as u64 + 2) {
         let t = step * 1000;
         if t == fault_at {
@@ -457,21 +457,27 @@ fn rules_only(k: u32, windows: usize) {
         if t - 2000 >= fault_at {
             faulty.push(took);
             println!("  t={t}: {} findings", found.len());
-            // WEFT_BENCH_REPEAT=N: the same window N times more, for a profiler.
+            // WEFT_BENCH_REPEAT=N: the same window N times more, for a profiler, each time also
+            // with every rule on one thread (what the second thread gains, in the same run).
             let again: usize = env_or("WEFT_BENCH_REPEAT", "0").parse().unwrap_or(0);
             for _ in 0..again {
                 let j0 = Instant::now();
-                let _ = weft_diagnose::diagnose(&w, &Thresholds::default());
+                let two = weft_diagnose::diagnose(&w, &Thresholds::default());
                 faulty.push(j0.elapsed().as_secs_f64());
+                let j0 = Instant::now();
+                let one = weft_diagnose::diagnose_on_one_thread(&w, &Thresholds::default());
+                one_thread.push(j0.elapsed().as_secs_f64());
+                assert!(one == two, "one thread and two find different things");
             }
         } else if t < fault_at - 500 {
             healthy.push(took);
         }
     }
     println!(
-        "k={k} rules only ({n} switches): healthy {}; with faults {}",
+        "k={k} rules only ({n} switches): healthy {}; with faults {}; with faults, every rule on one thread {}",
         stats(&healthy),
-        stats(&faulty)
+        stats(&faulty),
+        stats(&one_thread)
     );
 }
 

@@ -486,29 +486,45 @@ pub fn diagnose(w: &Window, th: &Thresholds) -> Vec<Finding> {
     out
 }
 
+/// [`diagnose`] with every rule on the calling thread: the same findings, for a caller that
+/// must leave the other cores alone (and to measure what the second thread gains).
+pub fn diagnose_on_one_thread(w: &Window, th: &Thresholds) -> Vec<Finding> {
+    let mut out = findings(w, th, false);
+    out.retain(|f| f.confidence >= th.report);
+    out
+}
+
 /// Every finding any rule made, also those below the reporting threshold, ranked.
 pub fn all_findings(w: &Window, th: &Thresholds) -> Vec<Finding> {
+    findings(w, th, true)
+}
+
+/// The cable rules (every cable of the fabric): lossy links, black holes.
+fn cable_rules(d: &Deltas<'_>, th: &Thresholds) -> Vec<Finding> {
+    let mut v = Vec::new();
+    lossy::lossy_links(d, th, &mut v);
+    black_holes(d, th, &mut v);
+    v
+}
+
+fn findings(w: &Window, th: &Thresholds, two_threads: bool) -> Vec<Finding> {
     let Some(d) = Deltas::new(w) else {
         return Vec::new();
     };
-    // The rules only read the deltas: the cables' (every cable of the fabric) run beside the
-    // others, on a second core. Findings are joined in the one order they always had.
+    // The rules only read the deltas: with `two_threads` the cable rules run beside the others
+    // on a second thread. Findings are joined in the one order they always had.
     let mut out = Vec::new();
     let (cables, mut rest) = std::thread::scope(|s| {
-        let cables = s.spawn(|| {
-            let mut v = Vec::new();
-            lossy::lossy_links(&d, th, &mut v);
-            black_holes(&d, th, &mut v);
-            v
-        });
+        let cables = two_threads.then(|| s.spawn(|| cable_rules(&d, th)));
         pfc(&d, th, &mut out);
         queues(&d, th, &mut out);
         steered_around(&d, th, &mut out);
         let mut rest = Vec::new();
         reordering(&d, th, &mut rest);
-        let cables = cables
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let cables = match cables {
+            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => cable_rules(&d, th),
+        };
         (cables, rest)
     });
     out.extend(cables);
