@@ -220,6 +220,14 @@ fn each_role_writes_its_own_keys_and_is_refused_the_others() {
         try_cmd(&plugin, CountersDb, &["HSET", "COUNTERS:oid:0x1", "x", "1"])
             .await
             .expect("plugin writes COUNTERS_DB");
+        let snap = weft_sonic_schema::snapshot::KEY;
+        try_cmd(&plugin, CountersDb, &["HSET", snap, "stamp", "1"])
+            .await
+            .expect("plugin writes its counters' snapshot");
+        refused(
+            try_cmd(&ctl, CountersDb, &["HSET", snap, "stamp", "1"]).await,
+            "controller writes the counters' snapshot",
+        );
     });
 
     // No password on any command line.

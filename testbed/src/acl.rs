@@ -7,7 +7,7 @@
 //! | user | reads | writes |
 //! | --- | --- | --- |
 //! | `weft-controller` | every key | APPL_DB's producer keys (`_P4RT_TABLE:*`, the key and del sets), Weft's CONFIG_DB tables, STATE_DB `WEFT_LOCK`, the fencing term |
-//! | `weft-plugin` | every key | `P4RT_TABLE:*` (the consumer's moves in APPL_DB and APPL_STATE_DB), `_P4RT_TABLE:*` (popped), the plugin's STATE_DB tables, COUNTERS_DB |
+//! | `weft-plugin` | every key | `P4RT_TABLE:*` (the consumer's moves in APPL_DB and APPL_STATE_DB), `_P4RT_TABLE:*` (popped), the plugin's STATE_DB tables, COUNTERS_DB (`COUNTERS*`, `WEFT_COUNTERS_SNAPSHOT`) |
 //! | `default` | nothing: off | nothing |
 //!
 //! Neither may run admin commands (`CONFIG`, `SHUTDOWN`, `FLUSHALL`, `ACL`, `DEBUG` …).
@@ -55,8 +55,9 @@ pub fn write_patterns(owner: Owner) -> Vec<String> {
                 "_P4RT_TABLE:*".to_string(),
                 "P4RT_TABLE_KEY_SET".to_string(),
                 "P4RT_TABLE_DEL_SET".to_string(),
-                // COUNTERS_DB: COUNTERS:<oid>, COUNTERS_PORT_NAME_MAP, …
+                // COUNTERS_DB: COUNTERS:<oid>, COUNTERS_PORT_NAME_MAP, …, and the rows' copy.
                 "COUNTERS*".to_string(),
+                weft_sonic_schema::snapshot::KEY.to_string(),
             ];
             v.extend(
                 tables_owned_by(Owner::Plugin, SonicDbId::StateDb)
