@@ -1126,13 +1126,10 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             let peer_pauses: u64 = (0..PRIORITIES).map(|q| pauses(d, &e, q).0).sum();
             // A switch sends PAUSE only when its own queue passes xoff, and one frame holds the
             // queue for its quanta: a single one from a switch peer explains a deep queue. A
-            // host may send a stray frame, so it must pause more than that.
-            let needed = if fab.is_host(&peer.node) {
-                th.min_pauses
-            } else {
-                1
-            };
-            if peer_pauses >= needed {
+            // host that paused at all holds its port too: with fewer than `min_pauses` frames it
+            // is not yet called a slow receiver, nor is its queue an incast (a slow receiver's
+            // first window, or a NIC's stray frame beside an incast): the next window judges.
+            if peer_pauses > 0 {
                 // Its peer holds it up: the pause rule names the host (slow receiver or storm)
                 // or, through the pause graph, whoever the peer switch is held up by.
                 continue;

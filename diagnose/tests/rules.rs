@@ -274,6 +274,16 @@ fn scenario(name: &str) -> Window {
             let q = m.queue("leaf4", "Ethernet0:3");
             q.ecn_marked += 300 * SECS;
         }
+        "incast_few_pauses" => {
+            // The incast's queue, and its host paused the port 3 times in the window (fewer
+            // than min_pauses): a slow receiver's first window, or a stray frame.
+            for s in ["leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf1-h2"] {
+                m.flow(&f, s, "leaf4-h1", 125 * SECS, 1);
+                m.flow(&f, s, "leaf4-h1", 125 * SECS, 2);
+            }
+            m.queue("leaf4", "Ethernet0:3").ecn_marked += 300 * SECS;
+            m.port("leaf4", "Ethernet0").pfc_rx_pause[3] += 3;
+        }
         "incast_with_pfc" => {
             for s in ["leaf1-h1", "leaf2-h1", "leaf3-h1", "leaf4-h2"] {
                 m.flow(&f, s, "leaf4-h1", 125 * SECS, 1);
@@ -505,6 +515,25 @@ fn incast_tells_whether_ecn_acts_before_pfc_and_names_the_senders() {
     }
     let b = &diagnose(&scenario("incast_with_pfc"), &th)[0];
     assert!(b.summary.contains("PFC engaged too"), "{}", b.summary);
+}
+
+#[test]
+fn a_congested_port_whose_host_paused_it_a_few_times_is_neither_an_incast_nor_yet_a_slow_receiver()
+{
+    let th = Thresholds::default();
+    let named = |w: &str| -> Vec<String> {
+        diagnose(&scenario(w), &th)
+            .iter()
+            .filter(|f| f.target == "leaf4-h1")
+            .map(|f| f.kind.as_str().to_string())
+            .collect()
+    };
+    assert_eq!(named("incast"), ["congestion"]);
+    assert!(
+        named("incast_few_pauses").is_empty(),
+        "{:?}",
+        named("incast_few_pauses")
+    );
 }
 
 #[test]
