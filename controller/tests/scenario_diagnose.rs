@@ -103,10 +103,11 @@ end
 return {stamp or '', polled or '', poll or '', rows, hist or ''}
 "#;
 
-/// Waits (10 s at most) for a moment where switch `name`'s snapshot is its current poll's and
-/// its histograms' copy the last tick's, and asserts every field of every row they pack is in
-/// that row with the same value (the rows hold more: other writers' fields), and every row
-/// with a histogram has it in the copy. The rows compared.
+/// Reads switch `name`'s snapshot and rows at one moment and asserts the copies are the rows':
+/// the snapshot's stamp is the current poll's, every field of every row they pack is in that
+/// row with the same value (the rows hold more: other writers' fields), and every row with a
+/// histogram has it in the copy. The plugin writes each copy with its rows in one MULTI, so
+/// this holds at every moment, not only between writes. The rows compared.
 fn copy_matches_rows(name: &str, endpoint: &str) -> usize {
     use weft_sonic_schema::snapshot;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -120,62 +121,50 @@ fn copy_matches_rows(name: &str, endpoint: &str) -> usize {
             .await
             .expect("COUNTERS_DB");
         let mut conn = c.raw().clone();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            type Reply = (
-                String,
-                String,
-                String,
-                Vec<(String, Vec<(String, String)>)>,
-                String,
-            );
-            let (stamp, polled, poll, rows, hist): Reply = redis::Script::new(SNAPSHOT_AND_ROWS)
-                .key(snapshot::KEY)
-                .arg(snapshot::STAMP)
-                .arg(weft_sonic_schema::counters::POLL_TIME)
-                .arg(snapshot::POLL)
-                .arg(snapshot::HIST)
-                .invoke_async(&mut conn)
-                .await
-                .expect("snapshot and rows");
-            let rows: BTreeMap<String, BTreeMap<String, String>> = rows
-                .into_iter()
-                .map(|(k, f)| (k, f.into_iter().collect()))
-                .collect();
-            let bucket = weft_sonic_schema::counters::bucket_name(0);
-            let mut hists = snapshot::unpack(&hist);
-            let with_hist: Vec<&String> =
-                rows.iter().filter(|(_, f)| f.contains_key(&bucket)).map(|(k, _)| k).collect();
-            let mut all = snapshot::unpack(&poll);
-            let same = |all: &[(String, Vec<(String, String)>)]| {
-                all.iter().all(|(key, fields)| {
-                    rows.get(&format!("COUNTERS:{key}"))
-                        .is_some_and(|row| fields.iter().all(|(f, v)| row.get(f) == Some(v)))
-                })
-            };
-            // The rows and their copy are two writes: between them the two differ.
-            let current = !stamp.is_empty()
-                && stamp == polled
-                && same(&hists)
-                && with_hist.len() == hists.len();
-            if !current {
-                assert!(
-                    Instant::now() < deadline,
-                    "{name}: within 10 s, no moment where the copies were its rows' (stamp {stamp:?}, poll {polled:?}; {} histograms copied of {} rows with one)",
-                    hists.len(),
-                    with_hist.len()
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-            assert!(!all.is_empty(), "{name}: an empty snapshot");
-            all.append(&mut hists);
+        type Reply = (
+            String,
+            String,
+            String,
+            Vec<(String, Vec<(String, String)>)>,
+            String,
+        );
+        let (stamp, polled, poll, rows, hist): Reply = redis::Script::new(SNAPSHOT_AND_ROWS)
+            .key(snapshot::KEY)
+            .arg(snapshot::STAMP)
+            .arg(weft_sonic_schema::counters::POLL_TIME)
+            .arg(snapshot::POLL)
+            .arg(snapshot::HIST)
+            .invoke_async(&mut conn)
+            .await
+            .expect("snapshot and rows");
+        let rows: BTreeMap<String, BTreeMap<String, String>> = rows
+            .into_iter()
+            .map(|(k, f)| (k, f.into_iter().collect()))
+            .collect();
+        let bucket = weft_sonic_schema::counters::bucket_name(0);
+        let mut hists = snapshot::unpack(&hist);
+        let with_hist = rows.values().filter(|f| f.contains_key(&bucket)).count();
+        let mut all = snapshot::unpack(&poll);
+        assert!(
+            !stamp.is_empty() && stamp == polled,
+            "{name}: the snapshot's stamp {stamp:?} is not the current poll's {polled:?}"
+        );
+        assert_eq!(
+            hists.len(),
+            with_hist,
+            "{name}: {} histograms copied of {with_hist} rows with one",
+            hists.len()
+        );
+        assert!(!all.is_empty(), "{name}: an empty snapshot");
+        all.append(&mut hists);
+        for (key, fields) in &all {
+            let row = rows.get(&format!("COUNTERS:{key}"));
             assert!(
-                same(&all),
-                "{name}: a copied row differs from the DB's: {all:?}\n{rows:?}"
+                row.is_some_and(|row| fields.iter().all(|(f, v)| row.get(f) == Some(v))),
+                "{name}: copied row {key} differs from the DB's: {fields:?}\n{row:?}"
             );
-            return all.len();
         }
+        all.len()
     })
 }
 

@@ -227,11 +227,36 @@ impl Table {
     /// Merges fields into many hashes (`HSET`) in one round trip: for rows several writers
     /// share, such as COUNTERS_DB's.
     pub async fn merge_many(&self, rows: &[(String, FieldValues)]) -> Result<(), SonicDbError> {
+        self.merge(rows, &[], false).await
+    }
+
+    /// [`merge_many`](Self::merge_many), and fields merged into whole hashes outside the table
+    /// (`hashes`: key, fields), in one `MULTI`/`EXEC`: a reader sees the rows and the hashes
+    /// of one write or of the other, never a mix (a packed copy of the rows stays their copy).
+    pub async fn merge_many_with(
+        &self,
+        rows: &[(String, FieldValues)],
+        hashes: &[(&str, &FieldValues)],
+    ) -> Result<(), SonicDbError> {
+        self.merge(rows, hashes, true).await
+    }
+
+    async fn merge(
+        &self,
+        rows: &[(String, FieldValues)],
+        hashes: &[(&str, &FieldValues)],
+        atomic: bool,
+    ) -> Result<(), SonicDbError> {
         let mut pipe = redis::pipe();
+        if atomic {
+            pipe.atomic();
+        }
+        let keyed = rows.iter().map(|(k, f)| (self.redis_key(k), f));
+        let whole = hashes.iter().map(|(k, f)| (k.to_string(), *f));
         let mut n = 0;
-        for (key, fields) in rows.iter().filter(|(_, f)| !f.is_empty()) {
+        for (key, fields) in keyed.chain(whole).filter(|(_, f)| !f.is_empty()) {
             let mut hset = redis::cmd("HSET");
-            hset.arg(self.redis_key(key));
+            hset.arg(key);
             for (f, v) in fields {
                 hset.arg(f).arg(v);
             }

@@ -1359,3 +1359,54 @@ async fn switches_sharing_a_server_by_db_base_each_get_only_their_own_answers() 
     assert!(exists(&mut state_a, &format!("P4RT_TABLE:{key}")).await);
     assert!(!exists(&mut state_b, &format!("P4RT_TABLE:{key}")).await);
 }
+
+/// Calls of `cmd` the server has run (`INFO commandstats`).
+async fn calls(c: &mut redis::aio::MultiplexedConnection, cmd: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(c)
+        .await
+        .expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn rows_and_the_hashes_beside_them_are_merged_in_one_transaction() {
+    let srv = server();
+    let db = sonic(&srv);
+    let conn = db.connect(SonicDbId::CountersDb).await.expect("connect");
+    let table = Table::new(conn, "COUNTERS").expect("table");
+    let mut c = raw(&db, SonicDbId::CountersDb).await;
+    let row = |v: &str| vec![("SAI_PORT_STAT_IF_IN_UCAST_PKTS".to_string(), v.to_string())];
+    let copy = vec![("poll".to_string(), "packed".to_string())];
+    table
+        .merge_many(&[("Ethernet0".into(), row("1"))])
+        .await
+        .expect("merge");
+    assert_eq!(calls(&mut c, "exec").await, 0, "merge_many is a plain pipeline");
+    table
+        .merge_many_with(
+            &[("Ethernet0".into(), row("2")), ("Ethernet4".into(), row("3"))],
+            &[("WEFT_COUNTERS_SNAPSHOT", &copy)],
+        )
+        .await
+        .expect("merge with");
+    assert_eq!(calls(&mut c, "multi").await, 1);
+    assert_eq!(calls(&mut c, "exec").await, 1);
+    assert_eq!(
+        hgetall(&mut c, "COUNTERS:Ethernet0").await["SAI_PORT_STAT_IF_IN_UCAST_PKTS"],
+        "2"
+    );
+    assert_eq!(
+        hgetall(&mut c, "COUNTERS:Ethernet4").await["SAI_PORT_STAT_IF_IN_UCAST_PKTS"],
+        "3"
+    );
+    assert_eq!(
+        hgetall(&mut c, "WEFT_COUNTERS_SNAPSHOT").await,
+        BTreeMap::from([("poll".to_string(), "packed".to_string())])
+    );
+}

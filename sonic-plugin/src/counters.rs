@@ -24,8 +24,6 @@ use weft_appdb::PortMap;
 use weft_p4::{constants, counters as c};
 use weft_p4rt::P4Info;
 use weft_p4rt::proto::p4::v1::{Entity, entity};
-use weft_sonic_db::FieldValues;
-use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::{
     CountersRow, NexthopCounters, PortCounters, PortNameMap, QueueCounters, SwitchCounters,
 };
@@ -212,16 +210,6 @@ pub fn rows(ports: &PortMap, nexthops: &BTreeSet<u32>, cells: &Cells) -> Vec<Cou
     out
 }
 
-/// `(key, fields)` of a row, as `Table::merge_many` takes them.
-pub fn wire(row: &CountersRow) -> (String, FieldValues) {
-    match row {
-        CountersRow::Port(r) => (r.key(), r.to_fields()),
-        CountersRow::Queue(r) => (r.key(), r.to_fields()),
-        CountersRow::Switch(r) => (r.key(), r.to_fields()),
-        CountersRow::Nexthop(r) => (r.key(), r.to_fields()),
-    }
-}
-
 /// `COUNTERS_PORT_NAME_MAP`: each port maps to its own key.
 pub fn name_map(ports: &PortMap) -> PortNameMap {
     PortNameMap {
@@ -253,8 +241,11 @@ mod tests {
         cells.insert((c::psn_out_of_order_counter::ID, 1), (3, 0));
         cells.insert((c::psn_out_of_order_counter::ID, 2), (4, 0));
         cells.insert((c::psn_regression_counter::ID, 2), (0, 0));
-        let r: std::collections::BTreeMap<String, FieldValues> =
-            rows(&ports, &[5].into(), &cells).iter().map(wire).collect();
+        let r: std::collections::BTreeMap<String, weft_sonic_db::FieldValues> =
+            rows(&ports, &[5].into(), &cells)
+                .iter()
+                .map(CountersRow::key_fields)
+                .collect();
         let f = |k: &str, f: &str| {
             r.get(k)
                 .and_then(|row| row.iter().find(|(n, _)| n == f))

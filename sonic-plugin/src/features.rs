@@ -262,10 +262,7 @@ impl Features {
         if !out.histograms.is_empty() {
             // The copy holds every port's last histogram, as the rows do, not only this tick's.
             let all: Vec<_> = self.histograms.iter().map(|(k, h)| row(k, h)).collect();
-            p.snapshot.push((
-                weft_sonic_schema::snapshot::HIST.to_string(),
-                weft_sonic_schema::snapshot::pack(&all),
-            ));
+            p.snapshot = weft_sonic_schema::snapshot::CountersSnapshot::of_hist(&all).to_fields();
         }
         for (k, _) in &out.changes {
             if let Some(st) = self.tuning.queues.get(k) {

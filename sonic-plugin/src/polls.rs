@@ -11,7 +11,8 @@ use weft_p4rt::proto::p4::v1::{Entity, PacketIn};
 use weft_p4rt::{Client, P4Info};
 use weft_sonic_db::{FieldValues, SonicDb, SonicDbError, SonicDbId, Table};
 use weft_sonic_schema::Row;
-use weft_sonic_schema::counters::PortNameMap;
+use weft_sonic_schema::counters::{CountersRow, PortNameMap};
+use weft_sonic_schema::snapshot::{CountersSnapshot, KEY};
 use weft_sonic_schema::state::PostcardHop;
 use weft_telemetry::PluginMetrics;
 
@@ -109,32 +110,20 @@ pub async fn poll_counters(
         poll_time_ms: Some(polled_ms),
         ..weft_telemetry::SwitchSnapshot::from_rows(&typed)
     });
-    let mut rows: Vec<(String, FieldValues)> = typed.iter().map(crate::counters::wire).collect();
+    let mut rows: Vec<(String, FieldValues)> = typed.iter().map(CountersRow::key_fields).collect();
     let stamp = weft_sonic_schema::counters::SwitchCounters {
         poll_time_ms: Some(polled_ms),
         poll_interval_ms: interval.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         ..Default::default()
     };
     rows.push((stamp.key(), stamp.to_fields()));
+    let copy = CountersSnapshot::of_poll(&rows, polled_ms).to_fields();
+    let map = crate::counters::name_map(ports).to_fields();
     let conn = sonic.connect(SonicDbId::CountersDb).await?;
-    Table::new(conn.clone(), "COUNTERS")?
-        .merge_many(&rows)
+    // One MULTI: a reader never sees this poll's rows beside another poll's copy.
+    Table::new(conn, "COUNTERS")?
+        .merge_many_with(&rows, &[(KEY, &copy), (PortNameMap::TABLE, &map)])
         .await?;
-    // The packed copy after the rows: a reader that finds its stamp behind or ahead of
-    // COUNTERS:WEFT_SWITCH's reads the rows instead.
-    let snap = vec![
-        (
-            weft_sonic_schema::snapshot::POLL.to_string(),
-            weft_sonic_schema::snapshot::pack(&rows),
-        ),
-        (
-            weft_sonic_schema::snapshot::STAMP.to_string(),
-            polled_ms.to_string(),
-        ),
-    ];
-    weft_sonic_db::merge_hash(&conn, weft_sonic_schema::snapshot::KEY, &snap).await?;
-    let map = crate::counters::name_map(ports);
-    weft_sonic_db::merge_hash(&conn, PortNameMap::TABLE, &map.to_fields()).await?;
     metrics.counter_poll(t0.elapsed().as_secs_f64());
     Ok(())
 }

@@ -560,6 +560,16 @@ impl CountersRow {
             PortCounters::from_fields(key, f).map(|p| CountersRow::Port(Box::new(p)))
         }
     }
+
+    /// The row as written: its key (without the `COUNTERS:` prefix) and its fields.
+    pub fn key_fields(&self) -> (String, FieldValues) {
+        match self {
+            CountersRow::Port(r) => (r.key(), r.to_fields()),
+            CountersRow::Queue(r) => (r.key(), r.to_fields()),
+            CountersRow::Switch(r) => (r.key(), r.to_fields()),
+            CountersRow::Nexthop(r) => (r.key(), r.to_fields()),
+        }
+    }
 }
 
 pub(crate) fn catalogue() -> Vec<TableDoc> {

@@ -38,6 +38,30 @@ pub const HIST: &str = "hist";
 /// The poll time (`WEFT_POLL_TIME_MS`) of the poll that wrote [`POLL`].
 pub const STAMP: &str = "stamp";
 
+impl CountersSnapshot {
+    /// The copy a counter poll writes beside its rows: `rows` packed, stamped with the poll's
+    /// `WEFT_POLL_TIME_MS`.
+    pub fn of_poll(rows: &[(String, FieldValues)], poll_time_ms: u64) -> CountersSnapshot {
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(POLL.to_string(), pack(rows));
+        map.insert(STAMP.to_string(), poll_time_ms.to_string());
+        CountersSnapshot {
+            name: KEY.to_string(),
+            map,
+        }
+    }
+
+    /// The copy a tuning tick writes beside its depth histogram rows (every port's last).
+    pub fn of_hist(rows: &[(String, FieldValues)]) -> CountersSnapshot {
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(HIST.to_string(), pack(rows));
+        CountersSnapshot {
+            name: KEY.to_string(),
+            map,
+        }
+    }
+}
+
 fn escape(s: &str, out: &mut String) {
     if !s.contains(['%', ',', '\n', '\r']) {
         out.push_str(s);

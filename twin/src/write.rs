@@ -11,7 +11,7 @@ use redis::aio::MultiplexedConnection;
 use weft_sonic_db::{SonicDb, SonicDbId};
 use weft_sonic_schema::Row;
 use weft_sonic_schema::counters::{CountersRow, PortNameMap};
-use weft_sonic_schema::snapshot;
+use weft_sonic_schema::snapshot::CountersSnapshot;
 use weft_sonic_schema::state::PLUGIN_STATUS_KEY;
 use weft_topology::SwitchIdx;
 
@@ -41,16 +41,6 @@ pub struct Writer {
 pub struct WriteStats {
     pub switches: usize,
     pub commands: usize,
-}
-
-/// A row as `(key, fields)`, as written.
-pub fn row_kv(r: &CountersRow) -> (String, weft_sonic_db::FieldValues) {
-    match r {
-        CountersRow::Port(x) => (x.key(), x.to_fields()),
-        CountersRow::Queue(x) => (x.key(), x.to_fields()),
-        CountersRow::Switch(x) => (x.key(), x.to_fields()),
-        CountersRow::Nexthop(x) => (x.key(), x.to_fields()),
-    }
 }
 
 fn hset(pipe: &mut redis::Pipeline, key: String, f: &weft_sonic_db::FieldValues) -> usize {
@@ -130,7 +120,7 @@ impl Writer {
             }
             let name = &sw.ports[twin.ports.get(p).index].name;
             for r in port_rows(name, &w, prev.as_ref(), twin.classes.lossless) {
-                let (k, f) = row_kv(&r);
+                let (k, f) = r.key_fields();
                 n += hset(pipe, format!("COUNTERS:{k}"), &f);
             }
             self.written[p as usize] = Some(w);
@@ -141,7 +131,7 @@ impl Writer {
             matches!(r, CountersRow::Switch(_))
                 || matches!(r, CountersRow::Queue(q) if q.wd_status.is_some())
         }) {
-            let (k, f) = row_kv(r);
+            let (k, f) = r.key_fields();
             n += hset(pipe, format!("COUNTERS:{k}"), &f);
         }
         // The poll's packed copy, as the plugin writes it after its rows: every port, queue and
@@ -149,21 +139,15 @@ impl Writer {
         let polled: Vec<_> = rows
             .iter()
             .filter(|r| !matches!(r, CountersRow::Queue(q) if q.wd_status.is_some()))
-            .map(row_kv)
+            .map(CountersRow::key_fields)
             .collect();
         let stamp = rows.iter().find_map(|r| match r {
             CountersRow::Switch(sw) => sw.poll_time_ms,
             _ => None,
         });
         if let Some(stamp) = stamp {
-            pipe.cmd("HSET")
-                .arg(snapshot::KEY)
-                .arg(snapshot::POLL)
-                .arg(snapshot::pack(&polled))
-                .arg(snapshot::STAMP)
-                .arg(stamp.to_string())
-                .ignore();
-            n += 1;
+            let copy = CountersSnapshot::of_poll(&polled, stamp);
+            n += hset(pipe, copy.key(), &copy.to_fields());
         }
         if self.first[s] {
             let map = PortNameMap {

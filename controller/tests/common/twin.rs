@@ -131,7 +131,7 @@ impl Direct {
         let rows: Vec<(String, weft_sonic_db::FieldValues)> = twin
             .counters_rows(s)
             .iter()
-            .map(weft_twin::write::row_kv)
+            .map(weft_sonic_schema::counters::CountersRow::key_fields)
             .collect();
         let (wd, drift, status) = twin.state_rows(s);
         let ports: Vec<String> = sw.ports.iter().map(|p| p.name.clone()).collect();

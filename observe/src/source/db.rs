@@ -83,6 +83,29 @@ local st = redis.call('HGETALL', 'WEFT_PLUGIN|status')
 return {table.concat(out, ','), sw, wd, dr, st, snap}
 "#;
 
+/// A switch's ports in the intent's order, and where each is in it (built once, used by every
+/// sample's snapshot).
+#[derive(Debug, Clone, Default)]
+pub struct SwitchPorts {
+    pub names: Vec<String>,
+    index: HashMap<String, usize>,
+}
+
+impl SwitchPorts {
+    pub fn new(names: Vec<String>) -> SwitchPorts {
+        let index = names
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), i))
+            .collect();
+        SwitchPorts { names, index }
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+}
+
 /// What is read of each switch, from the intent.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -178,17 +201,13 @@ impl Spec {
     /// writers' would; a row of no port or queue read here is passed over.
     pub fn snapshot_values<'a>(
         &self,
-        ports: &[String],
+        sp: &SwitchPorts,
         fields: &[(&str, &'a str)],
     ) -> Vec<Option<Cow<'a, str>>> {
         let per = self.per_port();
         let npf = self.port_fields.len();
+        let ports = &sp.names;
         let mut out: Vec<Option<Cow<'a, str>>> = vec![None; ports.len() * per];
-        let index: HashMap<&str, usize> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.as_str(), i))
-            .collect();
         let mut fields: Vec<&(&str, &'a str)> =
             fields.iter().filter(|(f, _)| *f != snap::STAMP).collect();
         fields.sort_by_key(|(f, _)| *f);
@@ -202,7 +221,7 @@ impl Spec {
             let hit = [last, last + 1]
                 .into_iter()
                 .find(|i| ports.get(*i).is_some_and(|p| p == name))
-                .or_else(|| index.get(name).copied());
+                .or_else(|| sp.find(name));
             if let Some(i) = hit {
                 last = i;
             }
@@ -445,6 +464,8 @@ struct Server {
     db: SonicDb,
     conn: Option<MultiplexedConnection>,
     switches: Vec<(usize, u32, u32)>,
+    /// Every switch's read, encoded once (the arguments never change between samples).
+    pipe: Arc<redis::Pipeline>,
 }
 
 /// One sample of every switch, and the switches it could not judge.
@@ -462,7 +483,7 @@ pub struct Sweep {
 pub struct Reader {
     spec: Arc<Spec>,
     names: Arc<Vec<String>>,
-    ports: Arc<Vec<Vec<String>>>,
+    ports: Arc<Vec<SwitchPorts>>,
     servers: Vec<Server>,
     /// Switches whose endpoint could not even be parsed.
     bad: Vec<Unjudged>,
@@ -495,7 +516,7 @@ fn text(v: &Value) -> String {
 fn switch_of(
     spec: &Spec,
     name: &str,
-    ports: &[String],
+    ports: &SwitchPorts,
     reply: &Value,
     now_ms: u64,
 ) -> Result<SwitchSample, Unjudged> {
@@ -577,7 +598,7 @@ fn switch_of(
         status,
     };
     judge(name, &rows, now_ms)?;
-    Ok(decode(spec, ports, &rows))
+    Ok(decode(spec, &ports.names, &rows))
 }
 
 /// Bytes of a reply (what crossed the wire, about).
@@ -621,6 +642,7 @@ impl Reader {
                     db: db.clone(),
                     conn: None,
                     switches: Vec::new(),
+                    pipe: Arc::default(),
                 });
                 servers.len() - 1
             });
@@ -630,18 +652,35 @@ impl Reader {
                 db.db_number(SonicDbId::StateDb),
             ));
         }
-        Reader {
+        let mut r = Reader {
             spec: Arc::new(Spec::of(t)),
             names: Arc::new(t.switches.iter().map(|s| s.name.clone()).collect()),
             ports: Arc::new(
                 t.switches
                     .iter()
-                    .map(|s| s.ports.iter().map(|p| p.name.clone()).collect())
+                    .map(|s| SwitchPorts::new(s.ports.iter().map(|p| p.name.clone()).collect()))
                     .collect(),
             ),
             servers,
             bad,
             snapshots: true,
+        };
+        r.plan();
+        r
+    }
+
+    /// Encodes each server's reads (one script call per switch).
+    fn plan(&mut self) {
+        let hash = redis::Script::new(READ).get_hash().to_string();
+        for srv in &mut self.servers {
+            let mut pipe = redis::pipe();
+            for (i, c, s) in &srv.switches {
+                let args = self
+                    .spec
+                    .args(*c, *s, self.snapshots, &self.ports[*i].names);
+                pipe.cmd("EVALSHA").arg(&hash).arg(0).arg(args);
+            }
+            srv.pipe = Arc::new(pipe);
         }
     }
 
@@ -649,6 +688,7 @@ impl Reader {
     /// benches compare the two, the tests prove them the same).
     pub fn rows_only(mut self) -> Reader {
         self.snapshots = false;
+        self.plan();
         self
     }
 
@@ -671,16 +711,12 @@ impl Reader {
                 None => connect(&srv.db, &srv.endpoint, &script).await,
             };
             srv.conn = conn.as_ref().ok().cloned();
-            let plan: Vec<(usize, Vec<String>)> = srv
-                .switches
-                .iter()
-                .map(|(i, c, s)| (*i, self.spec.args(*c, *s, self.snapshots, &self.ports[*i])))
-                .collect();
+            let plan: Vec<usize> = srv.switches.iter().map(|(i, ..)| *i).collect();
             let (spec, names, ports) = (self.spec.clone(), self.names.clone(), self.ports.clone());
             let endpoint = srv.endpoint.clone();
-            let hash = script.get_hash().to_string();
+            let pipe = srv.pipe.clone();
             jobs.push(tokio::spawn(async move {
-                read_server(conn, &endpoint, &hash, plan, &spec, &names, &ports, now_ms).await
+                read_server(conn, &endpoint, &pipe, plan, &spec, &names, &ports, now_ms).await
             }));
         }
         let mut out = Sweep {
@@ -753,16 +789,16 @@ type Read = Vec<Result<(String, SwitchSample), Unjudged>>;
 async fn read_server(
     conn: Result<MultiplexedConnection, ReadError>,
     endpoint: &str,
-    hash: &str,
-    plan: Vec<(usize, Vec<String>)>,
+    pipe: &redis::Pipeline,
+    plan: Vec<usize>,
     spec: &Spec,
     names: &[String],
-    ports: &[Vec<String>],
+    ports: &[SwitchPorts],
     now_ms: u64,
 ) -> (Read, (usize, usize), bool) {
     let fail = |detail: String| -> Read {
         plan.iter()
-            .map(|(i, _)| {
+            .map(|i| {
                 Err(Unjudged {
                     switch: names[*i].clone(),
                     data: "unreachable",
@@ -775,10 +811,6 @@ async fn read_server(
         Ok(c) => c,
         Err(why) => return (fail(why.to_string()), (0, 0), false),
     };
-    let mut pipe = redis::pipe();
-    for (_, args) in &plan {
-        pipe.cmd("EVALSHA").arg(hash).arg(0).arg(args);
-    }
     let bound = crate::read::READ_TIMEOUT + Duration::from_millis(20 * plan.len() as u64);
     let replies: Vec<Value> = match tokio::time::timeout(bound, pipe.query_async(&mut conn)).await {
         Ok(Ok(v)) => v,
@@ -802,7 +834,7 @@ async fn read_server(
     let got = plan
         .iter()
         .zip(&replies)
-        .map(|((i, _), v)| {
+        .map(|(i, v)| {
             switch_of(spec, &names[*i], &ports[*i], v, now_ms).map(|s| (names[*i].clone(), s))
         })
         .collect();
@@ -867,7 +899,7 @@ mod tests {
             (snap::HIST, hp.as_str()),
         ];
         let from_snapshot: Vec<Option<String>> = spec
-            .snapshot_values(&ports, &fields)
+            .snapshot_values(&SwitchPorts::new(ports.clone()), &fields)
             .into_iter()
             .map(|v| v.map(Cow::into_owned))
             .collect();

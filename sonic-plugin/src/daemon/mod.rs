@@ -881,10 +881,13 @@ impl Daemon {
         }
         if !p.counters.is_empty() || !p.snapshot.is_empty() {
             let conn = self.sonic.connect(SonicDbId::CountersDb).await?;
-            Table::new(conn.clone(), "COUNTERS")?
-                .merge_many(&p.counters)
+            // One MULTI: the histograms' copy never lags their rows.
+            Table::new(conn, "COUNTERS")?
+                .merge_many_with(
+                    &p.counters,
+                    &[(weft_sonic_schema::snapshot::KEY, &p.snapshot)],
+                )
                 .await?;
-            weft_sonic_db::merge_hash(&conn, weft_sonic_schema::snapshot::KEY, &p.snapshot).await?;
         }
         Ok(())
     }
