@@ -217,6 +217,14 @@ fn switch_table<'a>(
 }
 
 pub(crate) fn build(w: &Window) -> Table<'_> {
+    build_on(w, false)
+}
+
+type Seq<'a> = (&'a str, Vec<Option<&'a SwitchSample>>);
+
+/// [`build`], with `two_threads` half of the switches on a second thread (the tables are
+/// joined after: a port's [`PortDelta::at`] moved by what the first half holds).
+pub(crate) fn build_on(w: &Window, two_threads: bool) -> Table<'_> {
     let mut t = Table::default();
     let Some(last) = w.samples.last() else {
         return t;
@@ -224,12 +232,45 @@ pub(crate) fn build(w: &Window) -> Table<'_> {
     // Every sample's switches in order, walked alongside the last sample's; a switch must be
     // in the first sample too.
     let maps: Vec<_> = w.samples.iter().map(|s| Some(&s.switches)).collect();
-    let mut seqs: Vec<(&str, Vec<Option<&SwitchSample>>)> = Vec::with_capacity(last.switches.len());
+    let mut seqs: Vec<Seq<'_>> = Vec::with_capacity(last.switches.len());
     aligned(&maps, |name, at| {
         if at[0].is_some() {
             seqs.push((name, at.to_vec()));
         }
     });
+    if !two_threads || seqs.len() < 2 {
+        fill(&mut t, seqs);
+        return t;
+    }
+    let second = seqs.split_off(seqs.len() / 2);
+    let other = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let mut o = Table::default();
+            fill(&mut o, second);
+            o
+        });
+        fill(&mut t, seqs);
+        h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+    });
+    let base = t.at.len();
+    t.at.extend(other.at);
+    for (name, mut ports) in other.ports {
+        for p in ports.values_mut() {
+            if let Some(at) = &mut p.at {
+                *at += base;
+            }
+        }
+        t.ports.insert(name, ports);
+    }
+    t.polls.extend(other.polls);
+    t.frozen.extend(other.frozen);
+    for (a, b) in t.active_prios.iter_mut().zip(other.active_prios) {
+        *a |= b;
+    }
+    t
+}
+
+fn fill<'a>(t: &mut Table<'a>, seqs: Vec<Seq<'a>>) {
     for (name, seq) in seqs {
         let ports = switch_table(&seq, &mut t.at);
         let moved = ports
@@ -253,13 +294,13 @@ pub(crate) fn build(w: &Window) -> Table<'_> {
         );
         t.ports.insert(name, ports);
     }
-    t
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Sample;
+    use std::collections::BTreeSet;
 
     fn port(rx: u64, tx: u64) -> PortSample {
         PortSample {
@@ -391,5 +432,66 @@ mod tests {
         assert_eq!(p.d.tx_packets, 20);
         assert_eq!((p.marks[3], p.departures[3]), (4, 20));
         assert!(!t.active_prios.iter().any(|x| *x));
+    }
+
+    #[test]
+    fn two_threads_build_the_table_one_thread_builds() {
+        // Five switches (the second thread takes the last three), ports moving at each's own
+        // rate, one switch absent from the middle sample, one frozen.
+        let samples = (0..3u64)
+            .map(|i| {
+                let mut switches = BTreeMap::new();
+                for s in 0..5u64 {
+                    if s == 3 && i == 1 {
+                        continue;
+                    }
+                    let mut sw = SwitchSample::default();
+                    for p in 0..4u64 {
+                        let rate = if s == 4 { 0 } else { (s + 1) * (p + 1) };
+                        let mut ps = port(i * rate, 2 * i * rate);
+                        ps.pfc_rx_pause[3] = if s == 2 { i * 7 } else { 0 };
+                        sw.ports.insert(format!("Ethernet{p}"), ps);
+                    }
+                    switches.insert(format!("sw{s}"), sw);
+                }
+                Sample {
+                    t_ms: i * 1000,
+                    switches,
+                }
+            })
+            .collect();
+        let w = Window {
+            samples,
+            ..Default::default()
+        };
+        let (one, two) = (build_on(&w, false), build_on(&w, true));
+        type Runs = BTreeMap<(String, String), (u64, u64, Vec<Option<u64>>)>;
+        let runs = |t: &Table<'_>| -> Runs {
+            t.ports
+                .iter()
+                .flat_map(|(sw, ports)| {
+                    ports.iter().map(move |(p, d)| {
+                        let at = d.at.map(|a| &t.at[a..a + 3]).unwrap_or_default();
+                        (
+                            (sw.to_string(), p.to_string()),
+                            (
+                                d.d.rx_packets,
+                                d.d.pfc_rx_pause[3],
+                                at.iter().map(|x| x.map(|x| x.tx_packets)).collect(),
+                            ),
+                        )
+                    })
+                })
+                .collect()
+        };
+        assert_eq!(runs(&one).len(), 20);
+        assert_eq!(runs(&one), runs(&two));
+        assert_eq!(one.frozen, two.frozen);
+        assert!(two.frozen.contains("sw4"));
+        assert_eq!(one.active_prios, two.active_prios);
+        assert!(two.active_prios[3]);
+        let polls =
+            |t: &Table<'_>| -> BTreeSet<String> { t.polls.keys().map(|k| k.to_string()).collect() };
+        assert_eq!(polls(&one), polls(&two));
     }
 }

@@ -387,7 +387,8 @@ fn sub(a: u64, b: u64) -> u64 {
 }
 
 impl<'a> Deltas<'a> {
-    fn new(w: &'a Window) -> Option<Deltas<'a>> {
+    /// `two_threads`: the deltas built on two threads.
+    fn new(w: &'a Window, two_threads: bool) -> Option<Deltas<'a>> {
         let (f, l) = (w.samples.first()?, w.samples.last()?);
         if w.samples.len() < 2 {
             return None;
@@ -396,7 +397,7 @@ impl<'a> Deltas<'a> {
         Some(Deltas {
             w,
             secs,
-            t: deltas::build(w),
+            t: deltas::build_on(w, two_threads),
         })
     }
     fn first(&self) -> &Sample {
@@ -508,7 +509,7 @@ fn cable_rules(d: &Deltas<'_>, th: &Thresholds) -> Vec<Finding> {
 }
 
 fn findings(w: &Window, th: &Thresholds, two_threads: bool) -> Vec<Finding> {
-    let Some(d) = Deltas::new(w) else {
+    let Some(d) = Deltas::new(w, two_threads) else {
         return Vec::new();
     };
     // The rules only read the deltas: with `two_threads` the cable rules run beside the others

@@ -1387,10 +1387,17 @@ async fn rows_and_the_hashes_beside_them_are_merged_in_one_transaction() {
         .merge_many(&[("Ethernet0".into(), row("1"))])
         .await
         .expect("merge");
-    assert_eq!(calls(&mut c, "exec").await, 0, "merge_many is a plain pipeline");
+    assert_eq!(
+        calls(&mut c, "exec").await,
+        0,
+        "merge_many is a plain pipeline"
+    );
     table
         .merge_many_with(
-            &[("Ethernet0".into(), row("2")), ("Ethernet4".into(), row("3"))],
+            &[
+                ("Ethernet0".into(), row("2")),
+                ("Ethernet4".into(), row("3")),
+            ],
             &[("WEFT_COUNTERS_SNAPSHOT", &copy)],
         )
         .await
