@@ -9,9 +9,9 @@
 //! ```
 //!
 //! Real time (`WEFT_BENCH_K`, default `32,64`; `WEFT_BENCH_SERVERS` redis-servers, default 8):
-//! the twin advances one second at a time and writes what its switches polled; then the packed
-//! fabric-scale reader (`weft_observe::source::db::Reader`, not yet the one `weft diagnose`
-//! uses) reads one sample of every switch
+//! the twin advances one second at a time and writes what its switches polled; then the
+//! reader `weft diagnose --source db` uses (`weft_observe::source::db::Reader`) reads one sample
+//! of every switch, from each switch's snapshot and then again row by row, the two checked equal
 //! (one pipelined round trip per server of one script call per switch), and the rules judge
 //! the last window of three samples. Per sample: wall time of the read, this process's CPU and
 //! the servers' CPU in it (where the time goes), bytes read, the same decoding without I/O

@@ -6,7 +6,10 @@
 //! not the bytes, bounds it. The snapshot is one hash per switch, so the same read is one
 //! command per switch. The rows stay the contract every other reader (SONiC's tools, `weft
 //! top`) uses; the snapshot is a copy a reader may take instead when its `stamp` is the
-//! current poll's (`COUNTERS:WEFT_SWITCH` `WEFT_POLL_TIME_MS`) and must ignore otherwise.
+//! current poll's (`COUNTERS:WEFT_SWITCH` `WEFT_POLL_TIME_MS`) and must ignore otherwise. The
+//! plugin writes each copy with its rows in one `MULTI`, so a reader never sees one without
+//! the other; the stamp check is for writers that do not (an older plugin, a copy of another
+//! poll).
 //!
 //! Packed format, line by line: `#name,name,…` starts a group of rows that all have exactly
 //! those fields; each row after it is `key,value,…` in the header's order. `%`, `,`, and a line
@@ -20,8 +23,8 @@ map_row! {
     /// A copy of the `COUNTERS` rows each writer wrote at its last write, packed one string per
     /// writer (`poll`: the counter poll's port, queue and switch rows; `hist`: the tuning
     /// tick's depth histograms), and `stamp`: the `WEFT_POLL_TIME_MS` of the poll that wrote
-    /// `poll`. A reader takes the copy only when `stamp` equals `COUNTERS:WEFT_SWITCH`'s poll
-    /// time, and reads the rows otherwise. Format: lines; `#f1,f2,…` heads a group of rows with
+    /// `poll`. Each copy is written with its rows in one `MULTI`. A reader takes the copy only
+    /// when `stamp` equals `COUNTERS:WEFT_SWITCH`'s poll time, and reads the rows otherwise. Format: lines; `#f1,f2,…` heads a group of rows with
     /// those fields, each row `key,v1,v2,…`; `%`, `,`, CR and LF escaped as `%25` `%2C` `%0D`
     /// `%0A`. The whole hash is the Redis key `WEFT_COUNTERS_SNAPSHOT`.
     pub struct CountersSnapshot in CountersDb "WEFT_COUNTERS_SNAPSHOT" by Plugin,

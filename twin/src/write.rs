@@ -134,7 +134,7 @@ impl Writer {
             let (k, f) = r.key_fields();
             n += hset(pipe, format!("COUNTERS:{k}"), &f);
         }
-        // The poll's packed copy, as the plugin writes it after its rows: every port, queue and
+        // The poll's packed copy, as the plugin writes it with its rows: every port, queue and
         // switch row of the poll in full (the watchdog's fields are not the poll's).
         let polled: Vec<_> = rows
             .iter()
