@@ -281,7 +281,13 @@ fn of_three_replicas_one_writes_and_after_kill_9_another_takes_over_without_rewr
     );
     for (i, r) in rs.iter().enumerate() {
         if i != first {
-            assert_eq!(r.role(), "follower", "{}: {}", r.id, r.log());
+            // A replica that joined after the leader converged reports its role once it has
+            // read the election's view: wait for that, then hold it to having written nothing.
+            wait_for(
+                &format!("{} to report itself a follower", r.id),
+                Duration::from_secs(30),
+                || r.role() == "follower",
+            );
             assert_eq!(
                 r.status()["writes"].as_u64(),
                 Some(0),

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use weft_diagnose::Sample;
-use weft_observe::source::db::{Reader, Spec, sample_of_rows};
+use weft_observe::source::db::{Reader, Spec, SwitchPorts, sample_of_rows};
 use weft_sonic_schema::Row;
 use weft_tests::process::cpu_seconds;
 use weft_tests::redis::{RedisServer, RedisServerOptions};
@@ -119,11 +119,24 @@ impl Sampler for Through {
 /// Samples the twin's rows in hand, decoded and judged as a read of the DBs would be.
 pub struct Direct {
     pub spec: Spec,
+    /// Each switch's ports, built once as the reader builds them.
+    ports: Vec<SwitchPorts>,
 }
 
 impl Direct {
     pub fn new(t: &Topology) -> Direct {
-        Direct { spec: Spec::of(t) }
+        let spec = Spec::of(t);
+        let ports = t
+            .switches
+            .iter()
+            .map(|sw| {
+                SwitchPorts::new(
+                    sw.ports.iter().map(|p| p.name.clone()).collect(),
+                    &spec.queues,
+                )
+            })
+            .collect();
+        Direct { spec, ports }
     }
 
     pub fn switch(&self, twin: &Twin, s: SwitchIdx) -> Option<weft_diagnose::SwitchSample> {
@@ -134,11 +147,10 @@ impl Direct {
             .map(weft_sonic_schema::counters::CountersRow::key_fields)
             .collect();
         let (wd, drift, status) = twin.state_rows(s);
-        let ports: Vec<String> = sw.ports.iter().map(|p| p.name.clone()).collect();
         sample_of_rows(
             &self.spec,
             &sw.name,
-            &ports,
+            &self.ports[s],
             &rows,
             wd.iter().map(|w| (w.key(), w.to_fields())).collect(),
             drift

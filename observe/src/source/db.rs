@@ -480,12 +480,13 @@ pub fn decode(spec: &Spec, sp: &SwitchPorts, r: &SwitchRows<'_>) -> SwitchSample
 
 /// One switch's sample from its rows already in hand (COUNTERS rows by key, STATE_DB's
 /// watchdog and drift rows, the status row), judged at `now_ms` as a read of its DB would be:
-/// what [`Reader`] returns for a switch whose DB holds exactly these rows.
+/// what [`Reader`] returns for a switch whose DB holds exactly these rows. `ports`: the switch's
+/// ports, built once by the caller ([`SwitchPorts::new`] with [`Spec::queues`]).
 #[allow(clippy::too_many_arguments)]
 pub fn sample_of_rows(
     spec: &Spec,
     name: &str,
-    ports: &[String],
+    ports: &SwitchPorts,
     counters: &[(String, FieldValues)],
     wd: Vec<(String, FieldValues)>,
     drift: Vec<(String, String)>,
@@ -496,8 +497,8 @@ pub fn sample_of_rows(
     for (k, f) in counters {
         by.entry(k.as_str()).or_default().push(f);
     }
-    let mut owned = Vec::with_capacity(ports.len() * spec.per_port());
-    for p in ports {
+    let mut owned = Vec::with_capacity(ports.names.len() * spec.per_port());
+    for p in &ports.names {
         spec.values_of(&by, p, &mut owned);
     }
     let rows = SwitchRows {
@@ -511,11 +512,7 @@ pub fn sample_of_rows(
         status,
     };
     judge(name, &rows, now_ms)?;
-    Ok(decode(
-        spec,
-        &SwitchPorts::new(ports.to_vec(), &spec.queues),
-        &rows,
-    ))
+    Ok(decode(spec, ports, &rows))
 }
 
 /// A redis-server and the switches on it: (switch index, COUNTERS_DB, STATE_DB).
