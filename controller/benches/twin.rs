@@ -136,7 +136,7 @@ fn faults(twin: &mut weft_twin::Twin, at: u64) {
 fn slide(
     samples: &mut std::collections::VecDeque<Sample>,
     s: Sample,
-    fabric: &weft_diagnose::Fabric,
+    fabric: &std::sync::Arc<weft_diagnose::Fabric>,
 ) -> Option<Window> {
     samples.push_back(s);
     while samples.len() > 3 {
@@ -158,7 +158,7 @@ async fn realtime_run(bed: &Bed, windows: usize) -> Times {
     let mut twin = twin_common::twin(&bed.topo, cfg, &[3, n / 2]);
     twin.life[n / 3].dead_from = Some(2500);
     twin.life[n / 4].resets.push((3300, 2000));
-    let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
+    let fabric = std::sync::Arc::new(weft_observe::diagnose::fabric_of(&twin.topo));
     let mut through = Through::new(&twin).await;
     let mut by_rows = weft_observe::source::db::Reader::new(&twin.topo).rows_only();
     let mut direct = Direct::new(&twin.topo);
@@ -377,7 +377,7 @@ fn campaign(k: u32, trials: usize, seed: u64, servers: usize) {
                 ..Default::default()
             };
             let mut twin = twin_common::twin(&bed.topo, cfg, &[7, n / 2 + 1]);
-            let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
+            let fabric = std::sync::Arc::new(weft_observe::diagnose::fabric_of(&twin.topo));
             let mut through = Through::new(&twin).await;
             let c = Campaign {
                 trials: chunk,
@@ -434,7 +434,7 @@ fn rules_only(k: u32, windows: usize) {
         .expect("intent");
     let topo = weft_topology::load_str(&text, "rules.yaml").expect("valid intent");
     let mut twin = twin_common::twin(&topo, Config::default(), &[3, n / 2]);
-    let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
+    let fabric = std::sync::Arc::new(weft_observe::diagnose::fabric_of(&twin.topo));
     let direct = Direct::new(&twin.topo);
     let mut samples: std::collections::VecDeque<Sample> = Default::default();
     let fault_at = (windows as u64 / 2 + 2) * 1000;

@@ -147,7 +147,7 @@ fn a_small_seeded_campaign_of_faults_on_a_k8_twin_is_named_with_no_finding_in_he
         };
         // Two switches never written (their plugin never ran).
         let mut twin = twin_common::twin(&bed.topo, cfg, &[7, 41]);
-        let fabric = weft_observe::diagnose::fabric_of(&twin.topo);
+        let fabric = std::sync::Arc::new(weft_observe::diagnose::fabric_of(&twin.topo));
         let mut through = Through::new(&twin).await;
         let c = Campaign {
             trials,

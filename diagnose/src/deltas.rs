@@ -26,6 +26,10 @@ pub(crate) struct PortDelta {
     /// Where [`Table::at`] holds the port in each of the window's samples (`None`: a port
     /// known only by its queues).
     pub at: Option<usize>,
+    /// Of the depth histogram's increase: (packets that found at least the deep-queue
+    /// threshold queued, packets it counted); (0, 0) where no histogram was published alike
+    /// in every sample.
+    pub deep: (u64, u64),
 }
 
 /// FNV-1a: the rules look ports up by short names (`leaf-1-2`, `Ethernet12`) some ten million
@@ -54,16 +58,85 @@ impl Hasher for Fnv {
 pub(crate) type Fast = BuildHasherDefault<Fnv>;
 pub(crate) type FastMap<K, V> = HashMap<K, V, Fast>;
 
+/// What the cable rules read of a port in one sample: its packet counters and its switch's
+/// poll time, copied out of the sample while the deltas walk it anyway. A cable's end is then
+/// one short run of the arena, not pointers into every sample's maps (at k=64 the cable rules
+/// spent most of their time waiting on those reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cell {
+    pub tx: u64,
+    pub rx: u64,
+    /// The switch's poll time (`None`: not published).
+    pub poll: Option<u64>,
+}
+
+/// One switch's moved ports: their deltas in one vector of exactly their number, and a small
+/// index by name. A map holding the deltas themselves kept twice as many slots as ports (61 KB
+/// a switch of 64 ports, 314 MB a window at k=64), all of it allocated and freed every window.
+#[derive(Debug, Default)]
+pub(crate) struct SwitchDeltas<'a> {
+    /// In the last sample's port order, then ports known only by their queues.
+    names: Vec<&'a str>,
+    deltas: Vec<PortDelta>,
+    index: FastMap<&'a str, u32>,
+}
+
+impl<'a> SwitchDeltas<'a> {
+    fn with_capacity(n: usize) -> Self {
+        SwitchDeltas {
+            names: Vec::with_capacity(n),
+            deltas: Vec::with_capacity(n),
+            index: FastMap::with_capacity_and_hasher(n, Fast::default()),
+        }
+    }
+    pub fn get(&self, port: &str) -> Option<&PortDelta> {
+        self.index.get(port).map(|i| &self.deltas[*i as usize])
+    }
+    /// Ports and their deltas in the last sample's port order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &PortDelta)> + '_ {
+        self.names.iter().copied().zip(&self.deltas)
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.names.iter().copied()
+    }
+    pub fn values(&self) -> std::slice::Iter<'_, PortDelta> {
+        self.deltas.iter()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.deltas.is_empty()
+    }
+    fn push(&mut self, name: &'a str, d: PortDelta) {
+        self.index.insert(name, self.deltas.len() as u32);
+        self.names.push(name);
+        self.deltas.push(d);
+    }
+    /// The port's deltas, added empty if it has none yet.
+    fn entry(&mut self, name: &'a str) -> &mut PortDelta {
+        let i = match self.index.get(name) {
+            Some(i) => *i as usize,
+            None => {
+                self.push(name, PortDelta::default());
+                self.deltas.len() - 1
+            }
+        };
+        &mut self.deltas[i]
+    }
+}
+
+impl std::ops::Index<&str> for SwitchDeltas<'_> {
+    type Output = PortDelta;
+    fn index(&self, port: &str) -> &PortDelta {
+        self.get(port).expect("a moved port")
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Table<'a> {
-    pub ports: FastMap<&'a str, FastMap<&'a str, PortDelta>>,
+    pub ports: FastMap<&'a str, SwitchDeltas<'a>>,
     /// Every moved port in each of the window's samples, a port's run starting at its
     /// [`PortDelta::at`] (`None` where its switch or it is absent): one allocation, not one
     /// per port.
-    pub at: Vec<Option<&'a PortSample>>,
-    /// Per switch, its poll time in each of the window's samples (`None`: absent or not
-    /// published).
-    pub polls: FastMap<&'a str, Vec<Option<u64>>>,
+    pub at: Vec<Option<Cell>>,
     /// Switches in the first and last samples whose counters did not move at all (and whose
     /// poll time, if published, did not either): nothing can be judged from them.
     pub frozen: HashSet<&'a str, Fast>,
@@ -82,21 +155,35 @@ fn add_increase(acc: &mut PortSample, a: &PortSample, b: &PortSample) {
     }
 }
 
-/// The port's increase over the samples that hold it, if the first does.
-fn port_increase(at: &[Option<&PortSample>]) -> Option<PortSample> {
+/// The port's increase over the samples that hold it, if the first does, and of its depth
+/// histogram's increase (packets that found at least `deep_queue` queued, packets counted),
+/// bucketed at the last sample's shift: two sums, not a histogram allocated per port.
+fn port_increase(at: &[Option<&PortSample>], deep_queue: u64) -> Option<(PortSample, (u64, u64))> {
     let first = (*at.first()?)?;
     let mut acc = PortSample::default();
     let mut prev = first;
     let mut hist_ok = !first.depth_histogram.is_empty();
-    let mut hist = vec![0u64; first.depth_histogram.len()];
+    let shift = at
+        .iter()
+        .flatten()
+        .last()
+        .map_or(0, |p| p.histogram_shift)
+        .min(16);
+    let mut deep = (0u64, 0u64);
     for p in at[1..].iter().flatten() {
         add_increase(&mut acc, prev, p);
         if hist_ok && p.depth_histogram.len() == prev.depth_histogram.len() {
-            for (h, (a, b)) in hist
-                .iter_mut()
-                .zip(prev.depth_histogram.iter().zip(&p.depth_histogram))
+            for (i, (a, b)) in prev
+                .depth_histogram
+                .iter()
+                .zip(&p.depth_histogram)
+                .enumerate()
             {
-                *h += sub(*b, *a);
+                let n = sub(*b, *a);
+                deep.1 += n;
+                if ((i as u64) << shift) >= deep_queue {
+                    deep.0 += n;
+                }
             }
         } else {
             hist_ok = false;
@@ -104,10 +191,7 @@ fn port_increase(at: &[Option<&PortSample>]) -> Option<PortSample> {
         acc.histogram_shift = p.histogram_shift;
         prev = p;
     }
-    if hist_ok {
-        acc.depth_histogram = hist;
-    }
-    Some(acc)
+    Some((acc, if hist_ok { deep } else { (0, 0) }))
 }
 
 /// `EthernetN:q` → (`EthernetN`, q).
@@ -171,27 +255,34 @@ fn aligned<'a, V>(
 
 fn switch_table<'a>(
     seq: &[Option<&'a SwitchSample>],
-    arena: &mut Vec<Option<&'a PortSample>>,
-) -> FastMap<&'a str, PortDelta> {
+    arena: &mut Vec<Option<Cell>>,
+    deep_queue: u64,
+) -> SwitchDeltas<'a> {
     let Some(Some(last)) = seq.last() else {
-        return FastMap::default();
+        return SwitchDeltas::default();
     };
     let n = seq.len();
-    let mut ports: FastMap<&'a str, PortDelta> =
-        FastMap::with_capacity_and_hasher(last.ports.len(), Fast::default());
+    let mut ports = SwitchDeltas::with_capacity(last.ports.len());
     let port_maps: Vec<_> = seq.iter().map(|s| s.map(|s| &s.ports)).collect();
     aligned(&port_maps, |name, at| {
-        if let Some(d) = port_increase(at) {
+        if let Some((d, deep)) = port_increase(at, deep_queue) {
             let start = arena.len();
-            arena.extend_from_slice(at);
+            arena.extend(at.iter().zip(seq).map(|(p, sw)| {
+                p.map(|p| Cell {
+                    tx: p.tx_packets,
+                    rx: p.rx_packets,
+                    poll: sw.and_then(|s| s.poll_ms),
+                })
+            }));
             let known = |f: fn(&PortSample) -> Option<u64>| Some(sub(f(at[n - 1]?)?, f(at[0]?)?));
             let psn = (known(|p| p.psn_out_of_order), known(|p| p.psn_regressions));
-            ports.insert(
+            ports.push(
                 name,
                 PortDelta {
                     d,
                     psn,
                     at: Some(start),
+                    deep,
                     ..Default::default()
                 },
             );
@@ -206,7 +297,7 @@ fn switch_table<'a>(
         }
     });
     for run in moves.chunk_by(|a, b| a.0 == b.0) {
-        let e = ports.entry(run[0].0).or_default();
+        let e = ports.entry(run[0].0);
         for &(_, q, (m, d, t)) in run {
             e.marks[q] = m;
             e.departures[q] = d;
@@ -216,15 +307,18 @@ fn switch_table<'a>(
     ports
 }
 
+/// The window's deltas on the calling thread, the histograms bucketed at the default deep
+/// queue.
 pub(crate) fn build(w: &Window) -> Table<'_> {
-    build_on(w, false)
+    build_on(w, false, crate::Thresholds::default().deep_queue)
 }
 
 type Seq<'a> = (&'a str, Vec<Option<&'a SwitchSample>>);
 
-/// [`build`], with `two_threads` half of the switches on a second thread (the tables are
-/// joined after: a port's [`PortDelta::at`] moved by what the first half holds).
-pub(crate) fn build_on(w: &Window, two_threads: bool) -> Table<'_> {
+/// The window's deltas, with `two_threads` half of the switches on a second thread (the tables
+/// are joined after: a port's [`PortDelta::at`] moved by what the first half holds).
+/// `deep_queue`: [`crate::Thresholds::deep_queue`].
+pub(crate) fn build_on(w: &Window, two_threads: bool, deep_queue: u64) -> Table<'_> {
     let mut t = Table::default();
     let Some(last) = w.samples.last() else {
         return t;
@@ -239,30 +333,29 @@ pub(crate) fn build_on(w: &Window, two_threads: bool) -> Table<'_> {
         }
     });
     if !two_threads || seqs.len() < 2 {
-        fill(&mut t, seqs);
+        fill(&mut t, seqs, deep_queue);
         return t;
     }
     let second = seqs.split_off(seqs.len() / 2);
     let other = std::thread::scope(|s| {
         let h = s.spawn(|| {
             let mut o = Table::default();
-            fill(&mut o, second);
+            fill(&mut o, second, deep_queue);
             o
         });
-        fill(&mut t, seqs);
+        fill(&mut t, seqs, deep_queue);
         h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
     });
     let base = t.at.len();
     t.at.extend(other.at);
     for (name, mut ports) in other.ports {
-        for p in ports.values_mut() {
+        for p in &mut ports.deltas {
             if let Some(at) = &mut p.at {
                 *at += base;
             }
         }
         t.ports.insert(name, ports);
     }
-    t.polls.extend(other.polls);
     t.frozen.extend(other.frozen);
     for (a, b) in t.active_prios.iter_mut().zip(other.active_prios) {
         *a |= b;
@@ -270,9 +363,17 @@ pub(crate) fn build_on(w: &Window, two_threads: bool) -> Table<'_> {
     t
 }
 
-fn fill<'a>(t: &mut Table<'a>, seqs: Vec<Seq<'a>>) {
+fn fill<'a>(t: &mut Table<'a>, seqs: Vec<Seq<'a>>, deep_queue: u64) {
+    // The arena at its full size at once: grown by doubling it was copied and faulted in
+    // again at every step (7.9 MB at k=64).
+    let cells: usize = seqs
+        .iter()
+        .map(|(_, seq)| seq.last().copied().flatten().map_or(0, |s| s.ports.len()) * seq.len())
+        .sum();
+    t.at.reserve(cells);
+    t.ports.reserve(seqs.len());
     for (name, seq) in seqs {
-        let ports = switch_table(&seq, &mut t.at);
+        let ports = switch_table(&seq, &mut t.at, deep_queue);
         let moved = ports
             .values()
             .any(|p| p.d.rx_packets > 0 || p.d.tx_packets > 0);
@@ -288,10 +389,6 @@ fn fill<'a>(t: &mut Table<'a>, seqs: Vec<Seq<'a>>) {
                 t.active_prios[q] |= p.d.pfc_rx_pause[q] > 0 || p.d.pfc_tx_pause[q] > 0;
             }
         }
-        t.polls.insert(
-            name,
-            seq.iter().map(|s| s.and_then(|s| s.poll_ms)).collect(),
-        );
         t.ports.insert(name, ports);
     }
 }
@@ -300,7 +397,6 @@ fn fill<'a>(t: &mut Table<'a>, seqs: Vec<Seq<'a>>) {
 mod tests {
     use super::*;
     use crate::Sample;
-    use std::collections::BTreeSet;
 
     fn port(rx: u64, tx: u64) -> PortSample {
         PortSample {
@@ -356,16 +452,13 @@ mod tests {
         };
         let t = build(&w);
         let sw = &t.ports["sw"];
-        let mut names: Vec<&str> = sw.keys().copied().collect();
+        let mut names: Vec<&str> = sw.keys().collect();
         names.sort();
         assert_eq!(names, ["Ethernet0", "Ethernet8"]);
         assert_eq!(sw["Ethernet0"].d.tx_packets, 20);
         assert_eq!(sw["Ethernet8"].d.tx_packets, 20);
         let at = sw["Ethernet8"].at.expect("in the arena");
-        let txs: Vec<Option<u64>> = t.at[at..at + 3]
-            .iter()
-            .map(|p| p.map(|p| p.tx_packets))
-            .collect();
+        let txs: Vec<Option<u64>> = t.at[at..at + 3].iter().map(|p| p.map(|p| p.tx)).collect();
         assert_eq!(txs, [Some(9), Some(19), Some(29)]);
     }
 
@@ -435,6 +528,35 @@ mod tests {
     }
 
     #[test]
+    fn the_depth_histogram_increase_is_bucketed_at_the_last_samples_shift() {
+        let hist = |h: &[u64], shift: u8| PortSample {
+            depth_histogram: h.to_vec(),
+            histogram_shift: shift,
+            ..Default::default()
+        };
+        // Buckets of 4 packets (shift 2): buckets 3 and up found at least 12 queued.
+        let at = [
+            hist(&[10, 0, 0, 0, 0], 2),
+            hist(&[30, 5, 0, 1, 0], 2),
+            hist(&[40, 5, 2, 4, 6], 2),
+        ];
+        let refs: Vec<Option<&PortSample>> = at.iter().map(Some).collect();
+        let (_, deep) = port_increase(&refs, 12).expect("in the first sample");
+        assert_eq!(deep, (4 + 6, 30 + 5 + 2 + 4 + 6));
+        // A sample that lacks the port is skipped; a histogram that changed size is unknown.
+        let gap = [Some(&at[0]), None, Some(&at[2])];
+        assert_eq!(port_increase(&gap, 12).expect("port").1, (10, 47));
+        let resized = hist(&[40, 5], 2);
+        let odd = [Some(&at[0]), Some(&resized)];
+        assert_eq!(port_increase(&odd, 12).expect("port").1, (0, 0));
+        // At a coarser last shift (3: buckets of 8) bucket 2 already found 16 queued.
+        let mut coarse = at.clone();
+        coarse[2].histogram_shift = 3;
+        let refs: Vec<Option<&PortSample>> = coarse.iter().map(Some).collect();
+        assert_eq!(port_increase(&refs, 12).expect("port").1, (2 + 4 + 6, 47));
+    }
+
+    #[test]
     fn two_threads_build_the_table_one_thread_builds() {
         // Five switches (the second thread takes the last three), ports moving at each's own
         // rate, one switch absent from the middle sample, one frozen.
@@ -452,6 +574,7 @@ mod tests {
                         ps.pfc_rx_pause[3] = if s == 2 { i * 7 } else { 0 };
                         sw.ports.insert(format!("Ethernet{p}"), ps);
                     }
+                    sw.poll_ms = (s != 4).then_some(i * 1000 + s);
                     switches.insert(format!("sw{s}"), sw);
                 }
                 Sample {
@@ -464,8 +587,8 @@ mod tests {
             samples,
             ..Default::default()
         };
-        let (one, two) = (build_on(&w, false), build_on(&w, true));
-        type Runs = BTreeMap<(String, String), (u64, u64, Vec<Option<u64>>)>;
+        let (one, two) = (build_on(&w, false, 10), build_on(&w, true, 10));
+        type Runs = BTreeMap<(String, String), (u64, u64, Vec<Option<Cell>>)>;
         let runs = |t: &Table<'_>| -> Runs {
             t.ports
                 .iter()
@@ -474,11 +597,7 @@ mod tests {
                         let at = d.at.map(|a| &t.at[a..a + 3]).unwrap_or_default();
                         (
                             (sw.to_string(), p.to_string()),
-                            (
-                                d.d.rx_packets,
-                                d.d.pfc_rx_pause[3],
-                                at.iter().map(|x| x.map(|x| x.tx_packets)).collect(),
-                            ),
+                            (d.d.rx_packets, d.d.pfc_rx_pause[3], at.to_vec()),
                         )
                     })
                 })
@@ -490,8 +609,15 @@ mod tests {
         assert!(two.frozen.contains("sw4"));
         assert_eq!(one.active_prios, two.active_prios);
         assert!(two.active_prios[3]);
-        let polls =
-            |t: &Table<'_>| -> BTreeSet<String> { t.polls.keys().map(|k| k.to_string()).collect() };
-        assert_eq!(polls(&one), polls(&two));
+        // Each cell carries its switch's poll of that sample.
+        let sw1 = &two.ports["sw1"]["Ethernet2"];
+        let cells = &two.at[sw1.at.expect("in the arena")..][..3];
+        assert_eq!(
+            cells
+                .iter()
+                .map(|c| c.and_then(|c| c.poll))
+                .collect::<Vec<_>>(),
+            [Some(1), Some(1001), Some(2001)]
+        );
     }
 }

@@ -225,7 +225,9 @@ pub struct Sample {
 /// What `diagnose` looks at.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Window {
-    pub fabric: Fabric,
+    /// Shared by the windows of one fabric: its lookups ([`Fabric::index`]) are built once, not
+    /// per window (at k=64 they took a tenth of a window's rules).
+    pub fabric: std::sync::Arc<Fabric>,
     pub samples: Vec<Sample>,
 }
 
@@ -388,7 +390,7 @@ fn sub(a: u64, b: u64) -> u64 {
 
 impl<'a> Deltas<'a> {
     /// `two_threads`: the deltas built on two threads.
-    fn new(w: &'a Window, two_threads: bool) -> Option<Deltas<'a>> {
+    fn new(w: &'a Window, two_threads: bool, th: &Thresholds) -> Option<Deltas<'a>> {
         let (f, l) = (w.samples.first()?, w.samples.last()?);
         if w.samples.len() < 2 {
             return None;
@@ -397,7 +399,7 @@ impl<'a> Deltas<'a> {
         Some(Deltas {
             w,
             secs,
-            t: deltas::build_on(w, two_threads),
+            t: deltas::build_on(w, two_threads, th.deep_queue),
         })
     }
     fn first(&self) -> &Sample {
@@ -509,7 +511,7 @@ fn cable_rules(d: &Deltas<'_>, th: &Thresholds) -> Vec<Finding> {
 }
 
 fn findings(w: &Window, th: &Thresholds, two_threads: bool) -> Vec<Finding> {
-    let Some(d) = Deltas::new(w, two_threads) else {
+    let Some(d) = Deltas::new(w, two_threads, th) else {
         return Vec::new();
     };
     // The rules only read the deltas: with `two_threads` the cable rules run beside the others
@@ -625,13 +627,18 @@ impl PauseGraph {
             evidence: BTreeMap::new(),
         };
         for sw in &fab.switches {
-            for port in switch_ports(d, sw) {
-                let (rx, tx) = d
-                    .moved_at(sw, port)
-                    .map_or((0, 0), |p| (p.d.pfc_rx_pause[prio], p.d.pfc_tx_pause[prio]));
-                if rx == 0 && tx == 0 {
-                    continue;
-                }
+            // The few ports that sent or received PAUSE, in port order: one walk of the
+            // switch's moves, no lookup per port (327,680 of them at k=64).
+            let Some(moved) = d.t.ports.get(sw.as_str()) else {
+                continue;
+            };
+            let mut pausing: Vec<(&str, u64, u64)> = moved
+                .iter()
+                .map(|(p, m)| (p, m.d.pfc_rx_pause[prio], m.d.pfc_tx_pause[prio]))
+                .filter(|(_, rx, tx)| *rx > 0 || *tx > 0)
+                .collect();
+            pausing.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (port, rx, tx) in pausing {
                 let e = End::new(sw, port);
                 if rx > 0
                     && let Some(p) = fab.peer(&e)
@@ -785,7 +792,7 @@ fn began_last(d: &Deltas<'_>, e: &End, f: impl Fn(&PortSample) -> u64) -> bool {
 
 fn storm(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, p: PausingHost) -> Finding {
     let (h, leaf, prio, rate) = (p.host, &p.leaf, g.prio, p.rate);
-    let cg = congestion(d, th, leaf);
+    let cg = congestion(d, leaf);
     let mut confidence = if p.wd { 0.97 } else { 0.85 };
     if !p.wd && cg.congested(th) {
         // Continuous pauses with traffic backing up: could be a stuck receiver.
@@ -838,7 +845,7 @@ fn storm(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, p: PausingHost) -> Fin
 
 fn slow_receiver(d: &Deltas<'_>, th: &Thresholds, prio: usize, p: PausingHost) -> Finding {
     let (h, leaf, rate, wd, wd_drops) = (p.host, &p.leaf, p.rate, p.wd, p.wd_drops);
-    let cg = congestion(d, th, leaf);
+    let cg = congestion(d, leaf);
     let upstream_pauses: u64 = switch_ports(d, &leaf.node)
         .iter()
         .map(|port| pauses(d, &End::new(&leaf.node, port), prio).1)
@@ -905,7 +912,7 @@ fn back_pressure(d: &Deltas<'_>, th: &Thresholds, g: &PauseGraph, out: &mut Vec<
             .map(|p| {
                 let e = End::new(sw, p);
                 let marks = queue_marks(d, &e, prio).0;
-                ((marks, congestion(d, th, &e).deep.0), p.clone())
+                ((marks, congestion(d, &e).deep.0), p.clone())
             })
             .max();
         let victims = g.victims_of(sw);
@@ -962,11 +969,11 @@ struct Congestion {
     deep: (u64, u64),
 }
 
-fn congestion(d: &Deltas<'_>, th: &Thresholds, e: &End) -> Congestion {
-    congestion_of(d.moved_at(&e.node, &e.port), th)
+fn congestion(d: &Deltas<'_>, e: &End) -> Congestion {
+    congestion_of(d.moved_at(&e.node, &e.port))
 }
 
-fn congestion_of(moved: Option<&deltas::PortDelta>, th: &Thresholds) -> Congestion {
+fn congestion_of(moved: Option<&deltas::PortDelta>) -> Congestion {
     let mut c = Congestion {
         marks: 0,
         departures: 0,
@@ -977,13 +984,8 @@ fn congestion_of(moved: Option<&deltas::PortDelta>, th: &Thresholds) -> Congesti
         c.marks = p.marks.iter().sum();
         c.departures = p.departures.iter().sum();
         c.trimmed = p.trimmed.iter().sum();
-        let shift = p.d.histogram_shift.min(16);
-        for (i, n) in p.d.depth_histogram.iter().copied().enumerate() {
-            c.deep.1 += n;
-            if ((i as u64) << shift) >= th.deep_queue {
-                c.deep.0 += n;
-            }
-        }
+        // Bucketed at `th.deep_queue` when the deltas were built.
+        c.deep = p.deep;
     }
     c
 }
@@ -1095,7 +1097,7 @@ fn congested_ports<'d>(d: &'d Deltas<'_>, th: &Thresholds, sw: &str) -> Vec<(&'d
     };
     let mut hot: Vec<(&str, Congestion)> = moved
         .iter()
-        .map(|(p, m)| (*p, congestion_of(Some(m), th)))
+        .map(|(p, m)| (p, congestion_of(Some(m))))
         .filter(|(_, c)| c.congested(th))
         .collect();
     hot.sort_by(|a, b| a.0.cmp(b.0));
@@ -1114,9 +1116,25 @@ fn pause_sent(d: &Deltas<'_>, sw: &str) -> u64 {
         .sum()
 }
 
+/// Every host with what its leaf received from it in the window, most first.
+fn hosts_by_rx<'w>(d: &Deltas<'w>) -> Vec<(u64, &'w String)> {
+    let fab: &'w Fabric = &d.w.fabric;
+    let mut v: Vec<(u64, &String)> = fab
+        .hosts
+        .iter()
+        .filter_map(|h| {
+            let hp = fab.host_port(h)?;
+            Some((d.port(&hp, |p| p.rx_packets), h))
+        })
+        .collect();
+    v.sort_by(|a, b| b.cmp(a));
+    v
+}
+
 /// Congested egress ports: toward a host (incast) or toward a switch (a slow link).
 fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let fab = &d.w.fabric;
+    let mut by_rx = None;
     for sw in &fab.switches {
         // The switch's PAUSE sent, summed once, on its first congested port that needs it.
         let mut sent: Option<u64> = None;
@@ -1150,17 +1168,14 @@ fn queues(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             let ecn_first = what_acted(c.marks > 0, pfc_sent, c.trimmed > 0);
             let strength = c.strength();
             if fab.is_host(&peer.node) {
-                // Senders: hosts whose leaf received most in the window.
-                let mut senders: Vec<(u64, String)> = fab
-                    .hosts
+                // Senders: hosts whose leaf received most in the window (every host's, looked
+                // up once a window: 65,536 hosts at k=64, and an incast has many victims).
+                let by_rx = by_rx.get_or_insert_with(|| hosts_by_rx(d));
+                let senders: Vec<(u64, &String)> = by_rx
                     .iter()
-                    .filter(|h| *h != &peer.node)
-                    .filter_map(|h| {
-                        let hp = fab.host_port(h)?;
-                        Some((d.port(&hp, |p| p.rx_packets), h.clone()))
-                    })
+                    .filter(|(_, h)| **h != peer.node)
+                    .copied()
                     .collect();
-                senders.sort_by(|a, b| b.cmp(a));
                 let top = senders.first().map_or(0, |s| s.0);
                 let senders: Vec<String> = senders
                     .into_iter()
@@ -1281,7 +1296,7 @@ fn steered_around(d: &Deltas<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 continue;
             }
             let peer = fab.peer(e).map(|p| p.to_string()).unwrap_or_default();
-            let c = congestion(d, th, e);
+            let c = congestion(d, e);
             let mut ev = vec![d.ev(sw, Some(&e.port), "SAI_QUEUE_STAT_PACKETS (lossless)", *n)];
             ev.extend(c.evidence(d, e));
             for (m, o) in &loads {

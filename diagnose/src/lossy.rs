@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::deltas::PortDelta;
+use crate::deltas::{Cell, FastMap, PortDelta, SwitchDeltas};
 use crate::{Deltas, End, Finding, Kind, PortSample, Thresholds};
 
 /// A switch loses, not its cables, when at least 3 and this share of its loaded cables lose.
@@ -31,19 +31,17 @@ const STAMPED_FLOOR: f64 = 0.005;
 /// Two ends' polls this close (ms) are one instant for a loss judged by sample times.
 const POLLED_TOGETHER_MS: u64 = 50;
 
-/// One end's port in each sample and its switch's poll times, looked up once per cable.
+/// One end's port in each sample, with its switch's poll times: a run of the arena.
 #[derive(Clone, Copy)]
 struct EndAt<'d> {
-    at: &'d [Option<&'d PortSample>],
-    polls: &'d [Option<u64>],
+    at: &'d [Option<Cell>],
 }
 
 impl<'d> EndAt<'d> {
-    fn of(d: &'d Deltas<'d>, m: &PortDelta, node: &str) -> Option<EndAt<'d>> {
+    fn of(d: &'d Deltas<'d>, m: &PortDelta) -> Option<EndAt<'d>> {
         let from = m.at?;
         Some(EndAt {
             at: d.t.at.get(from..from + d.w.samples.len())?,
-            polls: d.t.polls.get(node)?,
         })
     }
 }
@@ -57,12 +55,44 @@ struct Side<'d> {
     at: Option<EndAt<'d>>,
 }
 
+/// What a cable's end needs of its switch, looked up once for a run of cables at it.
+#[derive(Clone, Copy)]
+struct SwitchAt<'d> {
+    host: bool,
+    ports: Option<&'d SwitchDeltas<'d>>,
+    frozen: bool,
+}
+
+/// The last switch looked up for each end of the cables: a fabric lists a switch's cables
+/// together, so most cables find one end's switch here (131,072 cables at k=64, each end's
+/// switch otherwise four lookups by name).
+struct Switches<'d> {
+    d: &'d Deltas<'d>,
+    last: [Option<(&'d str, SwitchAt<'d>)>; 2],
+}
+
+impl<'d> Switches<'d> {
+    fn at(&mut self, end: usize, node: &'d str) -> SwitchAt<'d> {
+        if let Some((n, at)) = self.last[end]
+            && n == node
+        {
+            return at;
+        }
+        let d = self.d;
+        let at = SwitchAt {
+            host: d.w.fabric.is_host(node),
+            ports: d.t.ports.get(node),
+            frozen: d.t.frozen.contains(node),
+        };
+        self.last[end] = Some((node, at));
+        at
+    }
+}
+
 impl<'d> Side<'d> {
-    fn of(d: &'d Deltas<'d>, e: &'d End) -> Side<'d> {
-        let moved = d.moved(e);
-        let at = moved
-            .filter(|_| !d.t.frozen.contains(e.node.as_str()))
-            .and_then(|m| EndAt::of(d, m, &e.node));
+    fn of(d: &'d Deltas<'d>, e: &'d End, sw: SwitchAt<'d>) -> Side<'d> {
+        let moved = sw.ports.and_then(|m| m.get(e.port.as_str()));
+        let at = moved.filter(|_| !sw.frozen).and_then(|m| EndAt::of(d, m));
         Side { e, moved, at }
     }
     fn count(&self, f: fn(&PortSample) -> u64) -> u64 {
@@ -71,9 +101,9 @@ impl<'d> Side<'d> {
 }
 
 /// A counter of an end at sample `i`, and its switch's poll time.
-fn at(e: EndAt<'_>, i: usize, f: fn(&PortSample) -> u64) -> Option<(u64, Option<u64>)> {
-    let p = (*e.at.get(i)?)?;
-    Some((f(p), e.polls.get(i).copied().flatten()))
+fn at(e: EndAt<'_>, i: usize, f: fn(&Cell) -> u64) -> Option<(u64, Option<u64>)> {
+    let c = (*e.at.get(i)?)?;
+    Some((f(&c), c.poll))
 }
 
 /// Polled span (ms) of one end between two samples, when both carry poll times.
@@ -87,7 +117,7 @@ fn span(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// How much an end's counter rate varied over the window: (max − min) / mean of its rates
 /// between successive polls (timed by its own poll times). `None` when it polled fewer than
 /// three times or a counter went back (a restart): its steadiness is not known.
-fn variation(e: EndAt<'_>, f: fn(&PortSample) -> u64) -> Option<f64> {
+fn variation(e: EndAt<'_>, f: fn(&Cell) -> u64) -> Option<f64> {
     // Streamed, no list of points: called for both ends of every loaded cable in the window.
     let mut last: Option<(u64, u64)> = None;
     let (mut min, mut max, mut sum, mut n) = (f64::MAX, f64::MIN, 0.0, 0u32);
@@ -127,10 +157,10 @@ fn excess(
     i: usize,
     j: usize,
 ) -> Option<(u64, u64)> {
-    let (ta, pa) = at(from, i, |p| p.tx_packets)?;
-    let (tb, pb) = at(from, j, |p| p.tx_packets)?;
-    let (ra, qa) = at(to, i, |p| p.rx_packets)?;
-    let (rb, qb) = at(to, j, |p| p.rx_packets)?;
+    let (ta, pa) = at(from, i, |c| c.tx)?;
+    let (tb, pb) = at(from, j, |c| c.tx)?;
+    let (ra, qa) = at(to, i, |c| c.rx)?;
+    let (rb, qb) = at(to, j, |c| c.rx)?;
     if tb < ta || rb < ra {
         return None;
     }
@@ -143,8 +173,8 @@ fn excess(
         // matters as much as the rates changed over the window: each end's rates between its
         // successive polls must be known, and their spread is allowed for.
         let (sf, st) = (span(pa, pb)?, span(qa, qb)?);
-        let vary = variation(from, |p| p.tx_packets)
-            .zip(variation(to, |p| p.rx_packets))
+        let vary = variation(from, |c| c.tx)
+            .zip(variation(to, |c| c.rx))
             .map(|(a, b)| a + b);
         // Where the rates between polls are unknown (fewer than three polls) or spread wider
         // than the smallest loss to report, the poll times cannot judge: the sample times do
@@ -288,15 +318,17 @@ fn cables<'a>(
 ) -> (Vec<Lossy<'a>>, BTreeMap<&'a str, usize>, usize) {
     let fab = &d.w.fabric;
     let mut out = Vec::new();
-    let mut loaded: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut loaded: FastMap<&str, usize> = FastMap::default();
     let mut total = 0;
+    let mut switches = Switches { d, last: [None; 2] };
     for l in &fab.links {
-        if fab.is_host(&l.a.node) || fab.is_host(&l.b.node) {
+        let (sa, sb) = (switches.at(0, &l.a.node), switches.at(1, &l.b.node));
+        if sa.host || sb.host {
             continue;
         }
         let mut dirs = Vec::new();
         let mut carried = false;
-        let (a, b) = (Side::of(d, &l.a), Side::of(d, &l.b));
+        let (a, b) = (Side::of(d, &l.a, sa), Side::of(d, &l.b, sb));
         for (from, to) in [(&a, &b), (&b, &a)] {
             let tx = from.count(|p| p.tx_packets);
             if tx < th.min_link_packets {
@@ -318,7 +350,7 @@ fn cables<'a>(
             out.push(Lossy { dirs });
         }
     }
-    (out, loaded, total)
+    (out, loaded.into_iter().collect(), total)
 }
 
 /// The switch most of whose loaded cables lose, for each lossy cable that has one.

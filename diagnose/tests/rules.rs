@@ -226,7 +226,7 @@ fn window(f: Fabric, m: &Moves) -> Window {
         }
     }
     Window {
-        fabric: f,
+        fabric: f.into(),
         samples: vec![start, end],
     }
 }
@@ -701,7 +701,10 @@ fn skewed_cable(before: f64, after: f64, step_ms: u64, delivered: f64) -> Window
             }
         })
         .collect();
-    Window { fabric, samples }
+    Window {
+        fabric: fabric.into(),
+        samples,
+    }
 }
 
 #[test]

@@ -270,7 +270,7 @@ mod tests {
         once.remove("leaf1");
         once.remove("leaf2");
         let w = Window {
-            fabric: f.clone(),
+            fabric: f.clone().into(),
             samples: vec![
                 Sample {
                     t_ms: 0,

@@ -11,6 +11,7 @@
 //! the end of that window plus the time the sample and the rules took.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use weft_diagnose::{Fabric, Finding, Kind, Sample, Thresholds, Window};
 use weft_topology::SwitchIdx;
@@ -433,7 +434,7 @@ impl Default for Campaign {
 /// A campaign under way.
 struct Run<'a, S> {
     twin: &'a mut Twin,
-    fabric: &'a Fabric,
+    fabric: &'a Arc<Fabric>,
     c: &'a Campaign,
     th: &'a Thresholds,
     sampler: &'a mut S,
@@ -550,7 +551,7 @@ impl<S: Sampler> Run<'_, S> {
 /// Runs `c` on `twin`, sampling with `sampler` and judging with the rules at `th`.
 pub async fn run(
     twin: &mut Twin,
-    fabric: &Fabric,
+    fabric: &Arc<Fabric>,
     c: &Campaign,
     th: &Thresholds,
     sampler: &mut impl Sampler,

@@ -109,7 +109,8 @@ pub struct Frame {
 /// Everything the page remembers between reads.
 pub struct Page {
     pub layout: Layout,
-    fabric: Fabric,
+    /// One for every window the page diagnoses: its lookups are built once.
+    fabric: std::sync::Arc<Fabric>,
     source: SourceInfo,
     prev: Option<Counters>,
     /// The counters at the last history point.
@@ -153,7 +154,7 @@ impl Page {
                 findings: Vec::new(),
             },
             layout,
-            fabric: weft_observe::diagnose::fabric_of(t),
+            fabric: weft_observe::diagnose::fabric_of(t).into(),
             source,
             prev: None,
             hist_base: None,

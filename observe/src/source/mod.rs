@@ -116,7 +116,7 @@ pub async fn watch_db(t: &Topology, window: Duration, interval: Duration) -> (Wi
     }
     (
         Window {
-            fabric: crate::diagnose::fabric_of(t),
+            fabric: crate::diagnose::fabric_of(t).into(),
             samples: samples.samples,
         },
         w,

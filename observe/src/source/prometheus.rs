@@ -338,7 +338,7 @@ impl Prometheus {
         }
         Ok((
             Window {
-                fabric: crate::diagnose::fabric_of(t),
+                fabric: crate::diagnose::fabric_of(t).into(),
                 samples,
             },
             unjudged,
