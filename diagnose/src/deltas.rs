@@ -188,7 +188,6 @@ fn port_increase(at: &[Option<&PortSample>], deep_queue: u64) -> Option<(PortSam
         } else {
             hist_ok = false;
         }
-        acc.histogram_shift = p.histogram_shift;
         prev = p;
     }
     Some((acc, if hist_ok { deep } else { (0, 0) }))
